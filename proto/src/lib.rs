@@ -1,0 +1,15 @@
+//! kstretch's gRPC contracts, generated from `proto/` at build time.
+//!
+//! Packages are versioned (`kstretch.admin.v1`, ...): a breaking change is a new package, so an
+//! old CLI or agent keeps talking to a newer central.
+
+/// The admin API of central, spoken by the `kstretch` CLI.
+pub mod admin {
+    pub mod v1 {
+        tonic::include_proto!("kstretch.admin.v1");
+    }
+}
+
+/// Encoded `FileDescriptorSet` of every package, for gRPC server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/kstretch_descriptor.bin"));
