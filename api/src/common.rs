@@ -1,0 +1,82 @@
+//! Types shared by several kinds: JVM options, free-form configuration maps and opaque objects.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A free-form Kafka / Kafka Connect / topic configuration: keys are property names, values are
+/// strings, numbers or booleans exactly as the user wrote them.
+pub type ConfigValues = BTreeMap<String, Value>;
+
+/// An object kstretch passes through or ignores without modelling it (for example `template`).
+pub type OpaqueObject = serde_json::Map<String, Value>;
+
+/// JVM options of the Kafka or Kafka Connect containers.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JvmOptions {
+    /// Maximum heap size (`-Xmx`), for example `2048m` or `2G`.
+    #[serde(rename = "-Xmx", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[0-9]+[mMgG]?$"))]
+    pub xmx: Option<String>,
+    /// Initial heap size (`-Xms`), for example `2048m` or `2G`.
+    #[serde(rename = "-Xms", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[0-9]+[mMgG]?$"))]
+    pub xms: Option<String>,
+    /// Advanced runtime options passed as `-XX:` flags (`"true"`/`"false"` toggle boolean flags).
+    #[serde(rename = "-XX", default, skip_serializing_if = "Option::is_none")]
+    pub xx: Option<BTreeMap<String, String>>,
+    /// Whether garbage-collection logging is enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gc_logging_enabled: Option<bool>,
+    /// Extra Java system properties (`-Dname=value`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub java_system_properties: Vec<SystemProperty>,
+}
+
+/// One Java system property.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemProperty {
+    /// Property name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Property value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn jvm_options_use_strimzi_keys() {
+        let options: JvmOptions = serde_json::from_value(json!({
+            "-Xmx": "2g", "-Xms": "1g", "-XX": {"UseG1GC": "true"},
+            "gcLoggingEnabled": false,
+            "javaSystemProperties": [{"name": "a", "value": "b"}]
+        }))
+        .expect("deserializes");
+        assert_eq!(options.xmx.as_deref(), Some("2g"));
+        assert_eq!(options.xms.as_deref(), Some("1g"));
+        assert_eq!(
+            options
+                .xx
+                .as_ref()
+                .and_then(|xx| xx.get("UseG1GC"))
+                .map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(options.java_system_properties.len(), 1);
+        let back = serde_json::to_value(&options).expect("serializes");
+        assert_eq!(back["-Xmx"], json!("2g"));
+        assert_eq!(
+            serde_json::to_value(JvmOptions::default()).expect("serializes"),
+            json!({})
+        );
+    }
+}

@@ -1,0 +1,341 @@
+//! The `Kafka` kind (`kafka.strimzi.io`): cluster-wide settings of a KRaft Kafka cluster whose
+//! nodes are defined by `KafkaNodePool` resources.
+//!
+//! Modelled: what kstretch acts on (versions, listeners, config, authorization, rack, JVM options,
+//! the legacy v1beta2 `replicas`/`storage`/`resources` used as node-pool fallbacks) and the status
+//! it writes. Everything else Strimzi accepts (probes, logging, metrics, quotas, tiered storage,
+//! `clusterCa`, `kafkaExporter`, ZooKeeper leftovers of v1beta2 manifests, ...) is kept as written.
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{ConfigValues, JvmOptions, OpaqueObject};
+use crate::condition::Condition;
+use crate::schema::{keep_unknown_fields, opaque_object, resource_requirements};
+use crate::storage::Storage;
+
+/// Desired state of a Kafka cluster.
+// kube's repeated `printcolumn(type_ = ...)` items look like duplicated attributes to clippy.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "kafka.strimzi.io",
+    version = "v1",
+    kind = "Kafka",
+    plural = "kafkas",
+    singular = "kafka",
+    shortname = "k",
+    category = "strimzi",
+    namespaced,
+    status = "KafkaStatus",
+    derive = "PartialEq",
+    doc = "A Kafka cluster (KRaft); its nodes come from the KafkaNodePool resources labelled with its name.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
+        description = "Whether the cluster is reconciled and ready"
+    ),
+    printcolumn(
+        name = "Warnings",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Warning\")].status",
+        description = "Whether there are warnings about the cluster"
+    ),
+    printcolumn(
+        name = "Kafka version",
+        type_ = "string",
+        json_path = ".status.kafkaVersion",
+        description = "The Kafka version the cluster runs"
+    ),
+    printcolumn(
+        name = "Metadata version",
+        type_ = "string",
+        json_path = ".status.kafkaMetadataVersion",
+        description = "The KRaft metadata version in use"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct KafkaSpec {
+    /// Settings of the Kafka nodes common to every pool.
+    pub kafka: KafkaClusterSpec,
+    /// The entity operator (topic and user operators).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity_operator: Option<EntityOperatorSpec>,
+    /// Cruise Control settings; accepted and kept, not acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub cruise_control: Option<OpaqueObject>,
+    /// Kafka Exporter settings; accepted and kept, not acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub kafka_exporter: Option<OpaqueObject>,
+    /// Settings of the cluster certificate authority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub cluster_ca: Option<OpaqueObject>,
+    /// Settings of the clients certificate authority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub clients_ca: Option<OpaqueObject>,
+    /// Cron expressions of the time windows in which disruptive maintenance may happen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub maintenance_time_windows: Vec<String>,
+}
+
+/// `spec.kafka`: settings shared by all the Kafka nodes of the cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct KafkaClusterSpec {
+    /// Kafka version to run, for example `4.1.0`; the operator's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// KRaft metadata version, for example `4.1-IV1`; the default of `version` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_version: Option<String>,
+    /// Container image overriding the one the operator picks for `version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Legacy (v1beta2, before node pools): number of nodes. Only used to report that node pools
+    /// are required; pools define their own `replicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// How clients reach the cluster.
+    pub listeners: Vec<GenericKafkaListener>,
+    /// Kafka broker configuration (`server.properties` entries). Options the operator manages
+    /// itself (listeners, node IDs, log dirs, ...) are ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub config: Option<ConfigValues>,
+    /// Legacy (v1beta2): node storage, used for pools that do not set their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<Storage>,
+    /// Authorization of client requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<KafkaAuthorization>,
+    /// Rack awareness: which node label or environment variable names a node's rack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<Rack>,
+    /// JVM options, used for pools that do not set their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jvm_options: Option<JvmOptions>,
+    /// Legacy (v1beta2): CPU and memory, used for pools that do not set their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "resource_requirements")]
+    pub resources: Option<ResourceRequirements>,
+    /// Customisation of the generated Kubernetes resources (pods, services, ...), used for pools
+    /// that do not set their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub template: Option<OpaqueObject>,
+}
+
+/// One listener: a port, how it is exposed and how clients authenticate on it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct GenericKafkaListener {
+    /// Listener name, unique in the cluster: lower-case letters and digits, at most 11.
+    #[schemars(pattern(r"^[a-z0-9]{1,11}$"))]
+    pub name: String,
+    /// Port inside the cluster; 9092 and above (some lower ports are reserved by the operator).
+    #[schemars(range(min = 9092))]
+    pub port: i32,
+    /// How the listener is exposed.
+    #[serde(rename = "type")]
+    pub type_: KafkaListenerType,
+    /// Whether the listener uses TLS encryption.
+    pub tls: bool,
+    /// Client authentication on this listener (`type` tls, scram-sha-512, custom, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub authentication: Option<OpaqueObject>,
+    /// Type-specific settings (advertised hosts, certificates, load balancer options, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub configuration: Option<OpaqueObject>,
+}
+
+/// How a listener is exposed.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum KafkaListenerType {
+    /// Only inside the Kubernetes cluster, through headless services.
+    #[serde(rename = "internal")]
+    Internal,
+    /// OpenShift routes.
+    #[serde(rename = "route")]
+    Route,
+    /// Gateway API TLSRoutes.
+    #[serde(rename = "tlsroute")]
+    TlsRoute,
+    /// Services of type LoadBalancer.
+    #[serde(rename = "loadbalancer")]
+    LoadBalancer,
+    /// Services of type NodePort.
+    #[serde(rename = "nodeport")]
+    NodePort,
+    /// Ingress resources (TLS passthrough).
+    #[serde(rename = "ingress")]
+    Ingress,
+    /// Per-node ClusterIP services.
+    #[serde(rename = "cluster-ip")]
+    ClusterIp,
+}
+
+/// Authorization of client requests.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct KafkaAuthorization {
+    /// Which authorizer: `simple` is Kafka's built-in ACL authorizer.
+    #[serde(rename = "type")]
+    pub type_: AuthorizationType,
+    /// Principals that bypass ACLs (for example `User:CN=admin`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub super_users: Vec<String>,
+    /// Authorizer class, for `custom`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorizer_class: Option<String>,
+    /// Whether a `custom` authorizer supports the Kafka Admin API for ACLs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_admin_api: Option<bool>,
+}
+
+/// Which authorizer a cluster uses.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum AuthorizationType {
+    /// Kafka's built-in ACL authorizer.
+    #[serde(rename = "simple")]
+    Simple,
+    /// A user-provided authorizer class.
+    #[serde(rename = "custom")]
+    Custom,
+    /// Open Policy Agent (v1beta2 only; not supported by kstretch).
+    #[serde(rename = "opa")]
+    Opa,
+    /// Keycloak authorization services (v1beta2 only; not supported by kstretch).
+    #[serde(rename = "keycloak")]
+    Keycloak,
+}
+
+/// Rack awareness settings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct Rack {
+    /// How the rack is found; `topology-label` when absent.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<RackType>,
+    /// Node label whose value is the rack (for example `topology.kubernetes.io/zone`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
+    /// Environment variable holding the rack, for `environment-variable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_var_name: Option<String>,
+}
+
+/// Where a node's rack comes from.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum RackType {
+    /// A label of the Kubernetes node the pod runs on.
+    #[serde(rename = "topology-label")]
+    TopologyLabel,
+    /// An environment variable of the Kafka container.
+    #[serde(rename = "environment-variable")]
+    EnvironmentVariable,
+}
+
+/// The entity operator: Strimzi's topic and user operators. kstretch runs its own topic
+/// reconciliation and keeps these settings only so that manifests apply unchanged.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct EntityOperatorSpec {
+    /// Topic operator settings; presence means `KafkaTopic` resources are reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub topic_operator: Option<OpaqueObject>,
+    /// User operator settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object")]
+    pub user_operator: Option<OpaqueObject>,
+}
+
+/// Observed state of a Kafka cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct KafkaStatus {
+    /// Status conditions (`Ready`, `NotReady`, `Warning`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Addresses of the listeners.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerStatus>,
+    /// The node pools that make up the cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kafka_node_pools: Vec<UsedNodePoolStatus>,
+    /// Internal: IDs of every node registered in the cluster, kept until removed nodes are
+    /// unregistered from KRaft (see the node unregistration proposal).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registered_node_ids: Vec<i32>,
+    /// Kafka cluster ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    /// Version of the operator that last reconciled the cluster successfully.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_last_successful_version: Option<String>,
+    /// Kafka version the cluster runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_version: Option<String>,
+    /// KRaft metadata version in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_metadata_version: Option<String>,
+}
+
+/// Addresses of one listener.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct ListenerStatus {
+    /// Listener name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Bootstrap addresses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<ListenerAddress>,
+    /// Bootstrap addresses as a comma-separated `host:port` list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_servers: Option<String>,
+    /// CA certificates (PEM) clients need to trust, for TLS listeners.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificates: Vec<String>,
+}
+
+/// One `host:port` address.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerAddress {
+    /// Host name or IP address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+/// A node pool used by the cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsedNodePoolStatus {
+    /// Name of the `KafkaNodePool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}

@@ -1,0 +1,120 @@
+//! Well-known API groups, label, annotation and finalizer names shared with Strimzi.
+//!
+//! The values are Strimzi's, so that existing manifests, selectors and habits keep working. The
+//! only kstretch-specific name is [`STRETCH_CLUSTER_ALIAS`], taken from Strimzi's stretch-cluster
+//! proposal.
+
+/// API group of the user-facing kinds (`Kafka`, `KafkaNodePool`, `KafkaTopic`, ...).
+pub const KAFKA_GROUP: &str = "kafka.strimzi.io";
+/// API group of the internal `StrimziPodSet` kind.
+pub const CORE_GROUP: &str = "core.strimzi.io";
+/// The storage version, and the only version the operator reads and writes.
+pub const V1: &str = "v1";
+/// The older version, still served for existing manifests (deprecated).
+pub const V1BETA2: &str = "v1beta2";
+/// The CRD category shared by every kind (`kubectl get strimzi`).
+pub const CATEGORY: &str = "strimzi";
+
+// ---------------------------------------------------------------------------------------------
+// Labels
+// ---------------------------------------------------------------------------------------------
+
+/// Label naming the `Kafka` (or `KafkaConnect`) cluster a resource belongs to.
+pub const CLUSTER: &str = "strimzi.io/cluster";
+/// Label with the kind of the custom resource that owns a generated resource (`Kafka`, ...).
+pub const KIND: &str = "strimzi.io/kind";
+/// Label with the name of a generated component (for example `my-cluster-kafka`).
+pub const NAME: &str = "strimzi.io/name";
+/// Label with the name of the `KafkaNodePool` a pod belongs to.
+pub const POOL_NAME: &str = "strimzi.io/pool-name";
+/// Label with the kind of the controller owning a pod (`StrimziPodSet`).
+pub const CONTROLLER: &str = "strimzi.io/controller";
+/// Label with the name of the controller (the `StrimziPodSet`) owning a pod.
+pub const CONTROLLER_NAME: &str = "strimzi.io/controller-name";
+/// Label with the pod's own name, used by per-pod services.
+pub const POD_NAME: &str = "strimzi.io/pod-name";
+/// Label on Kafka pods saying whether the node has the broker role (`"true"`/`"false"`).
+pub const BROKER_ROLE: &str = "strimzi.io/broker-role";
+/// Label on Kafka pods saying whether the node has the controller role (`"true"`/`"false"`).
+pub const CONTROLLER_ROLE: &str = "strimzi.io/controller-role";
+/// Label with the component type (for example `kafka`).
+pub const COMPONENT_TYPE: &str = "strimzi.io/component-type";
+/// Label marking services that clients may discover.
+pub const DISCOVERY: &str = "strimzi.io/discovery";
+
+/// Recommended Kubernetes label: the application name.
+pub const APP_NAME: &str = "app.kubernetes.io/name";
+/// Recommended Kubernetes label: the instance (cluster) name.
+pub const APP_INSTANCE: &str = "app.kubernetes.io/instance";
+/// Recommended Kubernetes label: the larger application this is part of.
+pub const APP_PART_OF: &str = "app.kubernetes.io/part-of";
+/// Recommended Kubernetes label: the tool managing the resource.
+pub const APP_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+// ---------------------------------------------------------------------------------------------
+// Annotations
+// ---------------------------------------------------------------------------------------------
+
+/// Annotation on a pod (and its podset entry) with the hash of its desired definition; a
+/// difference between desired and current means the pod must be rolled.
+pub const REVISION: &str = "strimzi.io/revision";
+/// `KafkaNodePool` annotation: node IDs (single IDs, lists or ranges such as `[1000-1010]`) to
+/// use first when the pool scales up.
+pub const NEXT_NODE_IDS: &str = "strimzi.io/next-node-ids";
+/// `KafkaNodePool` annotation: node IDs to remove first when the pool scales down.
+pub const REMOVE_NODE_IDS: &str = "strimzi.io/remove-node-ids";
+/// `Kafka` annotation: scale brokers down even if they still host partition replicas.
+pub const SKIP_BROKER_SCALEDOWN_CHECK: &str = "strimzi.io/skip-broker-scaledown-check";
+/// Annotation on any custom resource: `"true"` stops its reconciliation until removed.
+pub const PAUSE_RECONCILIATION: &str = "strimzi.io/pause-reconciliation";
+/// `KafkaConnect` annotation: `"true"` means its connectors are managed with `KafkaConnector`
+/// resources.
+pub const USE_CONNECTOR_RESOURCES: &str = "strimzi.io/use-connector-resources";
+/// `KafkaConnector` annotation requesting an offsets operation: [`CONNECTOR_OFFSETS_LIST`],
+/// [`CONNECTOR_OFFSETS_ALTER`] or [`CONNECTOR_OFFSETS_RESET`].
+pub const CONNECTOR_OFFSETS: &str = "strimzi.io/connector-offsets";
+/// Value of [`CONNECTOR_OFFSETS`]: write the current offsets to `spec.listOffsets.toConfigMap`.
+pub const CONNECTOR_OFFSETS_LIST: &str = "list";
+/// Value of [`CONNECTOR_OFFSETS`]: apply the offsets from `spec.alterOffsets.fromConfigMap`.
+pub const CONNECTOR_OFFSETS_ALTER: &str = "alter";
+/// Value of [`CONNECTOR_OFFSETS`]: reset all offsets of the (stopped) connector.
+pub const CONNECTOR_OFFSETS_RESET: &str = "reset";
+/// Key of the offsets document in the ConfigMaps used by the offsets operations.
+pub const CONNECTOR_OFFSETS_CONFIG_MAP_KEY: &str = "offsets.json";
+/// `KafkaConnector` annotation: restart the connector once.
+pub const RESTART_CONNECTOR: &str = "strimzi.io/restart-connector";
+/// `KafkaConnector` annotation: restart the task with the given ID once.
+pub const RESTART_TASK: &str = "strimzi.io/restart-task";
+/// `KafkaConnector` annotation: restart the connector and/or its tasks once.
+pub const RESTART_CONNECTOR_TASK: &str = "strimzi.io/restart-connector-task";
+/// Annotation on a pod or podset: roll it at the next reconciliation.
+pub const MANUAL_ROLLING_UPDATE: &str = "strimzi.io/manual-rolling-update";
+/// Annotation on a pod: delete the pod and its PVCs (to recover from a broken disk).
+pub const DELETE_POD_AND_PVC: &str = "strimzi.io/delete-pod-and-pvc";
+/// Annotation on a PVC: whether it is deleted together with its node (`deleteClaim`).
+pub const DELETE_CLAIM: &str = "strimzi.io/delete-claim";
+/// Annotation on a podset with the storage configuration its PVCs were created from.
+pub const STORAGE: &str = "strimzi.io/storage";
+/// Annotation on a pod with the hash of the configuration it runs with.
+pub const CONFIGURATION_HASH: &str = "strimzi.io/configuration-hash";
+/// Annotation on a pod or podset with the Kafka version it runs.
+pub const KAFKA_VERSION: &str = "strimzi.io/kafka-version";
+/// `KafkaTopic` annotation: `"false"` detaches the resource from the topic in Kafka (the topic
+/// is neither changed nor deleted any more).
+pub const MANAGED: &str = "strimzi.io/managed";
+/// `KafkaNodePool` annotation naming the Kubernetes cluster the pool runs in (from Strimzi's
+/// stretch-cluster proposal); no annotation means the central cluster itself.
+pub const STRETCH_CLUSTER_ALIAS: &str = "strimzi.io/stretch-cluster-alias";
+/// Legacy `Kafka` annotation (Strimzi before 0.46) enabling node pools; accepted and ignored,
+/// node pools are always used.
+pub const NODE_POOLS: &str = "strimzi.io/node-pools";
+/// Legacy `Kafka` annotation (Strimzi before 0.46) enabling KRaft; accepted and ignored, KRaft is
+/// the only mode.
+pub const KRAFT: &str = "strimzi.io/kraft";
+
+// ---------------------------------------------------------------------------------------------
+// Finalizers
+// ---------------------------------------------------------------------------------------------
+
+/// Finalizer on `KafkaTopic` resources: the topic is deleted in Kafka before the resource goes.
+pub const TOPIC_OPERATOR_FINALIZER: &str = "strimzi.io/topic-operator";
