@@ -1,0 +1,74 @@
+//! kstretch agent: start-up and wiring of the agent's long-running tasks.
+
+use anyhow::Context as _;
+use clap::Parser;
+use kstretch_api::StrimziPodSet;
+use kstretch_runtime::watch::{self, WatchMetrics};
+use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
+use kube::Api;
+
+/// Agent of kstretch for one member Kubernetes cluster.
+///
+/// Runs only the StrimziPodSet controller and applies, in its own cluster, what central asks
+/// for. It keeps the Kafka pods of its cluster alive while central is unreachable.
+#[derive(Parser, Debug)]
+#[command(name = "kstretch-agent", version, about, long_about)]
+struct Args {
+    #[command(flatten)]
+    kube: KubeArgs,
+
+    #[command(flatten)]
+    observability: ObservabilityArgs,
+
+    /// Name of this Kubernetes cluster in stretch placements (the
+    /// `strimzi.io/stretch-cluster-alias` of the node pools it runs).
+    #[arg(long, env = "KSTRETCH_CLUSTER_ALIAS")]
+    cluster_alias: String,
+
+    /// Namespace whose podsets the agent manages; all namespaces when unset.
+    #[arg(long, env = "KSTRETCH_NAMESPACE")]
+    namespace: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    kstretch_runtime::telemetry::init(args.observability.log_format, &args.observability.log)?;
+    let shutdown = kstretch_runtime::shutdown::signal();
+    let health = Health::new();
+    let mut registry = Registry::with_prefix("kstretch_agent");
+    let watch_metrics = WatchMetrics::register(&mut registry);
+
+    let client = args.kube.client().await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .context("cannot reach the Kubernetes API server")?;
+    tracing::info!(
+        cluster = %args.cluster_alias,
+        kubernetes = %version.git_version,
+        namespace = ?args.namespace,
+        "connected"
+    );
+    health.set_ready("kubernetes", true, version.git_version);
+
+    let podsets: Api<StrimziPodSet> = match &args.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (_podsets, podset_watch) =
+        watch::watch(podsets, health.clone(), watch_metrics, shutdown.clone());
+    let podset_watch = tokio::spawn(podset_watch);
+
+    let (_, http) = kstretch_runtime::http::bind(
+        args.observability.http_addr,
+        health,
+        registry,
+        shutdown.clone(),
+    )
+    .await?;
+    let result = http.await.context("HTTP server");
+    shutdown.cancel();
+    let _ = podset_watch.await;
+    result
+}

@@ -1,0 +1,89 @@
+//! `kstretch`: the admin command line for kstretch central.
+
+mod status;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+/// Admin client for kstretch central.
+#[derive(Parser, Debug)]
+#[command(name = "kstretch", version, about, long_about)]
+struct Cli {
+    /// gRPC address of central's admin API.
+    #[arg(
+        long,
+        env = "KSTRETCH_CENTRAL",
+        default_value = "http://127.0.0.1:9090",
+        global = true
+    )]
+    central: String,
+
+    /// Deadline of each call to central, in seconds.
+    #[arg(long, default_value_t = 10, global = true)]
+    timeout: u64,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Shows central's version, its Kubernetes cluster and the resources it manages.
+    Status,
+}
+
+/// What went wrong, in words for the person at the terminal.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("invalid central address {address:?}: {reason}")]
+    Address { address: String, reason: String },
+    #[error("cannot connect to central at {address}: {source} (is it running? see --central)")]
+    Connect {
+        address: String,
+        source: tonic::transport::Error,
+    },
+    #[error("central answered with an error: {} ({:?})", .0.message(), .0.code())]
+    Call(#[from] tonic::Status),
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let timeout = Duration::from_secs(cli.timeout);
+    let result = match cli.command {
+        Command::Status => status::run(&cli.central, timeout).await,
+    };
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Connects to central with a deadline on connect and on every call.
+pub async fn connect(
+    address: &str,
+    timeout: Duration,
+) -> Result<tonic::transport::Channel, CliError> {
+    let endpoint = tonic::transport::Endpoint::from_shared(address.to_owned())
+        .map_err(|e| CliError::Address {
+            address: address.to_owned(),
+            reason: e.to_string(),
+        })?
+        .connect_timeout(timeout)
+        .timeout(timeout);
+    endpoint
+        .connect()
+        .await
+        .map_err(|source| CliError::Connect {
+            address: address.to_owned(),
+            source,
+        })
+}
