@@ -1,0 +1,144 @@
+//! Clients for the environment's Kubernetes clusters and per-test namespaces.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+
+use crate::env::{ClusterEnv, TestEnv};
+
+/// Label on every namespace a test creates, so leftovers are easy to find and remove.
+pub const TEST_NAMESPACE_LABEL: &str = "kstretch.io/test";
+
+/// A connected simulated Kubernetes cluster.
+#[derive(Clone)]
+pub struct Cluster {
+    pub name: String,
+    pub client: Client,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").field("name", &self.name).finish()
+    }
+}
+
+impl Cluster {
+    pub async fn connect(env: &ClusterEnv) -> Cluster {
+        let kubeconfig = Kubeconfig::read_from(&env.kubeconfig)
+            .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", env.kubeconfig.display()));
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("bad kubeconfig {}: {e}", env.kubeconfig.display()));
+        let client = Client::try_from(config)
+            .unwrap_or_else(|e| panic!("cannot build a client for {}: {e}", env.name));
+        Cluster {
+            name: env.name.clone(),
+            client,
+        }
+    }
+
+    /// Every cluster of the environment, connected.
+    pub async fn all() -> Vec<Cluster> {
+        let env = TestEnv::get();
+        let mut clusters = Vec::new();
+        for c in &env.clusters {
+            clusters.push(Cluster::connect(c).await);
+        }
+        clusters
+    }
+
+    /// A fresh namespace named after the test, unique across runs and parallel tests.
+    pub async fn namespace(&self, test: &str) -> TestNamespace {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() % 1_000_000_000)
+            .unwrap_or_default();
+        let name = namespace_name(test, std::process::id(), stamp, n);
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {TEST_NAMESPACE_LABEL: "true"}}
+        }))
+        .unwrap();
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create namespace {name} in {}: {e}", self.name));
+        TestNamespace {
+            name,
+            cluster: self.clone(),
+        }
+    }
+}
+
+/// A namespace owned by one test. [`TestNamespace::delete`] removes it at the end of a
+/// passing test; a failing test leaves it in place for inspection.
+#[derive(Debug, Clone)]
+pub struct TestNamespace {
+    pub name: String,
+    pub cluster: Cluster,
+}
+
+impl TestNamespace {
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.cluster.client.clone(), &self.name)
+    }
+
+    pub async fn delete(self) {
+        let _ = Api::<Namespace>::all(self.cluster.client.clone())
+            .delete(&self.name, &DeleteParams::background())
+            .await;
+    }
+}
+
+/// `<test>-<suffix>` cut to the 63 characters a namespace name may have, in DNS-label form.
+fn namespace_name(test: &str, pid: u32, stamp: u128, n: u32) -> String {
+    let suffix = format!("{:x}{:x}{n}", pid, stamp);
+    let clean: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let max_prefix = 62 - suffix.len();
+    let prefix = clean
+        .chars()
+        .take(max_prefix)
+        .collect::<String>()
+        .trim_matches('-')
+        .to_owned();
+    format!("{prefix}-{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_names_are_dns_labels() {
+        let name = namespace_name(
+            "Very_Long::test_name_that_goes_on_and_on_and_on_and_on_and_on_forever",
+            4_294_967_295,
+            999_999_999,
+            12,
+        );
+        assert!(name.len() <= 63, "{name} has {} chars", name.len());
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
+        assert!(name.starts_with("very-long--test"));
+        assert!(!name.starts_with('-') && !name.ends_with('-'));
+    }
+}

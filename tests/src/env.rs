@@ -1,0 +1,182 @@
+//! Reading the environment file that `tests/env/up.sh` writes: kubeconfigs and addresses.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// One simulated Kubernetes cluster of the environment.
+#[derive(Debug, Clone)]
+pub struct ClusterEnv {
+    pub name: String,
+    pub kubeconfig: PathBuf,
+}
+
+/// Everything the environment provides, as written by `tests/env/up.sh`.
+#[derive(Debug, Clone)]
+pub struct TestEnv {
+    pub file: PathBuf,
+    pub clusters: Vec<ClusterEnv>,
+    pub kafka_bootstrap: String,
+    pub kafka_broker_ids: Vec<i32>,
+    pub kafka_cluster_id: String,
+    pub connect_url: String,
+    pub log_dir: PathBuf,
+}
+
+const HOW_TO_START: &str = "start the real test environment first: `tests/env/up.sh` \
+    (or run everything with `make test`)";
+
+impl TestEnv {
+    /// The environment, loaded once per test binary. Panics with the command to run when the
+    /// environment is not up: end-to-end tests never skip silently.
+    pub fn get() -> &'static TestEnv {
+        static ENV: OnceLock<TestEnv> = OnceLock::new();
+        ENV.get_or_init(|| {
+            let file = env_file_path();
+            let text = std::fs::read_to_string(&file).unwrap_or_else(|e| {
+                panic!(
+                    "cannot read the test environment file {}: {e}\n{HOW_TO_START}",
+                    file.display()
+                )
+            });
+            Self::parse(&file, &text).unwrap_or_else(|e| {
+                panic!(
+                    "bad test environment file {}: {e}\n{HOW_TO_START}",
+                    file.display()
+                )
+            })
+        })
+    }
+
+    /// Parses `KEY=value` lines (values may be double-quoted).
+    pub fn parse(file: &Path, text: &str) -> Result<TestEnv, String> {
+        let vars = parse_env_lines(text);
+        let get = |key: &str| {
+            vars.get(key)
+                .cloned()
+                .ok_or_else(|| format!("{key} is missing"))
+        };
+        let clusters = get("KSTRETCH_CLUSTERS")?
+            .split_whitespace()
+            .map(|name| {
+                let key = format!(
+                    "KSTRETCH_KUBECONFIG_{}",
+                    name.to_uppercase().replace('-', "_")
+                );
+                Ok(ClusterEnv {
+                    name: name.to_owned(),
+                    kubeconfig: PathBuf::from(get(&key)?),
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        if clusters.len() < 2 {
+            return Err(format!(
+                "KSTRETCH_CLUSTERS names {} cluster(s); at least 2 are needed",
+                clusters.len()
+            ));
+        }
+        let kafka_broker_ids = get("KSTRETCH_KAFKA_BROKER_IDS")?
+            .split(',')
+            .map(|id| {
+                id.trim()
+                    .parse()
+                    .map_err(|e| format!("KSTRETCH_KAFKA_BROKER_IDS: {id:?}: {e}"))
+            })
+            .collect::<Result<Vec<i32>, String>>()?;
+        Ok(TestEnv {
+            file: file.to_owned(),
+            clusters,
+            kafka_bootstrap: get("KSTRETCH_KAFKA_BOOTSTRAP")?,
+            kafka_broker_ids,
+            kafka_cluster_id: get("KSTRETCH_KAFKA_CLUSTER_ID")?,
+            connect_url: get("KSTRETCH_CONNECT_URL")?,
+            log_dir: PathBuf::from(get("KSTRETCH_LOG_DIR")?),
+        })
+    }
+
+    /// Bootstrap address of one broker alone (`127.0.0.1:1909<id>`), to ask each broker
+    /// separately what it knows.
+    pub fn broker_address(&self, id: i32) -> Option<String> {
+        let index = self.kafka_broker_ids.iter().position(|b| *b == id)?;
+        self.kafka_bootstrap
+            .split(',')
+            .nth(index)
+            .map(str::to_owned)
+    }
+}
+
+/// `KSTRETCH_ENV_FILE`, else `$KSTRETCH_STATE_DIR/env`, else `~/.local/state/kstretch/env`.
+pub fn env_file_path() -> PathBuf {
+    if let Some(file) = std::env::var_os("KSTRETCH_ENV_FILE") {
+        return PathBuf::from(file);
+    }
+    let state = std::env::var_os("KSTRETCH_STATE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".local/state/kstretch")
+        });
+    state.join("env")
+}
+
+fn parse_env_lines(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.strip_prefix("export ").unwrap_or(l).split_once('='))
+        .map(|(k, v)| {
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(v);
+            (k.trim().to_owned(), v.to_owned())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"
+# written by up.sh
+KSTRETCH_STATE_DIR=/s
+KSTRETCH_LOG_DIR=/s/logs
+KSTRETCH_CLUSTERS="alpha beta"
+KSTRETCH_KUBECONFIG_ALPHA=/s/alpha/kubeconfig
+KSTRETCH_KUBECONFIG_BETA=/s/beta/kubeconfig
+KSTRETCH_KAFKA_BOOTSTRAP=127.0.0.1:19091,127.0.0.1:19092,127.0.0.1:19093
+KSTRETCH_KAFKA_BROKER_IDS=1,2,3
+KSTRETCH_KAFKA_CLUSTER_ID=abc
+KSTRETCH_CONNECT_URL=http://127.0.0.1:18083
+"#;
+
+    #[test]
+    fn parses_the_env_file() {
+        let env = TestEnv::parse(Path::new("/s/env"), SAMPLE).unwrap();
+        let names: Vec<_> = env.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["alpha", "beta"]);
+        assert_eq!(
+            env.clusters[1].kubeconfig,
+            PathBuf::from("/s/beta/kubeconfig")
+        );
+        assert_eq!(env.kafka_broker_ids, [1, 2, 3]);
+        assert_eq!(env.broker_address(2).as_deref(), Some("127.0.0.1:19092"));
+        assert_eq!(env.broker_address(7), None);
+    }
+
+    #[test]
+    fn a_missing_key_is_named() {
+        let text = SAMPLE.replace("KSTRETCH_KUBECONFIG_BETA=/s/beta/kubeconfig\n", "");
+        let err = TestEnv::parse(Path::new("/s/env"), &text).unwrap_err();
+        assert_eq!(err, "KSTRETCH_KUBECONFIG_BETA is missing");
+    }
+
+    #[test]
+    fn one_cluster_is_not_enough() {
+        let text = SAMPLE.replace("\"alpha beta\"", "alpha");
+        let err = TestEnv::parse(Path::new("/s/env"), &text).unwrap_err();
+        assert!(err.contains("at least 2"), "{err}");
+    }
+}

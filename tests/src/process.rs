@@ -1,0 +1,81 @@
+//! kstretch binaries started as real processes for end-to-end tests, killed when dropped.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// Path of a workspace binary built by cargo (`kstretch-central`, `kstretch-agent`,
+/// `kstretch`). The e2e run builds them first (`cargo build --bins`).
+pub fn binary(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join("debug").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the binaries first with `cargo build --bins`",
+        path.display()
+    );
+    path
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A running child process whose output goes to a log file that is printed if the test fails.
+#[derive(Debug)]
+pub struct Spawned {
+    pub name: String,
+    pub log: PathBuf,
+    child: Child,
+}
+
+impl Spawned {
+    pub fn start(name: &str, mut command: Command) -> Spawned {
+        let log = std::env::temp_dir().join(format!(
+            "kstretch-test-{name}-{}-{}.log",
+            std::process::id(),
+            crate::process::free_port()
+        ));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Spawned {
+            name: name.to_owned(),
+            log,
+            child,
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Kills the process and waits for it.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            eprintln!(
+                "--- log of {} ({}) ---\n{}",
+                self.name,
+                self.log.display(),
+                self.log_text()
+            );
+        }
+    }
+}

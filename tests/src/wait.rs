@@ -1,0 +1,110 @@
+//! Bounded waits that, on timeout, fail with the last thing they saw.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use kube::Api;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+const POLL: Duration = Duration::from_millis(250);
+
+/// What one probe saw.
+#[derive(Debug)]
+pub enum Seen<T> {
+    /// The condition holds; the wait returns this value.
+    Done(T),
+    /// Not yet; the text describes what was observed, shown if the wait times out.
+    NotYet(String),
+}
+
+/// Polls `probe` until it returns [`Seen::Done`], or panics after `timeout` with `what` and the
+/// last observation.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Seen<T>>,
+{
+    let start = Instant::now();
+    loop {
+        match probe().await {
+            Seen::Done(value) => return value,
+            Seen::NotYet(last) if start.elapsed() >= timeout => {
+                panic!("timed out after {timeout:?} waiting for {what}; last seen:\n{last}")
+            }
+            Seen::NotYet(_) => tokio::time::sleep(POLL).await,
+        }
+    }
+}
+
+/// Waits until the object `name` exists and `condition` holds for it, and returns it. On
+/// timeout the panic shows the object's last YAML (or the last read error).
+pub async fn wait_for_object<K>(
+    api: &Api<K>,
+    name: &str,
+    timeout: Duration,
+    condition: impl Fn(&K) -> bool,
+) -> K
+where
+    K: Clone + Debug + DeserializeOwned + Serialize,
+{
+    let what = format!("{name} to satisfy the condition");
+    wait_for(&what, timeout, || async {
+        match api.get_opt(name).await {
+            Ok(Some(obj)) if condition(&obj) => Seen::Done(obj),
+            Ok(Some(obj)) => Seen::NotYet(serde_yaml::to_string(&obj).unwrap_or_default()),
+            Ok(None) => Seen::NotYet(format!("{name} does not exist")),
+            Err(e) => Seen::NotYet(format!("error reading {name}: {e}")),
+        }
+    })
+    .await
+}
+
+/// Waits until the object `name` no longer exists.
+pub async fn wait_for_deletion<K>(api: &Api<K>, name: &str, timeout: Duration)
+where
+    K: Clone + Debug + DeserializeOwned + Serialize,
+{
+    let what = format!("{name} to be deleted");
+    wait_for(&what, timeout, || async {
+        match api.get_opt(name).await {
+            Ok(None) => Seen::Done(()),
+            Ok(Some(obj)) => Seen::NotYet(serde_yaml::to_string(&obj).unwrap_or_default()),
+            Err(e) => Seen::NotYet(format!("error reading {name}: {e}")),
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn returns_once_the_probe_succeeds() {
+        let mut calls = 0;
+        let value = wait_for("the third call", Duration::from_secs(5), || {
+            calls += 1;
+            let n = calls;
+            async move {
+                if n >= 3 {
+                    Seen::Done(n)
+                } else {
+                    Seen::NotYet(format!("call {n}"))
+                }
+            }
+        })
+        .await;
+        assert_eq!(value, 3);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "waiting for nothing; last seen:\nstill nothing")]
+    async fn timeout_shows_the_last_observation() {
+        wait_for::<(), _, _>("nothing", Duration::from_millis(10), || async {
+            Seen::NotYet("still nothing".into())
+        })
+        .await;
+    }
+}
