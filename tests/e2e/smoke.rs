@@ -38,6 +38,7 @@ async fn fixtures_apply_in_every_cluster(version: &str) {
     for cluster in Cluster::all().await {
         crds::install(&cluster).await;
         let ns = cluster.namespace(&format!("fixtures-{version}")).await;
+        let mut uids: std::collections::BTreeMap<(String, String), String> = Default::default();
         for m in &manifests {
             let wanted_version = m.api_version().rsplit('/').next().unwrap_or_default();
             assert_eq!(
@@ -56,24 +57,85 @@ async fn fixtures_apply_in_every_cluster(version: &str) {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(cluster.client.clone(), &ns.name, &resource);
             let params = PatchParams::apply(FIELD_MANAGER).validation_strict();
-            api.patch(m.name(), &params, &Patch::Apply(&m.doc))
-                .await
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "{}: {} {} from {} was rejected: {e}",
-                        cluster.name,
-                        m.kind(),
-                        m.name(),
-                        m.file.display()
-                    )
+            // The namespace is the test's, not the manifest's; status goes through /status,
+            // as an operator would write it.
+            let mut wanted = m.doc.clone();
+            if let Some(md) = wanted["metadata"].as_object_mut() {
+                // Server-owned fields of an exported object (`kubectl get -o yaml`).
+                for key in [
+                    "namespace",
+                    "resourceVersion",
+                    "uid",
+                    "generation",
+                    "creationTimestamp",
+                    "managedFields",
+                ] {
+                    md.remove(key);
+                }
+            }
+            // Owner references name the UIDs of the objects this test created (a made-up UID
+            // would get the object garbage-collected at once); unknown owners are dropped.
+            if let Some(refs) = wanted
+                .get_mut("metadata")
+                .and_then(|md| md.get_mut("ownerReferences"))
+                .and_then(|r| r.as_array_mut())
+            {
+                refs.retain_mut(|r| {
+                    let key = (
+                        r["kind"].as_str().unwrap_or_default().to_owned(),
+                        r["name"].as_str().unwrap_or_default().to_owned(),
+                    );
+                    match uids.get(&key) {
+                        Some(uid) => {
+                            r["uid"] = json!(uid);
+                            true
+                        }
+                        None => false,
+                    }
                 });
+            }
+            if wanted["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(Vec::is_empty)
+            {
+                if let Some(md) = wanted["metadata"].as_object_mut() {
+                    md.remove("ownerReferences");
+                }
+            }
+            let status = wanted.as_object_mut().and_then(|o| o.remove("status"));
+            let context = |e: kube::Error| {
+                format!(
+                    "{}: {} {} from {} was rejected: {e}",
+                    cluster.name,
+                    m.kind(),
+                    m.name(),
+                    m.file.display()
+                )
+            };
+            api.patch(m.name(), &params, &Patch::Apply(&wanted))
+                .await
+                .unwrap_or_else(|e| panic!("{}", context(e)));
+            if let Some(status) = &status {
+                let status_doc = json!({
+                    "apiVersion": m.api_version(),
+                    "kind": m.kind(),
+                    "metadata": {"name": m.name()},
+                    "status": status,
+                });
+                api.patch_status(m.name(), &params, &Patch::Apply(&status_doc))
+                    .await
+                    .unwrap_or_else(|e| panic!("status: {}", context(e)));
+                wanted["status"] = status.clone();
+            }
             let stored = api.get(m.name()).await.expect("stored object");
             let stored = serde_json::to_value(&stored).expect("json");
-            let mut wanted = m.doc.clone();
-            // The namespace is ours, not the manifest's.
-            wanted["metadata"]
-                .as_object_mut()
-                .map(|md| md.remove("namespace"));
+            uids.insert(
+                (m.kind().to_owned(), m.name().to_owned()),
+                stored["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
             let missing = fixtures::missing_fields(&wanted, &stored);
             assert!(
                 missing.is_empty(),
