@@ -1,0 +1,4 @@
+//! kstretch's domain logic with no Kubernetes client and no network in it, so that it is
+//! unit-tested with plain `cargo test` and property-tested.
+
+pub mod node_ids;

@@ -1,0 +1,8 @@
+//! Kafka node IDs: parsing the `strimzi.io/next-node-ids` / `strimzi.io/remove-node-ids`
+//! annotations and assigning IDs to node pools as they scale.
+
+mod assign;
+mod range;
+
+pub use assign::{Assignment, AssignmentError, Assignments, PoolIds, Role, assign};
+pub use range::{NodeIdRange, RangeError};
