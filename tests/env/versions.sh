@@ -1,0 +1,28 @@
+# shellcheck shell=bash disable=SC2034
+# tests/env/versions.sh — owns: the pinned versions, ports and default paths of the
+# kstretch test environment. Sourced by install.sh, up.sh, down.sh and status.sh;
+# every other script takes its versions from here and nowhere else.
+
+KSTRETCH_K8S_VERSION=v1.36.3      # k8s.io/kubernetes; staging modules pinned to v0.36.3
+KSTRETCH_ETCD_VERSION=v3.6.16     # go.etcd.io/etcd/server/v3
+KSTRETCH_KWOK_VERSION=v0.8.0      # sigs.k8s.io/kwok
+KSTRETCH_HELM_VERSION=v4.3.1      # helm.sh/helm/v4
+KSTRETCH_KAFKA_VERSION=4.1.2      # org.apache.kafka (Maven Central), see kafka/pom.xml
+
+KSTRETCH_CACHE=${KSTRETCH_CACHE:-$HOME/.cache/kstretch}
+KSTRETCH_STATE_DIR=${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}
+KSTRETCH_CLUSTERS=${KSTRETCH_CLUSTERS:-alpha beta}
+
+# Ports (everything binds 127.0.0.1 only). Cluster i (0-based) of KSTRETCH_CLUSTERS
+# gets BASE+i for each of its components.
+KSTRETCH_ETCD_CLIENT_PORT=12379
+KSTRETCH_ETCD_PEER_PORT=12380
+KSTRETCH_APISERVER_BASE_PORT=16443   # kube-apiserver (https)
+KSTRETCH_KCM_BASE_PORT=17000         # kube-controller-manager secure port (healthz)
+KSTRETCH_SCHED_BASE_PORT=17100       # kube-scheduler secure port (healthz)
+KSTRETCH_KWOK_BASE_PORT=17200        # kwok server (healthz, fake kubelet port)
+KSTRETCH_KAFKA_BASE_PORT=19090       # Kafka node n -> 19090+n (0 = controller, 1..3 brokers)
+KSTRETCH_CONNECT_PORT=18083          # Kafka Connect REST
+
+export KSTRETCH_K8S_VERSION KSTRETCH_ETCD_VERSION KSTRETCH_KWOK_VERSION \
+  KSTRETCH_HELM_VERSION KSTRETCH_KAFKA_VERSION KSTRETCH_CACHE KSTRETCH_STATE_DIR KSTRETCH_CLUSTERS
