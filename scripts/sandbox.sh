@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# scripts/sandbox.sh — owns: the local multi-cluster sandbox. `up` brings up the real test
+# environment, installs the CRD chart in every cluster, starts central (in the first cluster)
+# and one agent per cluster as local processes, applies examples/kafka-stretch.yaml and prints
+# what runs and how to look at it. `down` stops the sandbox processes and the environment.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LOG_TAG=sandbox
+# shellcheck source=../tests/env/lib.sh
+. "$ROOT/tests/env/lib.sh"
+
+NAMESPACE=${KSTRETCH_SANDBOX_NAMESPACE:-kafka}
+CENTRAL_HTTP=18180
+CENTRAL_GRPC=18190
+AGENT_HTTP_BASE=18181
+
+kubeconfig_of() { local v; v=KSTRETCH_KUBECONFIG_$(upper "$1"); printf '%s' "${!v}"; }
+
+down() {
+  stop_proc sandbox-central
+  for c in "${CLUSTERS[@]}"; do stop_proc "sandbox-agent-$c"; done
+  "$ROOT/tests/env/down.sh"
+}
+
+up() {
+  local t0=$SECONDS
+  "$ROOT/tests/env/up.sh"
+  set -a
+  # shellcheck disable=SC1091
+  . "$STATE/env"
+  set +a
+  log "building kstretch (cargo build --bins)"
+  (cd "$ROOT" && cargo build -q --workspace --bins)
+  local bin=$ROOT/target/debug kubectl=$KSTRETCH_BIN_DIR/kubectl helm=$KSTRETCH_BIN_DIR/helm
+  local central_cluster=${CLUSTERS[0]} i c kc
+
+  for c in "${CLUSTERS[@]}"; do
+    kc=$(kubeconfig_of "$c")
+    "$helm" upgrade --install kstretch-crds "$ROOT/charts/kstretch-crds" --kubeconfig "$kc" >/dev/null
+    "$kubectl" --kubeconfig "$kc" create namespace "$NAMESPACE" --dry-run=client -o yaml |
+      "$kubectl" --kubeconfig "$kc" apply -f - >/dev/null
+  done
+  "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" wait --for condition=Established \
+    --timeout 60s crd/kafkas.kafka.strimzi.io >/dev/null
+
+  # Restart our processes so the sandbox always runs the binaries just built.
+  stop_proc sandbox-central
+  start_proc sandbox-central "$bin/kstretch-central" \
+    --kubeconfig "$(kubeconfig_of "$central_cluster")" --namespace "$NAMESPACE" \
+    --http-addr "127.0.0.1:$CENTRAL_HTTP" --grpc-addr "127.0.0.1:$CENTRAL_GRPC"
+  for i in "${!CLUSTERS[@]}"; do
+    c=${CLUSTERS[$i]}
+    stop_proc "sandbox-agent-$c"
+    start_proc "sandbox-agent-$c" "$bin/kstretch-agent" \
+      --kubeconfig "$(kubeconfig_of "$c")" --cluster-alias "$c" --namespace "$NAMESPACE" \
+      --http-addr "127.0.0.1:$((AGENT_HTTP_BASE + i))"
+  done
+  wait_proc_healthy sandbox-central 60 curl -sf "http://127.0.0.1:$CENTRAL_HTTP/readyz" ||
+    { tail_log sandbox-central; die "central did not become ready"; }
+  for i in "${!CLUSTERS[@]}"; do
+    wait_proc_healthy "sandbox-agent-${CLUSTERS[$i]}" 60 curl -sf "http://127.0.0.1:$((AGENT_HTTP_BASE + i))/readyz" ||
+      { tail_log "sandbox-agent-${CLUSTERS[$i]}"; die "agent ${CLUSTERS[$i]} did not become ready"; }
+  done
+
+  "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" apply --server-side \
+    --field-manager kstretch-sandbox -f "$ROOT/examples/kafka-stretch.yaml" >/dev/null
+  sleep 1
+
+  cat <<EOM
+
+kstretch sandbox is up ($((SECONDS - t0))s). Central runs in cluster '$central_cluster'.
+
+  central       http://127.0.0.1:$CENTRAL_HTTP/{healthz,readyz,metrics}  gRPC 127.0.0.1:$CENTRAL_GRPC
+$(for i in "${!CLUSTERS[@]}"; do printf '  agent %-7s http://127.0.0.1:%s/{healthz,readyz,metrics}\n' "${CLUSTERS[$i]}" "$((AGENT_HTTP_BASE + i))"; done)
+  Kafka         $KSTRETCH_KAFKA_BOOTSTRAP   (the environment's own Kafka, for tests)
+  Connect       $KSTRETCH_CONNECT_URL
+  logs          $LOG_DIR/
+
+kstretch status:
+$("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" status | sed 's/^/  /')
+
+Resources in cluster '$central_cluster', namespace '$NAMESPACE':
+$("$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" get k,knp,kt 2>&1 | sed 's/^/  /')
+
+Look around:
+  export KUBECONFIG=$KSTRETCH_KUBECONFIG PATH=$KSTRETCH_BIN_DIR:\$PATH
+  kubectl --context $central_cluster -n $NAMESPACE get k,knp,kt
+  $bin/kstretch --central http://127.0.0.1:$CENTRAL_GRPC status
+Stop everything: make sandbox-down
+EOM
+}
+
+case ${1:-up} in
+  up) up ;;
+  down) down ;;
+  *) die "usage: $0 up|down" ;;
+esac

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# scripts/test.sh — owns: the whole test run (what `make test` and CI execute): prerequisites,
+# the real environment, formatting, clippy, CRD freshness, unit tests, end-to-end tests and
+# chart checks, each step timed. On failure it prints the tail of the environment's logs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+start=$SECONDS
+step() {
+  local name=$1 t=$SECONDS
+  shift
+  echo "=== [$name] $*"
+  if ! "$@"; then
+    echo "=== [$name] FAILED after $((SECONDS - t))s"
+    return 1
+  fi
+  echo "=== [$name] ok in $((SECONDS - t))s"
+}
+
+on_failure() {
+  local state=${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}
+  echo "=== test run failed after $((SECONDS - start))s; environment logs ($state/logs):"
+  for f in "$state"/logs/*.log; do
+    [[ -f $f ]] || continue
+    echo "--- $f (last 15 lines)"
+    tail -n 15 "$f"
+  done
+}
+trap on_failure ERR
+
+step prereqs scripts/prereqs.sh
+step env tests/env/up.sh
+# shellcheck disable=SC1091
+set -a && . "${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}/env" && set +a
+step fmt cargo fmt --all -- --check
+step clippy cargo clippy --workspace --all-targets --all-features -- -D warnings
+step unit cargo test --workspace
+step build cargo build --workspace --bins
+step e2e cargo test -p kstretch-tests --features e2e
+step charts scripts/check-charts.sh
+echo "=== all checks passed in $((SECONDS - start))s"
