@@ -94,13 +94,12 @@ async fn fixtures_apply_in_every_cluster(version: &str) {
                     }
                 });
             }
-            if wanted["metadata"]["ownerReferences"]
-                .as_array()
-                .is_some_and(Vec::is_empty)
-            {
-                if let Some(md) = wanted["metadata"].as_object_mut() {
-                    md.remove("ownerReferences");
-                }
+            let no_owners = wanted
+                .pointer("/metadata/ownerReferences")
+                .and_then(|r| r.as_array())
+                .is_some_and(Vec::is_empty);
+            if no_owners && let Some(md) = wanted["metadata"].as_object_mut() {
+                md.remove("ownerReferences");
             }
             let status = wanted.as_object_mut().and_then(|o| o.remove("status"));
             let context = |e: kube::Error| {
