@@ -36,7 +36,8 @@ up() {
 
   for c in "${CLUSTERS[@]}"; do
     kc=$(kubeconfig_of "$c")
-    "$helm" upgrade --install kstretch-crds "$ROOT/charts/kstretch-crds" --kubeconfig "$kc" >/dev/null
+    # --take-ownership: the CRDs may already exist, applied by tests or an earlier kubectl apply.
+    "$helm" upgrade --install --take-ownership kstretch-crds "$ROOT/charts/kstretch-crds" --kubeconfig "$kc" >/dev/null
     "$kubectl" --kubeconfig "$kc" create namespace "$NAMESPACE" --dry-run=client -o yaml |
       "$kubectl" --kubeconfig "$kc" apply -f - >/dev/null
   done
