@@ -39,4 +39,6 @@ step unit cargo test --workspace
 step build cargo build --workspace --bins
 step e2e cargo test -p kstretch-tests --features e2e
 step charts scripts/check-charts.sh
+# Last, because it restarts the environment: a crash is recovered and teardown is complete.
+step env-recovery tests/env/recovery-check.sh
 echo "=== all checks passed in $((SECONDS - start))s"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# tests/env/recovery-check.sh — owns: proving the environment survives a crash. It kills every
+# process of a running environment with SIGKILL (as a machine crash or an OOM kill would),
+# checks that up.sh recovers it without manual cleanup, then that down.sh leaves nothing of
+# ours running, and finally brings it up again so the caller finds it as it was.
+set -euo pipefail
+LOG_TAG=recovery
+# shellcheck source=lib.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+here=$ENV_DIR
+
+mapfile -t victims < <(all_pids_of_ours)
+((${#victims[@]} > 0)) || die "the environment is not running: start it with tests/env/up.sh"
+log "crash: SIGKILL to ${#victims[@]} processes"
+kill -KILL "${victims[@]}" 2>/dev/null || true
+for _ in $(seq 50); do
+  [[ -z $(all_pids_of_ours) ]] && break
+  sleep 0.1
+done
+
+t=$SECONDS
+"$here/up.sh" >/dev/null
+"$here/status.sh" >/dev/null || { "$here/status.sh" || true; die "up.sh after a crash left the environment unhealthy"; }
+log "up.sh recovered from the crash in $((SECONDS - t))s"
+
+"$here/down.sh" >/dev/null
+left=$(all_pids_of_ours)
+[[ -z $left ]] || die "down.sh left processes running: $left"
+log "down.sh left nothing running"
+
+"$here/up.sh" >/dev/null
+log "environment is up again"
+echo "recovery-check: 3 passed, 0 failed"
