@@ -1,4 +1,5 @@
 //! kstretch's domain logic with no Kubernetes client and no network in it, so that it is
 //! unit-tested with plain `cargo test` and property-tested.
 
+pub mod cluster;
 pub mod node_ids;
