@@ -3,7 +3,10 @@
 
 use std::path::PathBuf;
 
-const PROTOS: &[&str] = &["kstretch/admin/v1/admin.proto"];
+const PROTOS: &[&str] = &[
+    "kstretch/admin/v1/admin.proto",
+    "kstretch/agent/v1/agent.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
@@ -12,7 +15,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.join("kstretch_descriptor.bin"),
         prost::Message::encode_to_vec(&fds),
     )?;
-    tonic_prost_build::configure().compile_fds(fds)?;
+    // No `Client::connect(addr)` constructors: clients are built from a configured `Channel`
+    // (deadlines, TLS), and the agent link's `rpc Connect` would clash with that name.
+    tonic_prost_build::configure()
+        .build_transport(false)
+        .compile_fds(fds)?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }

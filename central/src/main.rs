@@ -1,12 +1,13 @@
 //! kstretch central: start-up and wiring of central's long-running tasks.
 
-mod admin;
-mod inventory;
-
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
+use kstretch_central::{admin, inventory};
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 
@@ -31,6 +32,33 @@ struct Args {
     /// Namespace whose resources central manages; all namespaces when unset.
     #[arg(long, env = "KSTRETCH_NAMESPACE")]
     namespace: Option<String>,
+
+    /// Address of the agent link (gRPC with mutual TLS). Served only when --tls-ca,
+    /// --tls-cert and --tls-key are given.
+    #[arg(long, env = "KSTRETCH_LINK_ADDR", default_value = "0.0.0.0:9443")]
+    link_addr: SocketAddr,
+
+    /// CA certificate (PEM) that must have signed every agent's client certificate. An agent's
+    /// cluster is the URI SAN `kstretch://cluster/<alias>` of its certificate, else its CN.
+    #[arg(long, env = "KSTRETCH_TLS_CA", requires_all = ["tls_cert", "tls_key"])]
+    tls_ca: Option<PathBuf>,
+
+    /// Central's certificate (PEM) for the agent link; its SANs must match the address agents
+    /// use in --central.
+    #[arg(long, env = "KSTRETCH_TLS_CERT", requires_all = ["tls_ca", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, env = "KSTRETCH_TLS_KEY", requires_all = ["tls_ca", "tls_cert"])]
+    tls_key: Option<PathBuf>,
+
+    /// Seconds between heartbeats on each agent stream; three silent intervals end it.
+    #[arg(long, env = "KSTRETCH_LINK_HEARTBEAT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    link_heartbeat_secs: u64,
+
+    /// Seconds between re-sends of an unchanged snapshot (undoes drift in member clusters).
+    #[arg(long, env = "KSTRETCH_LINK_RESYNC_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    link_resync_secs: u64,
 }
 
 #[tokio::main]
@@ -41,6 +69,15 @@ async fn main() -> anyhow::Result<()> {
     let health = Health::new();
     let mut registry = Registry::with_prefix("kstretch_central");
     let watch_metrics = WatchMetrics::register(&mut registry);
+    let link_metrics = LinkMetrics::register(&mut registry);
+    let tls = match (&args.tls_ca, &args.tls_cert, &args.tls_key) {
+        (Some(ca), Some(cert), Some(key)) => Some(link::ServerTls::load(&TlsFiles {
+            ca: ca.clone(),
+            cert: cert.clone(),
+            key: key.clone(),
+        })?),
+        _ => None,
+    };
 
     let client = args.kube.client().await?;
     let version = client
@@ -69,12 +106,45 @@ async fn main() -> anyhow::Result<()> {
         shutdown.clone(),
     )
     .await?;
-    let admin = admin::AdminApi::new(inventory, version.git_version);
+    let mut admin = admin::AdminApi::new(inventory, version.git_version);
+
+    // Nothing computes desired state yet (the Kafka reconciler will): with an empty registry
+    // no agent is sent a snapshot, so agents apply and delete nothing. `kstretch agents` shows
+    // this as "no desired state".
+    let desired = DesiredStates::new();
+    let link_server = match tls {
+        Some(tls) => {
+            let config = LinkConfig {
+                heartbeat: Duration::from_secs(args.link_heartbeat_secs),
+                resync: Duration::from_secs(args.link_resync_secs),
+                ..LinkConfig::default()
+            };
+            let link = Link::new(desired, link_metrics, config, shutdown.clone())
+                .with_health(health.clone());
+            let (addr, serve) = link::bind(args.link_addr, &tls, link.clone()).await?;
+            tracing::info!(
+                "desired state: none for any cluster yet (no reconciler fills it); \
+                 connected agents get no snapshot and change nothing"
+            );
+            admin = admin.with_link(link, addr);
+            futures::future::Either::Left(serve)
+        }
+        None => {
+            tracing::warn!("agent link disabled: --tls-ca, --tls-cert and --tls-key are not set");
+            health.set_ready(
+                "link",
+                true,
+                "disabled (--tls-ca, --tls-cert and --tls-key are not set)",
+            );
+            futures::future::Either::Right(std::future::pending())
+        }
+    };
     let grpc = admin::serve(args.grpc_addr, admin, shutdown.clone());
 
     let result = tokio::select! {
         r = http => r.context("HTTP server"),
         r = grpc => r.context("gRPC server"),
+        r = link_server => r.context("agent link server"),
     };
     shutdown.cancel();
     while tasks.join_next().await.is_some() {}

@@ -1,5 +1,6 @@
 //! `kstretch`: the admin command line for kstretch central.
 
+mod agents;
 mod status;
 
 use std::process::ExitCode;
@@ -32,6 +33,9 @@ struct Cli {
 enum Command {
     /// Shows central's version, its Kubernetes cluster and the resources it manages.
     Status,
+    /// Shows the agents of the member clusters (connected or not), what each applied and
+    /// reports, and the desired state central holds per cluster.
+    Agents,
 }
 
 /// What went wrong, in words for the person at the terminal.
@@ -54,6 +58,7 @@ async fn main() -> ExitCode {
     let timeout = Duration::from_secs(cli.timeout);
     let result = match cli.command {
         Command::Status => status::run(&cli.central, timeout).await,
+        Command::Agents => agents::run(&cli.central, timeout).await,
     };
     match result {
         Ok(text) => {

@@ -52,4 +52,5 @@ fn help_lists_the_commands() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     assert!(stdout.contains("status"), "{stdout}");
+    assert!(stdout.contains("agents"), "{stdout}");
 }

@@ -10,6 +10,13 @@ pub mod admin {
     }
 }
 
+/// The link between central and the agent of each member cluster.
+pub mod agent {
+    pub mod v1 {
+        tonic::include_proto!("kstretch.agent.v1");
+    }
+}
+
 /// Encoded `FileDescriptorSet` of every package, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/kstretch_descriptor.bin"));

@@ -9,6 +9,7 @@ pub mod http;
 pub mod kube_client;
 pub mod shutdown;
 pub mod telemetry;
+pub mod tls;
 pub mod watch;
 
 pub use health::Health;

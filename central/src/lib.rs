@@ -1,0 +1,8 @@
+//! kstretch central as a library: the admin API, the watched inventory and the agent link, so
+//! the binary wires them and tests drive the link in-process with a [`link::DesiredStates`]
+//! they fill themselves.
+
+pub mod admin;
+pub mod grpc;
+pub mod inventory;
+pub mod link;
