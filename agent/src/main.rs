@@ -7,6 +7,9 @@ use kstretch_runtime::watch::{self, WatchMetrics};
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 use kube::Api;
 
+mod link;
+mod podset;
+
 /// Agent of kstretch for one member Kubernetes cluster.
 ///
 /// Runs only the StrimziPodSet controller and applies, in its own cluster, what central asks
@@ -28,6 +31,12 @@ struct Args {
     /// Namespace whose podsets the agent manages; all namespaces when unset.
     #[arg(long, env = "KSTRETCH_NAMESPACE")]
     namespace: Option<String>,
+
+    #[command(flatten)]
+    podsets: podset::PodSetArgs,
+
+    #[command(flatten)]
+    link: link::LinkArgs,
 }
 
 #[tokio::main]
@@ -50,15 +59,36 @@ async fn main() -> anyhow::Result<()> {
         namespace = ?args.namespace,
         "connected"
     );
-    health.set_ready("kubernetes", true, version.git_version);
+    health.set_ready("kubernetes", true, version.git_version.clone());
 
     let podsets: Api<StrimziPodSet> = match &args.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let (_podsets, podset_watch) =
+    let (podsets, podset_watch) =
         watch::watch(podsets, health.clone(), watch_metrics, shutdown.clone());
     let podset_watch = tokio::spawn(podset_watch);
+    let podset_controller = podset::PodSetController::new(
+        client.clone(),
+        args.namespace.clone(),
+        args.podsets.clone(),
+        health.clone(),
+        &mut registry,
+    );
+    let podset_controller = tokio::spawn(podset_controller.run(shutdown.clone()));
+    let link = tokio::spawn(link::start(
+        &args.link,
+        link::AgentIdentity {
+            cluster_alias: args.cluster_alias.clone(),
+            namespace: args.namespace.clone(),
+            kubernetes_version: version.git_version,
+        },
+        client.clone(),
+        podsets,
+        health.clone(),
+        &mut registry,
+        shutdown.clone(),
+    ));
 
     let (_, http) = kstretch_runtime::http::bind(
         args.observability.http_addr,
@@ -70,5 +100,7 @@ async fn main() -> anyhow::Result<()> {
     let result = http.await.context("HTTP server");
     shutdown.cancel();
     let _ = podset_watch.await;
+    let _ = podset_controller.await;
+    let _ = link.await;
     result
 }

@@ -8,6 +8,8 @@
 // Test support code: a failed expectation is a test failure, so panicking is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod central;
+pub mod certs;
 pub mod cluster;
 pub mod connect;
 pub mod crds;

@@ -1,0 +1,316 @@
+//! The agent's link to central: one mTLS gRPC stream (`kstretch.agent.v1.AgentLink`), opened
+//! by the agent and re-opened with jittered exponential backoff whenever it ends.
+//!
+//! Over it the agent receives full snapshots of what central wants in this cluster, applies
+//! each with server-side apply under one field manager and deletes what it applied earlier and
+//! the snapshot no longer lists ([`apply`]), and reports the results and its podsets' status
+//! ([`status`]).
+//!
+//! Without central the agent keeps running: the podset controller keeps pods alive from what
+//! the apiserver stores, and the link deletes nothing (deletions happen only while applying an
+//! explicit snapshot). So the link never fails readiness or liveness: a restart loop while
+//! central is down would help nobody. Its state is the readiness check `link` (always passing,
+//! with the detail) and the metric `kstretch_agent_link_connected`.
+
+pub mod apply;
+pub mod backoff;
+pub mod metrics;
+pub mod objects;
+pub mod protocol;
+pub mod session;
+pub mod status;
+pub mod tls;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kstretch_api::StrimziPodSet;
+use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, Hello, Snapshot};
+use kstretch_runtime::watch::Watched;
+use kstretch_runtime::{Health, Registry};
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use apply::Applier;
+use backoff::Backoff;
+use metrics::LinkMetrics;
+use objects::Scope;
+use session::Ctx;
+use status::StatusSource;
+use tls::TlsFiles;
+
+/// Name of the readiness check that shows the link's state (always passing).
+pub const CHECK: &str = "link";
+/// First reconnect delay.
+const BASE_DELAY: Duration = Duration::from_millis(500);
+
+/// Flags of the link to central.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LinkArgs {
+    /// URL of central's agent link, `https://host:port`. Unset: the agent runs without central
+    /// (the podset controller only; nothing is applied or deleted).
+    #[arg(
+        long,
+        env = "KSTRETCH_CENTRAL_LINK",
+        requires_all = ["tls_ca", "tls_cert", "tls_key"],
+        value_parser = parse_central_url
+    )]
+    pub central: Option<String>,
+
+    /// CA certificate (PEM) central's certificate must be signed by.
+    #[arg(long, env = "KSTRETCH_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// The agent's client certificate (PEM). It names the cluster the agent speaks for: URI SAN
+    /// `kstretch://cluster/<alias>`, else the subject CN.
+    #[arg(long, env = "KSTRETCH_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, env = "KSTRETCH_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Name central's certificate is checked against; default: the host of --central.
+    #[arg(long, env = "KSTRETCH_TLS_SERVER_NAME")]
+    pub tls_server_name: Option<String>,
+
+    /// Longest wait between two attempts to reach central (`30s`, `2m`, `500ms`).
+    #[arg(
+        long,
+        env = "KSTRETCH_RECONNECT_MAX_DELAY",
+        default_value = "30s",
+        value_parser = crate::podset::parse_duration
+    )]
+    pub reconnect_max_delay: Duration,
+}
+
+/// Accepts only `https://` URLs: the link is always mutual TLS.
+pub fn parse_central_url(text: &str) -> Result<String, String> {
+    let rest = text
+        .strip_prefix("https://")
+        .ok_or_else(|| format!("{text:?} must be an https:// URL (the link uses mutual TLS)"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("{text:?} names no host"));
+    }
+    tonic::transport::Endpoint::from_shared(text.to_owned())
+        .map_err(|e| format!("{text:?} is not a valid URL: {e}"))?;
+    Ok(text.to_owned())
+}
+
+/// Who the agent is, for `Hello`.
+#[derive(Debug, Clone)]
+pub struct AgentIdentity {
+    pub cluster_alias: String,
+    pub namespace: Option<String>,
+    pub kubernetes_version: String,
+}
+
+/// Registers the link's metrics and returns the future that runs it until `shutdown` (it
+/// returns at once when `--central` is not set).
+pub fn start(
+    args: &LinkArgs,
+    identity: AgentIdentity,
+    client: Client,
+    podsets: Watched<StrimziPodSet>,
+    health: Health,
+    registry: &mut Registry,
+    shutdown: CancellationToken,
+) -> impl Future<Output = ()> + Send + 'static {
+    let metrics = LinkMetrics::register(registry);
+    let config = match (&args.central, &args.tls_ca, &args.tls_cert, &args.tls_key) {
+        (Some(url), Some(ca), Some(cert), Some(key)) => Some((
+            url.clone(),
+            TlsFiles {
+                ca: ca.clone(),
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+        )),
+        _ => None,
+    };
+    let server_name = args.tls_server_name.clone();
+    let max_delay = args.reconnect_max_delay;
+    async move {
+        let Some((url, tls)) = config else {
+            tracing::info!("no --central: running without central (nothing is applied or deleted)");
+            health.set_ready(CHECK, true, "disabled (no --central)");
+            return;
+        };
+        let scope = match &identity.namespace {
+            Some(ns) => Scope::Namespaces([ns.clone()].into()),
+            None => Scope::All,
+        };
+        let pods: Api<Pod> = match &identity.namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let synced = podsets.clone();
+        let (status, pod_watch) = StatusSource::start(
+            podsets.store().clone(),
+            move || synced.synced(),
+            pods,
+            shutdown.clone(),
+        );
+        let applier = Applier::new(client, scope.clone(), metrics.clone());
+        let (snapshots_tx, snapshots_rx) = watch::channel::<Option<Arc<Snapshot>>>(None);
+        let (reports_tx, reports_rx) = watch::channel::<Option<Arc<ApplyReport>>>(None);
+        let ctx = Ctx {
+            url,
+            tls,
+            server_name,
+            hello: Hello {
+                agent: Some(BuildInfo {
+                    version: env!("CARGO_PKG_VERSION").to_owned(),
+                    git_commit: option_env!("KSTRETCH_GIT_COMMIT")
+                        .unwrap_or_default()
+                        .to_owned(),
+                }),
+                claimed_cluster_alias: identity.cluster_alias.clone(),
+                kubernetes_version: identity.kubernetes_version.clone(),
+                namespaces: scope.names(),
+                last_applied: None,
+            },
+            applier: applier.clone(),
+            snapshots: Arc::new(snapshots_tx),
+            reports: reports_rx,
+            status,
+            metrics: metrics.clone(),
+        };
+        tokio::join!(
+            pod_watch,
+            apply_loop(applier, snapshots_rx, reports_tx, shutdown.clone()),
+            connect_loop(ctx, health, metrics, max_delay, shutdown),
+        );
+    }
+}
+
+/// Applies each snapshot handed over by a stream, latest first (an older one that was not
+/// started yet is skipped: snapshots are full, the latest says everything).
+async fn apply_loop(
+    applier: Applier,
+    mut snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    reports: watch::Sender<Option<Arc<ApplyReport>>>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            changed = snapshots.changed() => if changed.is_err() { return },
+        }
+        let snapshot = snapshots.borrow_and_update().clone();
+        let Some(snapshot) = snapshot else { continue };
+        tokio::select! {
+            // Stopping mid-way is safe: applies and deletes are idempotent and the next
+            // snapshot starts over.
+            _ = shutdown.cancelled() => return,
+            report = applier.apply(&snapshot) => {
+                reports.send_replace(Some(Arc::new(report)));
+            }
+        }
+    }
+}
+
+/// Opens streams to central one after the other, with backoff between them.
+async fn connect_loop(
+    ctx: Ctx,
+    health: Health,
+    metrics: LinkMetrics,
+    max_delay: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Backoff::new(BASE_DELAY, max_delay);
+    let url = ctx.url.clone();
+    health.set_ready(CHECK, true, format!("connecting to {url}"));
+    loop {
+        metrics.attempt();
+        let span = tracing::info_span!("central", %url);
+        let mut welcomed = false;
+        let mut on_welcome = |welcome: &kstretch_proto::agent::v1::Welcome| {
+            welcomed = true;
+            metrics.set_connected(true);
+            let mismatches: Vec<String> = welcome
+                .mismatches
+                .iter()
+                .map(|m| format!("{} (central {:?}, agent {:?})", m.field, m.central, m.agent))
+                .collect();
+            let mut detail = format!("connected to {url} as {:?}", welcome.cluster_alias);
+            if !mismatches.is_empty() {
+                detail.push_str(&format!("; mismatches: {}", mismatches.join(", ")));
+            }
+            health.set_ready(CHECK, true, detail);
+        };
+        let outcome =
+            tracing::Instrument::instrument(session::run(&ctx, &shutdown, &mut on_welcome), span)
+                .await;
+        metrics.set_connected(false);
+        if shutdown.is_cancelled() {
+            return;
+        }
+        if welcomed {
+            backoff.reset();
+        }
+        let why = match outcome {
+            Ok(ended) => {
+                tracing::warn!(reason = %ended.reason, "stream to central ended");
+                ended.reason
+            }
+            Err(err) => {
+                let hint = err.hint().map(|h| format!(" ({h})")).unwrap_or_default();
+                tracing::warn!(reason = err.reason(), "cannot reach central: {err}{hint}");
+                format!("{err}{hint}")
+            }
+        };
+        let delay = backoff.next_delay();
+        health.set_ready(
+            CHECK,
+            true,
+            format!(
+                "not connected to {url}: {why}; retrying in {:.1}s (pods are kept alive without central)",
+                delay.as_secs_f64()
+            ),
+        );
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_central_url_must_be_https() {
+        assert_eq!(
+            parse_central_url("https://central.kstretch:9443"),
+            Ok("https://central.kstretch:9443".to_owned())
+        );
+        assert!(
+            parse_central_url("http://central:9443")
+                .unwrap_err()
+                .contains("https://")
+        );
+        assert!(parse_central_url("https://").is_err());
+        assert!(parse_central_url("central:9443").is_err());
+    }
+
+    #[test]
+    fn the_link_needs_all_three_tls_files() {
+        use clap::Parser;
+        #[derive(Parser, Debug)]
+        struct Cli {
+            #[command(flatten)]
+            link: LinkArgs,
+        }
+        let cli = Cli::try_parse_from(["agent"]);
+        assert!(cli.is_ok_and(|c| c.link.central.is_none()));
+        let err = Cli::try_parse_from(["agent", "--central", "https://c:9443", "--tls-ca", "ca"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--tls-cert"), "{err}");
+    }
+}
