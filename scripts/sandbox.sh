@@ -12,9 +12,34 @@ LOG_TAG=sandbox
 NAMESPACE=${KSTRETCH_SANDBOX_NAMESPACE:-kafka}
 CENTRAL_HTTP=18180
 CENTRAL_GRPC=18190
+CENTRAL_LINK=18191
 AGENT_HTTP_BASE=18181
+PKI=$STATE/sandbox-pki
 
 kubeconfig_of() { local v; v=KSTRETCH_KUBECONFIG_$(upper "$1"); printf '%s' "${!v}"; }
+
+# make_pki CLUSTER... — a CA, central's server certificate and one client certificate per
+# cluster, whose URI SAN kstretch://cluster/<alias> is the agent's identity on the link.
+# Kept across runs; made once.
+make_pki() {
+  mkdir -p "$PKI"
+  [[ -f $PKI/ca.pem ]] || {
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \
+      -subj "/CN=kstretch sandbox CA" -keyout "$PKI/ca-key.pem" -out "$PKI/ca.pem" 2>/dev/null
+  }
+  issue() { # issue NAME SUBJECT_ALT_NAMES
+    [[ -f $PKI/$1.pem ]] && return 0
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+      -keyout "$PKI/$1-key.pem" -out "$PKI/$1.csr" 2>/dev/null
+    openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca-key.pem" \
+      -CAcreateserial -days 365 -out "$PKI/$1.pem" \
+      -extfile <(printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\n' "$2") 2>/dev/null
+    rm -f "$PKI/$1.csr"
+  }
+  issue central "DNS:localhost,IP:127.0.0.1"
+  local c
+  for c in "$@"; do issue "agent-$c" "URI:kstretch://cluster/$c"; done
+}
 
 down() {
   stop_proc sandbox-central
@@ -44,17 +69,22 @@ up() {
   "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" wait --for condition=Established \
     --timeout 60s crd/kafkas.kafka.strimzi.io >/dev/null
 
+  make_pki "${CLUSTERS[@]}"
   # Restart our processes so the sandbox always runs the binaries just built.
   stop_proc sandbox-central
   start_proc sandbox-central "$bin/kstretch-central" \
     --kubeconfig "$(kubeconfig_of "$central_cluster")" --namespace "$NAMESPACE" \
-    --http-addr "127.0.0.1:$CENTRAL_HTTP" --grpc-addr "127.0.0.1:$CENTRAL_GRPC"
+    --http-addr "127.0.0.1:$CENTRAL_HTTP" --grpc-addr "127.0.0.1:$CENTRAL_GRPC" \
+    --link-addr "127.0.0.1:$CENTRAL_LINK" \
+    --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/central.pem" --tls-key "$PKI/central-key.pem"
   for i in "${!CLUSTERS[@]}"; do
     c=${CLUSTERS[$i]}
     stop_proc "sandbox-agent-$c"
     start_proc "sandbox-agent-$c" "$bin/kstretch-agent" \
       --kubeconfig "$(kubeconfig_of "$c")" --cluster-alias "$c" --namespace "$NAMESPACE" \
-      --http-addr "127.0.0.1:$((AGENT_HTTP_BASE + i))"
+      --http-addr "127.0.0.1:$((AGENT_HTTP_BASE + i))" \
+      --central "https://127.0.0.1:$CENTRAL_LINK" --tls-ca "$PKI/ca.pem" \
+      --tls-cert "$PKI/agent-$c.pem" --tls-key "$PKI/agent-$c-key.pem"
   done
   wait_proc_healthy sandbox-central 60 curl -sf "http://127.0.0.1:$CENTRAL_HTTP/readyz" ||
     { tail_log sandbox-central; die "central did not become ready"; }
@@ -65,13 +95,18 @@ up() {
 
   "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" apply --server-side \
     --field-manager kstretch-sandbox -f "$ROOT/examples/kafka-stretch.yaml" >/dev/null
-  sleep 1
+  local agents_up=0
+  for _ in $(seq 40); do
+    agents_up=$("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" agents 2>/dev/null | awk '$2 == "yes"' | wc -l)
+    ((agents_up >= ${#CLUSTERS[@]})) && break
+    sleep 0.5
+  done
 
   cat <<EOM
 
 kstretch sandbox is up ($((SECONDS - t0))s). Central runs in cluster '$central_cluster'.
 
-  central       http://127.0.0.1:$CENTRAL_HTTP/{healthz,readyz,metrics}  gRPC 127.0.0.1:$CENTRAL_GRPC
+  central       http://127.0.0.1:$CENTRAL_HTTP/{healthz,readyz,metrics}  admin gRPC 127.0.0.1:$CENTRAL_GRPC  agent link (mTLS) 127.0.0.1:$CENTRAL_LINK
 $(for i in "${!CLUSTERS[@]}"; do printf '  agent %-7s http://127.0.0.1:%s/{healthz,readyz,metrics}\n' "${CLUSTERS[$i]}" "$((AGENT_HTTP_BASE + i))"; done)
   Kafka         $KSTRETCH_KAFKA_BOOTSTRAP   (the environment's own Kafka, for tests)
   Connect       $KSTRETCH_CONNECT_URL
@@ -79,6 +114,9 @@ $(for i in "${!CLUSTERS[@]}"; do printf '  agent %-7s http://127.0.0.1:%s/{healt
 
 kstretch status:
 $("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" status | sed 's/^/  /')
+
+kstretch agents ($agents_up of ${#CLUSTERS[@]} connected, identified by their certificates in $PKI):
+$("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" agents | sed 's/^/  /')
 
 Resources in cluster '$central_cluster', namespace '$NAMESPACE':
 $("$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" get k,knp,kt 2>&1 | sed 's/^/  /')
