@@ -2,10 +2,8 @@
 
 use anyhow::Context as _;
 use clap::Parser;
-use kstretch_api::StrimziPodSet;
-use kstretch_runtime::watch::{self, WatchMetrics};
+use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
-use kube::Api;
 
 mod link;
 mod podset;
@@ -61,20 +59,16 @@ async fn main() -> anyhow::Result<()> {
     );
     health.set_ready("kubernetes", true, version.git_version.clone());
 
-    let podsets: Api<StrimziPodSet> = match &args.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    let (podsets, podset_watch) =
-        watch::watch(podsets, health.clone(), watch_metrics, shutdown.clone());
-    let podset_watch = tokio::spawn(podset_watch);
     let podset_controller = podset::PodSetController::new(
         client.clone(),
         args.namespace.clone(),
         args.podsets.clone(),
         health.clone(),
         &mut registry,
+        watch_metrics,
     );
+    // The link reports podset status from the controller's caches: one watch per kind.
+    let caches = podset_controller.caches();
     let podset_controller = tokio::spawn(podset_controller.run(shutdown.clone()));
     let link = tokio::spawn(link::start(
         &args.link,
@@ -84,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
             kubernetes_version: version.git_version,
         },
         client.clone(),
-        podsets,
+        caches,
         health.clone(),
         &mut registry,
         shutdown.clone(),
@@ -99,7 +93,6 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let result = http.await.context("HTTP server");
     shutdown.cancel();
-    let _ = podset_watch.await;
     let _ = podset_controller.await;
     let _ = link.await;
     result

@@ -46,6 +46,24 @@ impl WatchMetrics {
         );
         metrics
     }
+
+    /// Records the number of objects of `kind` in a watch cache.
+    pub fn set_objects(&self, kind: &str, count: usize) {
+        self.objects
+            .get_or_create(&KindLabel {
+                kind: kind.to_owned(),
+            })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one watch error of `kind`.
+    pub fn error(&self, kind: &str) {
+        self.errors
+            .get_or_create(&KindLabel {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
 }
 
 /// The in-memory view of one kind.
@@ -102,7 +120,6 @@ where
         store: store.clone(),
         synced: synced.clone(),
     };
-    let label = KindLabel { kind };
     let task = async move {
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
             .default_backoff();
@@ -120,14 +137,11 @@ where
                     if synced.load(Ordering::Acquire) {
                         health.set_ready(&check, true, "watching");
                     }
-                    metrics
-                        .objects
-                        .get_or_create(&label)
-                        .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
+                    metrics.set_objects(&kind, store.len());
                 }
                 Some(Err(err)) => {
-                    metrics.errors.get_or_create(&label).inc();
-                    tracing::warn!(kind = %label.kind, %err, "watch failed; retrying");
+                    metrics.error(&kind);
+                    tracing::warn!(%kind, %err, "watch failed; retrying");
                     health.set_ready(&check, false, err.to_string());
                 }
                 None => break,

@@ -25,12 +25,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kstretch_api::StrimziPodSet;
 use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, Hello, Snapshot};
-use kstretch_runtime::watch::Watched;
 use kstretch_runtime::{Health, Registry};
-use kube::{Api, Client};
+use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +38,8 @@ use objects::Scope;
 use session::Ctx;
 use status::StatusSource;
 use tls::TlsFiles;
+
+use crate::podset::Caches;
 
 /// Name of the readiness check that shows the link's state (always passing).
 pub const CHECK: &str = "link";
@@ -114,7 +113,7 @@ pub fn start(
     args: &LinkArgs,
     identity: AgentIdentity,
     client: Client,
-    podsets: Watched<StrimziPodSet>,
+    caches: Caches,
     health: Health,
     registry: &mut Registry,
     shutdown: CancellationToken,
@@ -143,17 +142,7 @@ pub fn start(
             Some(ns) => Scope::Namespaces([ns.clone()].into()),
             None => Scope::All,
         };
-        let pods: Api<Pod> = match &identity.namespace {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        };
-        let synced = podsets.clone();
-        let (status, pod_watch) = StatusSource::start(
-            podsets.store().clone(),
-            move || synced.synced(),
-            pods,
-            shutdown.clone(),
-        );
+        let status = StatusSource::new(caches);
         let applier = Applier::new(client, scope.clone(), metrics.clone());
         let (snapshots_tx, snapshots_rx) = watch::channel::<Option<Arc<Snapshot>>>(None);
         let (reports_tx, reports_rx) = watch::channel::<Option<Arc<ApplyReport>>>(None);
@@ -180,7 +169,6 @@ pub fn start(
             metrics: metrics.clone(),
         };
         tokio::join!(
-            pod_watch,
             apply_loop(applier, snapshots_rx, reports_tx, shutdown.clone()),
             connect_loop(ctx, health, metrics, max_delay, shutdown),
         );

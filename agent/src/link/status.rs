@@ -3,16 +3,14 @@
 //! The report is computed from watch caches by a pure function, and sent only when it changed.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kstretch_api::StrimziPodSet;
 use kstretch_proto::agent::v1::{PodSetStatus, PodStatus, StatusReport};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, ResourceExt};
-use tokio_util::sync::CancellationToken;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::podset::Caches;
 
 /// The report for `podsets`, looking pods up with `pod` (by namespace and name); ordered by
 /// namespace and name.
@@ -76,93 +74,26 @@ pub fn is_ready(pod: &Pod) -> bool {
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// Keeps only what the report reads, so the cache of every pod in scope stays small.
-fn trim(pod: &mut Pod) {
-    pod.spec = None;
-    pod.metadata.managed_fields = None;
-    pod.metadata.annotations = None;
-    if let Some(status) = pod.status.as_mut() {
-        let phase = status.phase.take();
-        let ready = status
-            .conditions
-            .take()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| c.type_ == "Ready")
-            .collect::<Vec<_>>();
-        *status = Default::default();
-        status.phase = phase;
-        status.conditions = Some(ready);
-    }
-}
-
-/// The caches a status report is computed from.
-#[derive(Clone)]
+/// The caches a status report is computed from: the podset controller's, so that the agent
+/// watches podsets and pods once.
+#[derive(Debug, Clone)]
 pub struct StatusSource {
-    podsets: Store<StrimziPodSet>,
-    podsets_synced: Arc<dyn Fn() -> bool + Send + Sync>,
-    pods: Store<Pod>,
-    pods_synced: Arc<AtomicBool>,
-}
-
-impl std::fmt::Debug for StatusSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StatusSource").finish_non_exhaustive()
-    }
+    caches: Caches,
 }
 
 impl StatusSource {
-    /// Watches the pods of `pods` (trimmed) and reads podsets from `podsets`; returns the
-    /// source and the task feeding the pod cache (ends on `shutdown`).
-    pub fn start(
-        podsets: Store<StrimziPodSet>,
-        podsets_synced: impl Fn() -> bool + Send + Sync + 'static,
-        pods: Api<Pod>,
-        shutdown: CancellationToken,
-    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        let (store, writer) = reflector::store::<Pod>();
-        let synced = Arc::new(AtomicBool::new(false));
-        let flag = synced.clone();
-        let task = async move {
-            let stream = watcher(pods, watcher::Config::default())
-                .modify(trim)
-                .default_backoff()
-                .reflect(writer);
-            let mut stream = std::pin::pin!(stream);
-            loop {
-                let next = tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    next = stream.next() => next,
-                };
-                match next {
-                    Some(Ok(watcher::Event::InitDone)) => flag.store(true, Ordering::Release),
-                    Some(Ok(_)) => {}
-                    Some(Err(err)) => {
-                        tracing::warn!(%err, "pod watch of the link failed; retrying")
-                    }
-                    None => break,
-                }
-            }
-        };
-        (
-            Self {
-                podsets,
-                podsets_synced: Arc::new(podsets_synced),
-                pods: store,
-                pods_synced: synced,
-            },
-            task,
-        )
+    pub fn new(caches: Caches) -> Self {
+        Self { caches }
     }
 
     /// The current report, or `None` until both caches hold a complete list (a report of
     /// "no pods" that only means "not listed yet" would mislead central).
     pub fn report(&self) -> Option<StatusReport> {
-        if !(self.podsets_synced)() || !self.pods_synced.load(Ordering::Acquire) {
+        if !self.caches.synced() {
             return None;
         }
-        let pods = &self.pods;
-        Some(report(&self.podsets.state(), |ns, name| {
+        let pods = &self.caches.pods;
+        Some(report(&self.caches.podsets.state(), |ns, name| {
             pods.get(&ObjectRef::new(name).within(ns))
         }))
     }
@@ -201,7 +132,7 @@ mod tests {
                 {"type": "ContainersReady", "status": ready}]}
         }))
         .unwrap();
-        trim(&mut p);
+        crate::podset::plan::trim_pod(&mut p);
         Arc::new(p)
     }
 

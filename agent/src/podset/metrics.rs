@@ -3,7 +3,6 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -24,11 +23,6 @@ pub struct CauseLabel {
     pub cause: &'static str,
 }
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
-    pub kind: &'static str,
-}
-
 /// Every metric of the controller; cheap to clone (shared handles).
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -39,8 +33,6 @@ pub struct Metrics {
     pub pods_deleted: Family<CauseLabel, Counter>,
     pub pods_adopted: Counter,
     pub status_updates: Counter,
-    pub cached: Family<KindLabel, Gauge>,
-    pub watch_errors: Family<KindLabel, Counter>,
 }
 
 impl Metrics {
@@ -54,8 +46,6 @@ impl Metrics {
             pods_deleted: Family::default(),
             pods_adopted: Counter::default(),
             status_updates: Counter::default(),
-            cached: Family::default(),
-            watch_errors: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("podset");
         r.register(
@@ -92,16 +82,6 @@ impl Metrics {
             "status_updates",
             "Podset status writes",
             metrics.status_updates.clone(),
-        );
-        r.register(
-            "cached_objects",
-            "Objects in the controller's caches, by kind",
-            metrics.cached.clone(),
-        );
-        r.register(
-            "watch_errors",
-            "Errors of the controller's watches, by kind (each retried with backoff)",
-            metrics.watch_errors.clone(),
         );
         metrics
     }

@@ -65,6 +65,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kstretch_api::StrimziPodSet;
+use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, Registry};
 use kube::api::ListParams;
 use kube::runtime::controller::{self, Controller};
@@ -74,7 +75,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use health::{Allowances, WatchState};
-use metrics::{KindLabel, Metrics};
+use metrics::Metrics;
 use reconcile::Context;
 
 /// A bound on every liveness probe request.
@@ -136,6 +137,28 @@ pub struct PodSetController {
     args: PodSetArgs,
     health: Health,
     metrics: Metrics,
+    watch_metrics: WatchMetrics,
+    caches: Caches,
+    podset_writer: reflector::store::Writer<StrimziPodSet>,
+    pod_writer: reflector::store::Writer<Pod>,
+}
+
+/// The controller's watch caches, shared read-only with the rest of the agent (the link reports
+/// podset status from them) so that the agent watches podsets and pods once.
+#[derive(Debug, Clone)]
+pub struct Caches {
+    pub podsets: Store<StrimziPodSet>,
+    /// Trimmed pods ([`plan::trim_pod`]): metadata, phase and the `Ready` condition.
+    pub pods: Store<Pod>,
+    podset_watch: Arc<WatchState>,
+    pod_watch: Arc<WatchState>,
+}
+
+impl Caches {
+    /// True once both caches hold a complete first list.
+    pub fn synced(&self) -> bool {
+        self.podset_watch.synced() && self.pod_watch.synced()
+    }
 }
 
 impl std::fmt::Debug for PodSetController {
@@ -155,14 +178,32 @@ impl PodSetController {
         args: PodSetArgs,
         health: Health,
         registry: &mut Registry,
+        watch_metrics: WatchMetrics,
     ) -> PodSetController {
+        let (podsets, podset_writer) = reflector::store::<StrimziPodSet>();
+        let (pods, pod_writer) = reflector::store::<Pod>();
+        let caches = Caches {
+            podsets,
+            pods,
+            podset_watch: WatchState::new("StrimziPodSet", health.clone()),
+            pod_watch: WatchState::new("Pod", health.clone()),
+        };
         PodSetController {
             client,
             namespace,
             args,
             health,
             metrics: Metrics::register(registry),
+            watch_metrics,
+            caches,
+            podset_writer,
+            pod_writer,
         }
+    }
+
+    /// The caches the controller fills while it runs.
+    pub fn caches(&self) -> Caches {
+        self.caches.clone()
     }
 
     fn api<K>(&self) -> Api<K>
@@ -177,19 +218,27 @@ impl PodSetController {
 
     /// Runs until `shutdown`; in-flight reconciliations finish first.
     pub async fn run(self, shutdown: CancellationToken) {
-        let (podset_store, podset_writer) = reflector::store::<StrimziPodSet>();
-        let (pod_store, pod_writer) = reflector::store::<Pod>();
-        let podset_watch = WatchState::new("StrimziPodSet", self.health.clone());
-        let pod_watch = WatchState::new("Pod", self.health.clone());
+        let Caches {
+            podsets: podset_store,
+            pods: pod_store,
+            podset_watch,
+            pod_watch,
+        } = self.caches.clone();
+        let (podset_api, pod_api, probe_api) = (
+            self.api::<StrimziPodSet>(),
+            self.api::<Pod>(),
+            self.api::<Pod>(),
+        );
+        let (podset_writer, pod_writer) = (self.podset_writer, self.pod_writer);
 
-        let podsets = watcher(self.api::<StrimziPodSet>(), watcher::Config::default())
+        let podsets = watcher(podset_api, watcher::Config::default())
             // Managed fields are never read and can be as large as the spec.
             .modify(|podset| podset.metadata.managed_fields = None)
             .default_backoff()
             .reflect(podset_writer)
             .inspect(observe(
                 podset_watch.clone(),
-                self.metrics.clone(),
+                self.watch_metrics.clone(),
                 podset_store.clone(),
                 "StrimziPodSet",
             ))
@@ -201,13 +250,13 @@ impl PodSetController {
             // Errors were recorded above and the watcher retries them with its own backoff;
             // passing them on would also pause the controller's other trigger streams.
             .filter_map(|item| std::future::ready(item.ok().map(Ok)));
-        let pods = watcher(self.api::<Pod>(), watcher::Config::default())
+        let pods = watcher(pod_api, watcher::Config::default())
             .modify(plan::trim_pod)
             .default_backoff()
             .reflect(pod_writer)
             .inspect(observe(
                 pod_watch.clone(),
-                self.metrics.clone(),
+                self.watch_metrics.clone(),
                 pod_store.clone(),
                 "Pod",
             ))
@@ -240,7 +289,7 @@ impl PodSetController {
         // controller that ends on its own is noticed by the kubelet.
         let supervisor_stop = shutdown.child_token();
         let supervisor = supervise(
-            self.api::<Pod>(),
+            probe_api,
             self.health.clone(),
             [pod_watch, podset_watch],
             self.args.apiserver_probe_interval,
@@ -298,24 +347,20 @@ fn podsets_of(pod: &Pod, podsets: &Store<StrimziPodSet>) -> Vec<ObjectRef<Strimz
 /// Records every item of a watch stream into its [`WatchState`] and metrics.
 fn observe<K>(
     state: Arc<WatchState>,
-    metrics: Metrics,
+    metrics: WatchMetrics,
     store: Store<K>,
     kind: &'static str,
 ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>)
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    let label = KindLabel { kind };
     move |item| match item {
         Ok(event) => {
             state.progress(matches!(event, watcher::Event::InitDone));
-            metrics
-                .cached
-                .get_or_create(&label)
-                .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
+            metrics.set_objects(kind, store.len());
         }
         Err(err) => {
-            metrics.watch_errors.get_or_create(&label).inc();
+            metrics.error(kind);
             tracing::warn!(kind, %err, "watch failed; retrying");
             state.error(err.to_string());
         }

@@ -217,6 +217,9 @@ pub fn trim_pod(pod: &mut Pod) {
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.retain(|key, _| key == names::REVISION);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
     }
     if let Some(status) = pod.status.as_mut() {
         let phase = status.phase.take();
