@@ -38,8 +38,8 @@ pub async fn create_topic(bootstrap: &str, name: &str, partitions: i32, replicas
 pub fn topic_names(bootstrap: &str) -> Result<BTreeSet<String>, rdkafka::error::KafkaError> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        // Ask only the given broker: no other brokers learned from metadata are used for the
-        // metadata request itself.
+        // A fresh client knows only the bootstrap broker, so the one metadata request below
+        // goes to it; no background refresh may race it to another broker.
         .set("topic.metadata.refresh.interval.ms", "-1")
         .create()?;
     let metadata = consumer.fetch_metadata(None, Duration::from_secs(10))?;
