@@ -1,0 +1,1 @@
+//! kstretch's async Kafka admin client, on the `kafka-protocol` crate.

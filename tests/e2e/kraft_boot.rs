@@ -1,0 +1,1 @@
+//! Placeholder: filled in by the kraft_boot work in progress.
