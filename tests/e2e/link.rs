@@ -1074,3 +1074,112 @@ async fn without_central_pods_are_kept_alive_and_a_resync_restarts_nothing() {
     );
     ns.delete().await;
 }
+
+/// Central's `RestartPod` deletes exactly the pod (by UID) of a podset, which its podset
+/// controller recreates; a stale UID, a foreign namespace and a pod that no podset owns are
+/// not deleted, and each answer says why. The report carries each pod's revision.
+#[tokio::test]
+async fn restart_deletes_the_named_pod_once_and_refuses_what_it_must_not_touch() {
+    use kstretch_central::link::restart::{PodToRestart, replaced};
+    use kstretch_proto::agent::v1::RestartOutcome;
+
+    let ns = setup("link-restart").await;
+    let pki = Pki::new("restart");
+    let pods: Api<Pod> = ns.api();
+    let names = ["my-cluster-broker-0", "my-cluster-broker-1"];
+    let desired = DesiredStates::new();
+    desired
+        .set("beta", vec![podset(&ns.name, "my-cluster-broker", &names)])
+        .expect("desired");
+    let central = InProcessCentral::start("127.0.0.1:0".parse().unwrap(), &pki, desired);
+    let agent = Agent::start(&ns.name, "beta", &pki.agent("beta"), &central.url());
+    wait_applied(&central, "beta", &agent, 1).await;
+    let mut before = Vec::new();
+    for name in names {
+        before.push(wait_for_object(&pods, name, TIMEOUT, is_ready).await);
+    }
+    let record = wait_agent(&central, "beta", &agent, "both pods reported ready", |r| {
+        r.podsets
+            .iter()
+            .any(|p| p.pods_status.len() == 2 && p.pods_status.iter().all(|s| s.ready))
+    })
+    .await;
+    let reported = &record.podsets[0].pods_status;
+    assert!(
+        reported.iter().all(|p| p.revision == "r1"),
+        "revision reported: {reported:#?}"
+    );
+
+    let restart = |name: &str, uid: String, namespace: String| {
+        let link = central.link.clone();
+        let pod = PodToRestart {
+            namespace,
+            name: name.to_owned(),
+            uid,
+            reason: "e2e".into(),
+        };
+        async move {
+            link.restarts
+                .restart("beta", pod, Duration::from_secs(30))
+                .await
+                .expect("an answer from the agent")
+        }
+    };
+
+    let result = restart(names[0], uid(&before[0]), ns.name.clone()).await;
+    assert_eq!(result.outcome(), RestartOutcome::Deleted, "{result:?}");
+    assert!(replaced(&result));
+    let recreated = wait_for_object(&pods, names[0], TIMEOUT, |p| {
+        is_ready(p) && uid(p) != uid(&before[0])
+    })
+    .await;
+
+    // The same request again names the old UID: nothing is deleted.
+    let again = restart(names[0], uid(&before[0]), ns.name.clone()).await;
+    assert_eq!(again.outcome(), RestartOutcome::Gone, "{again:?}");
+    assert!(again.message.contains("already replaced"), "{again:?}");
+    assert_eq!(
+        uid(&pods.get(names[0]).await.expect("pod")),
+        uid(&recreated)
+    );
+
+    let foreign_ns = restart(names[1], uid(&before[1]), "kube-system".into()).await;
+    assert_eq!(
+        foreign_ns.outcome(),
+        RestartOutcome::Refused,
+        "{foreign_ns:?}"
+    );
+    assert!(foreign_ns.message.contains("kube-system"), "{foreign_ns:?}");
+
+    // A pod no podset owns is never deleted on central's behalf.
+    let stray: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "not-a-kafka-pod", "namespace": ns.name},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], "terminationGracePeriodSeconds": 0}
+    }))
+    .unwrap();
+    let stray = pods
+        .create(&Default::default(), &stray)
+        .await
+        .expect("stray pod");
+    let stray_uid = uid(&stray);
+    wait_for("the agent's cache to hold the stray pod", TIMEOUT, || {
+        let restart = restart("not-a-kafka-pod", stray_uid.clone(), ns.name.clone());
+        async move {
+            let result = restart.await;
+            match result.outcome() {
+                RestartOutcome::Refused => Seen::Done(result),
+                _ => Seen::NotYet(format!("{result:?}")),
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        uid(&pods.get("not-a-kafka-pod").await.expect("stray kept")),
+        stray_uid
+    );
+    assert_eq!(
+        uid(&pods.get(names[1]).await.expect("pod 1")),
+        uid(&before[1]),
+        "the other podset pod was left alone"
+    );
+}

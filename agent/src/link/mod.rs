@@ -17,6 +17,7 @@ pub mod backoff;
 pub mod metrics;
 pub mod objects;
 pub mod protocol;
+pub mod restart;
 pub mod session;
 pub mod status;
 pub mod tls;
@@ -142,6 +143,7 @@ pub fn start(
             Some(ns) => Scope::Namespaces([ns.clone()].into()),
             None => Scope::All,
         };
+        let restarter = restart::Restarter::new(client.clone(), scope.clone(), caches.pods.clone());
         let status = StatusSource::new(caches);
         let applier = Applier::new(client, scope.clone(), metrics.clone());
         let (snapshots_tx, snapshots_rx) = watch::channel::<Option<Arc<Snapshot>>>(None);
@@ -166,6 +168,7 @@ pub fn start(
             snapshots: Arc::new(snapshots_tx),
             reports: reports_rx,
             status,
+            restarter,
             metrics: metrics.clone(),
         };
         tokio::join!(

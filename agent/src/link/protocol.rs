@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use kstretch_proto::agent::v1::central_message::Body;
-use kstretch_proto::agent::v1::{CentralMessage, ProtocolError, Snapshot, Welcome};
+use kstretch_proto::agent::v1::{CentralMessage, ProtocolError, RestartPod, Snapshot, Welcome};
 
 /// A message from central that passed the rules.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,6 +14,8 @@ pub enum FromCentral {
     Heartbeat,
     /// Central could not use something the agent sent (or ends the stream, e.g. superseded).
     Error(ProtocolError),
+    /// Delete one pod so its podset recreates it.
+    RestartPod(RestartPod),
 }
 
 /// Why a message from central was refused; answered with a `ProtocolError`.
@@ -58,6 +60,7 @@ pub fn classify(message: CentralMessage, welcomed: bool) -> Result<FromCentral, 
         Body::Snapshot(s) if s.generation == 0 => Err(Violation::SnapshotWithoutGeneration),
         Body::Snapshot(s) => Ok(FromCentral::Snapshot(s)),
         Body::Heartbeat(_) => Ok(FromCentral::Heartbeat),
+        Body::RestartPod(r) => Ok(FromCentral::RestartPod(r)),
     }
 }
 

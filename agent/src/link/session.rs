@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use kstretch_proto::agent::v1::agent_link_client::AgentLinkClient;
 use kstretch_proto::agent::v1::agent_message::Body;
 use kstretch_proto::agent::v1::{
-    AgentMessage, ApplyReport, Heartbeat, Hello, Snapshot, StatusReport, Welcome,
+    AgentMessage, ApplyReport, Heartbeat, Hello, RestartResult, Snapshot, StatusReport, Welcome,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -17,6 +17,7 @@ use tonic::transport::Endpoint;
 use super::apply::Applier;
 use super::metrics::LinkMetrics;
 use super::protocol::{self, FromCentral};
+use super::restart::Restarter;
 use super::status::StatusSource;
 use super::tls::{TlsError, TlsFiles};
 
@@ -39,6 +40,7 @@ pub(crate) struct Ctx {
     pub snapshots: Arc<watch::Sender<Option<Arc<Snapshot>>>>,
     pub reports: watch::Receiver<Option<Arc<ApplyReport>>>,
     pub status: StatusSource,
+    pub restarter: Restarter,
     pub metrics: LinkMetrics,
 }
 
@@ -225,6 +227,8 @@ pub(crate) async fn run(
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_status: Option<StatusReport> = None;
+    // Restarts run beside the stream (a delete may take a while); results come back here.
+    let (restarted_tx, mut restarted) = mpsc::channel::<RestartResult>(16);
     let mut last_received = Instant::now();
     let silence = interval * 3;
 
@@ -253,6 +257,13 @@ pub(crate) async fn run(
                             );
                             ctx.snapshots.send_replace(Some(Arc::new(snapshot)));
                         }
+                        Ok(FromCentral::RestartPod(request)) => {
+                            let restarter = ctx.restarter.clone();
+                            let done = restarted_tx.clone();
+                            tokio::spawn(async move {
+                                let _ = done.send(restarter.restart(request).await).await;
+                            });
+                        }
                         Ok(FromCentral::Heartbeat | FromCentral::Welcome(_)) => {}
                         Ok(FromCentral::Error(e)) => {
                             tracing::warn!(reason = %e.reason, message = %e.message,
@@ -272,6 +283,11 @@ pub(crate) async fn run(
                     return Ok(Ended { reason: format!("stream failed: {}", status_text(&status)) });
                 }
             },
+            Some(result) = restarted.recv() => {
+                if !send(Body::RestartResult(result)).await {
+                    return Ok(gone());
+                }
+            }
             changed = reports.changed() => {
                 if changed.is_err() {
                     return Ok(Ended { reason: "the applier stopped".into() });

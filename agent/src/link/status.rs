@@ -49,6 +49,11 @@ pub fn report(
                                 .as_ref()
                                 .and_then(|s| s.phase.clone())
                                 .unwrap_or_default(),
+                            revision: p
+                                .annotations()
+                                .get(kstretch_api::names::REVISION)
+                                .cloned()
+                                .unwrap_or_default(),
                         },
                         None => PodStatus {
                             name: name.to_owned(),

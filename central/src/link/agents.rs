@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, Mismatch, PodSetStatus};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// What central knows about the agent of one cluster.
@@ -80,14 +81,34 @@ struct State {
 }
 
 /// The registry of agents, shared by every stream and the admin API.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Agents {
     inner: Arc<Mutex<State>>,
+    /// Bumped when an agent connects, disconnects or reports; reconcilers watch it.
+    changes: Arc<watch::Sender<u64>>,
+}
+
+impl Default for Agents {
+    fn default() -> Self {
+        Self {
+            inner: Arc::default(),
+            changes: Arc::new(watch::channel(0).0),
+        }
+    }
 }
 
 impl Agents {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Changes whenever an agent connects, disconnects, or reports status or an apply.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    pub(crate) fn notify(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Records a new stream for `record.cluster_alias` and returns its id and the token that
@@ -111,6 +132,8 @@ impl Agents {
             record.podsets = previous.podsets.clone();
         }
         state.records.insert(alias, record);
+        drop(state);
+        self.notify();
         (id, token)
     }
 
@@ -137,6 +160,8 @@ impl Agents {
             record.disconnected_at = Some(SystemTime::now());
             reason.clone_into(&mut record.disconnect_reason);
         }
+        drop(state);
+        self.notify();
     }
 
     /// Every agent known since central started, ordered by alias.

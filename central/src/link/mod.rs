@@ -13,6 +13,7 @@ pub mod desired;
 pub mod identity;
 pub mod metrics;
 pub mod protocol;
+pub mod restart;
 pub mod session;
 pub mod tls;
 
@@ -66,6 +67,7 @@ impl Default for LinkConfig {
 pub struct Link {
     pub agents: Agents,
     pub desired: DesiredStates,
+    pub restarts: restart::Restarts,
     pub metrics: LinkMetrics,
     pub config: LinkConfig,
     health: Option<Health>,
@@ -83,6 +85,7 @@ impl Link {
         Self {
             agents: Agents::new(),
             desired,
+            restarts: restart::Restarts::default(),
             metrics,
             config,
             health: None,

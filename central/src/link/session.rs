@@ -192,6 +192,23 @@ async fn established(
         return "agent went away during the handshake".into();
     }
 
+    let mut restarts = link.restarts.attach(alias, stream);
+    let reason = serve(link, tx, alias, stream, superseded, inbound, &mut restarts).await;
+    link.restarts.detach(alias, stream);
+    reason
+}
+
+/// The established stream's loop; returns why it ended.
+async fn serve(
+    link: &Link,
+    tx: &Sender<'_>,
+    alias: &str,
+    stream: u64,
+    superseded: &tokio_util::sync::CancellationToken,
+    inbound: &mut Streaming<AgentMessage>,
+    restarts: &mut tokio::sync::mpsc::Receiver<kstretch_proto::agent::v1::RestartPod>,
+) -> String {
+    let config = &link.config;
     let mut desired = link.desired.subscribe();
     let mut sent_generation = 0;
     let current = desired.borrow_and_update().get(alias).cloned();
@@ -244,6 +261,13 @@ async fn established(
                         return "agent went away".into();
                     }
                     sent_generation = snapshot.generation;
+                }
+            }
+            Some(request) = restarts.recv() => {
+                tracing::info!(pod = %request.name, namespace = %request.namespace,
+                    reason = %request.reason, "asking the agent to restart a pod");
+                if !tx.send(Body::RestartPod(request)).await {
+                    return "agent went away".into();
                 }
             }
             _ = heartbeat.tick() => {
@@ -310,12 +334,15 @@ fn record(link: &Link, alias: &str, stream: u64, incoming: Incoming) {
                 r.last_apply = Some(report);
                 r.last_apply_at = Some(SystemTime::now());
             });
+            link.agents.notify();
         }
         Incoming::StatusReport(report) => {
             tracing::debug!(podsets = report.podsets.len(), "agent reported status");
             link.agents
                 .update(alias, stream, |r| r.podsets = report.podsets);
+            link.agents.notify();
         }
+        Incoming::RestartResult(result) => link.restarts.resolve(result),
         Incoming::PeerError(error) => {
             tracing::warn!(reason = %error.reason, message = %error.message,
                 "agent could not use a message from central");
