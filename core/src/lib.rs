@@ -2,4 +2,5 @@
 //! unit-tested with plain `cargo test` and property-tested.
 
 pub mod cluster;
+pub mod kraft;
 pub mod node_ids;

@@ -1,0 +1,272 @@
+//! Rendering every node's KRaft configuration (what goes into its ConfigMap) from a
+//! [`KafkaCluster`], with the semantics of Strimzi's `KafkaBrokerConfigurationBuilder`: the
+//! operator-owned control-plane and replication listeners, the user's listeners, a static
+//! controller quorum, log directories per volume, and the user's options minus the forbidden
+//! ones.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::addressing::node_endpoint;
+use super::error::ConfigError;
+use super::forbidden;
+use super::model::{
+    CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Listener, ListenerKind, Node,
+    REPLICATION_LISTENER, REPLICATION_PORT,
+};
+use super::properties;
+
+/// Ports a user listener may not take: the operator's own listeners, metrics and JMX (Strimzi's
+/// rule), besides everything below 9092.
+const RESERVED_PORTS: &[u16] = &[CONTROLPLANE_PORT, REPLICATION_PORT, 9404, 9999];
+const LOWEST_USER_PORT: u16 = 9092;
+
+/// Options Strimzi sets when the user leaves them out.
+const DEFAULTS: &[(&str, &str)] = &[
+    // Strimzi forces 1 when users remove it, so that removing it never keeps a stale dynamic
+    // value around (and ELR does not change the default under them).
+    ("min.insync.replicas", "1"),
+];
+
+/// The configuration of one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeConfig {
+    pub properties: BTreeMap<String, String>,
+}
+
+impl NodeConfig {
+    /// One property's value.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.properties.get(key).map(String::as_str)
+    }
+
+    /// The configuration as a Java properties file: sorted, escaped, byte-for-byte stable for
+    /// equal input (it feeds the pod's revision hash).
+    pub fn to_properties_text(&self) -> String {
+        properties::to_text(&self.properties)
+    }
+}
+
+/// Every node's configuration, and what was left out on the way.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    pub nodes: BTreeMap<i32, NodeConfig>,
+    /// One line per listener or option that was left out, naming it; shown to the user as a
+    /// `Warning` condition.
+    pub warnings: Vec<String>,
+}
+
+/// Why a user listener is not configured on the brokers yet, if it is not.
+pub(crate) fn unserved_because(listener: &Listener) -> Option<&'static str> {
+    if listener.tls {
+        return Some("TLS listeners need certificates, which kstretch does not issue yet");
+    }
+    match listener.kind {
+        ListenerKind::Internal | ListenerKind::ClusterIp => None,
+        ListenerKind::NodePort
+        | ListenerKind::LoadBalancer
+        | ListenerKind::Route
+        | ListenerKind::Ingress => Some("only internal and cluster-ip listeners are served yet"),
+    }
+}
+
+/// Renders the configuration of every node of `cluster`.
+///
+/// Deterministic: equal input gives equal output, so unchanged clusters never roll.
+pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
+    check_nodes(cluster)?;
+    check_listeners(&cluster.listeners)?;
+    let mut warnings = Vec::new();
+
+    let mut served = Vec::new();
+    for listener in &cluster.listeners {
+        match unserved_because(listener) {
+            None => served.push(listener),
+            Some(why) => warnings.push(format!(
+                "listener {} (port {}) is left out: {why}",
+                listener.name, listener.port
+            )),
+        }
+    }
+
+    let mut user = BTreeMap::new();
+    for (key, value) in &cluster.config {
+        if forbidden::is_allowed(key, &cluster.listeners) {
+            user.insert(key.clone(), value.clone());
+        } else {
+            warnings.push(format!(
+                "configuration option {key:?} is forbidden and ignored: kstretch manages it"
+            ));
+        }
+    }
+    for (key, value) in DEFAULTS {
+        user.entry((*key).to_owned())
+            .or_insert_with(|| (*value).to_owned());
+    }
+
+    // A static quorum (`controller.quorum.voters`, KRaft version 0) rather than a dynamic one
+    // (KIP-853 `controller.quorum.bootstrap.servers`): every node's storage is then formatted
+    // the same way with only the cluster ID, no `--standalone` / `--initial-controllers` that
+    // would depend on which node starts first or on each controller's directory ID, so pods of
+    // every member cluster can format independently. Sorted by ID so the text never changes
+    // without cause.
+    let voters = cluster
+        .controllers()
+        .into_iter()
+        .map(|n| {
+            node_endpoint(cluster, n, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT)
+                .map(|e| format!("{}@{e}", n.id))
+        })
+        .collect::<Result<Vec<_>, _>>()?
+        .join(",");
+
+    let mut nodes = BTreeMap::new();
+    for node in &cluster.nodes {
+        let mut p = user.clone();
+        p.insert("node.id".into(), node.id.to_string());
+        p.insert("process.roles".into(), node.process_roles().into());
+        p.insert(
+            "controller.listener.names".into(),
+            CONTROLPLANE_LISTENER.into(),
+        );
+        p.insert("controller.quorum.voters".into(), voters.clone());
+
+        // Every node needs the controller listener's protocol, brokers to reach controllers.
+        let mut protocols = vec![format!("{CONTROLPLANE_LISTENER}:PLAINTEXT")];
+        let mut listeners = Vec::new();
+        let mut advertised = Vec::new();
+        let mut bind = |name: &str, port: u16| -> Result<(), ConfigError> {
+            listeners.push(format!("{name}://0.0.0.0:{port}"));
+            let endpoint = node_endpoint(cluster, node, name, port)?;
+            advertised.push(format!("{name}://{endpoint}"));
+            Ok(())
+        };
+        if node.is_controller() {
+            // Kafka 4 lets controllers advertise their listener, which KRaft clients of the
+            // controller (brokers, admin tools) use.
+            bind(CONTROLPLANE_LISTENER, CONTROLPLANE_PORT)?;
+        }
+        if node.is_broker() {
+            bind(REPLICATION_LISTENER, REPLICATION_PORT)?;
+            protocols.push(format!("{REPLICATION_LISTENER}:PLAINTEXT"));
+            for listener in &served {
+                let name = listener.config_name();
+                bind(&name, listener.port)?;
+                protocols.push(format!("{name}:PLAINTEXT"));
+            }
+            p.insert(
+                "inter.broker.listener.name".into(),
+                REPLICATION_LISTENER.into(),
+            );
+        }
+        p.insert("listeners".into(), listeners.join(","));
+        p.insert("advertised.listeners".into(), advertised.join(","));
+        p.insert("listener.security.protocol.map".into(), protocols.join(","));
+
+        let (log_dirs, metadata_dir) = log_dirs(node)?;
+        p.insert("log.dirs".into(), log_dirs.join(","));
+        if let Some(dir) = metadata_dir {
+            p.insert("metadata.log.dir".into(), dir);
+        }
+        nodes.insert(node.id, NodeConfig { properties: p });
+    }
+    Ok(Rendered { nodes, warnings })
+}
+
+fn check_nodes(cluster: &KafkaCluster) -> Result<(), ConfigError> {
+    let mut seen: BTreeMap<i32, &str> = BTreeMap::new();
+    for node in &cluster.nodes {
+        if node.id < 0 {
+            return Err(ConfigError::InvalidNodeId {
+                id: node.id,
+                pool: node.pool.clone(),
+            });
+        }
+        if let Some(first) = seen.insert(node.id, &node.pool) {
+            return Err(ConfigError::DuplicateNodeId {
+                id: node.id,
+                first: first.to_owned(),
+                second: node.pool.clone(),
+            });
+        }
+        if node.roles.is_empty() {
+            return Err(ConfigError::NoRoles {
+                node: node.id,
+                pool: node.pool.clone(),
+            });
+        }
+    }
+    if !cluster.nodes.iter().any(Node::is_controller) {
+        return Err(ConfigError::NoControllers {
+            kafka: cluster.name.clone(),
+        });
+    }
+    Ok(())
+}
+
+fn check_listeners(listeners: &[Listener]) -> Result<(), ConfigError> {
+    let mut names = BTreeSet::new();
+    let mut ports: BTreeMap<u16, &str> = BTreeMap::new();
+    for listener in listeners {
+        let valid = (1..=11).contains(&listener.name.len())
+            && listener
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        if !valid {
+            return Err(ConfigError::InvalidListenerName {
+                name: listener.name.clone(),
+            });
+        }
+        if !names.insert(listener.name.as_str()) {
+            return Err(ConfigError::DuplicateListenerName {
+                name: listener.name.clone(),
+            });
+        }
+        if RESERVED_PORTS.contains(&listener.port) || listener.port < LOWEST_USER_PORT {
+            return Err(ConfigError::ForbiddenListenerPort {
+                listener: listener.name.clone(),
+                port: listener.port,
+            });
+        }
+        if let Some(first) = ports.insert(listener.port, &listener.name) {
+            return Err(ConfigError::ListenerPortClash {
+                port: listener.port,
+                first: first.to_owned(),
+                second: listener.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The node's log directories in volume order, and the KRaft metadata directory if a volume is
+/// marked for it (otherwise Kafka keeps the metadata log in the first log directory).
+fn log_dirs(node: &Node) -> Result<(Vec<String>, Option<String>), ConfigError> {
+    if node.volumes.is_empty() {
+        return Err(ConfigError::NoVolumes {
+            node: node.id,
+            pool: node.pool.clone(),
+        });
+    }
+    let marked: Vec<_> = node.volumes.iter().filter(|v| v.kraft_metadata).collect();
+    if marked.len() > 1 {
+        return Err(ConfigError::SeveralMetadataVolumes {
+            node: node.id,
+            pool: node.pool.clone(),
+            count: marked.len(),
+        });
+    }
+    let mut dirs = Vec::with_capacity(node.volumes.len());
+    for volume in &node.volumes {
+        let dir = node.log_dir(volume);
+        if dirs.contains(&dir) {
+            return Err(ConfigError::DuplicateVolume {
+                node: node.id,
+                pool: node.pool.clone(),
+                dir,
+            });
+        }
+        dirs.push(dir);
+    }
+    Ok((dirs, marked.first().map(|v| node.log_dir(v))))
+}

@@ -1,0 +1,30 @@
+//! Per-node KRaft configuration: from a Kafka cluster resolved by central (listeners, user
+//! options, node pools' nodes, how nodes reach each other) to each node's properties file, the
+//! addresses and object names central needs, and the revision hash that decides rolls.
+
+mod addressing;
+mod config;
+mod error;
+mod forbidden;
+mod model;
+mod properties;
+mod revision;
+
+#[cfg(test)]
+mod tests;
+
+pub use addressing::{
+    Addressing, DEFAULT_CLUSTERSET_DOMAIN, Endpoint, NodeAddress, bootstrap_servers,
+    bootstrap_service_name, headless_service_name, node_endpoint, per_node_service_name, pod_name,
+    resolve_listener,
+};
+pub use config::{NodeConfig, Rendered, render};
+pub use error::ConfigError;
+pub use forbidden::{
+    ALLOWED_PER_LISTENER_CONFIGS, FORBIDDEN_PREFIX_EXCEPTIONS, FORBIDDEN_PREFIXES, is_allowed,
+};
+pub use model::{
+    CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Listener, ListenerKind, Node,
+    REPLICATION_LISTENER, REPLICATION_PORT, Volume,
+};
+pub use revision::revision;

@@ -1,0 +1,143 @@
+//! The input of KRaft configuration generation: one Kafka cluster with its listeners, user
+//! configuration, addressing mode and every node of every pool, already resolved by central
+//! from the `Kafka` and `KafkaNodePool` resources.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::addressing::Addressing;
+use crate::node_ids::Role;
+
+/// Port of the operator-owned KRaft controller listener (as in Strimzi).
+pub const CONTROLPLANE_PORT: u16 = 9090;
+/// Port of the operator-owned inter-broker listener (as in Strimzi).
+pub const REPLICATION_PORT: u16 = 9091;
+/// Name of the controller listener in the Kafka configuration.
+pub const CONTROLPLANE_LISTENER: &str = "CONTROLPLANE-9090";
+/// Name of the inter-broker listener in the Kafka configuration; central's admin client uses it
+/// too.
+pub const REPLICATION_LISTENER: &str = "REPLICATION-9091";
+
+/// One Kafka cluster, as central resolved it from the `Kafka` and its `KafkaNodePool`s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaCluster {
+    /// The `Kafka` resource's name.
+    pub name: String,
+    pub namespace: String,
+    /// The KRaft cluster ID every node's storage is formatted with (not part of the node
+    /// configuration: Kafka keeps it in `meta.properties`).
+    pub cluster_id: String,
+    /// `Kafka.spec.kafka.listeners`.
+    pub listeners: Vec<Listener>,
+    /// `Kafka.spec.kafka.config`, values already rendered as strings.
+    pub config: BTreeMap<String, String>,
+    pub addressing: Addressing,
+    /// Every node of every pool.
+    pub nodes: Vec<Node>,
+}
+
+impl KafkaCluster {
+    /// The node with ID `id`, if any.
+    pub fn node(&self, id: i32) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+
+    /// Nodes with the controller role, sorted by ID.
+    pub fn controllers(&self) -> Vec<&Node> {
+        let mut nodes: Vec<&Node> = self.nodes.iter().filter(|n| n.is_controller()).collect();
+        nodes.sort_by_key(|n| n.id);
+        nodes
+    }
+
+    /// Nodes with the broker role, sorted by ID.
+    pub fn brokers(&self) -> Vec<&Node> {
+        let mut nodes: Vec<&Node> = self.nodes.iter().filter(|n| n.is_broker()).collect();
+        nodes.sort_by_key(|n| n.id);
+        nodes
+    }
+}
+
+/// One user listener of `Kafka.spec.kafka.listeners`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// The listener's name in the resource (`^[a-z0-9]{1,11}$`).
+    pub name: String,
+    pub port: u16,
+    pub kind: ListenerKind,
+    pub tls: bool,
+}
+
+impl Listener {
+    /// The name Kafka knows the listener by: `<NAME-UPPERCASE>-<port>`, as Strimzi names it
+    /// (so per-listener options such as `listener.name.plain-9092.max.connections` carry over).
+    pub fn config_name(&self) -> String {
+        format!("{}-{}", self.name.to_uppercase(), self.port)
+    }
+}
+
+/// `type` of a listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ListenerKind {
+    Internal,
+    ClusterIp,
+    NodePort,
+    LoadBalancer,
+    Route,
+    Ingress,
+}
+
+/// One Kafka node (one pod).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub id: i32,
+    /// The `KafkaNodePool`'s name.
+    pub pool: String,
+    pub roles: BTreeSet<Role>,
+    /// The Kubernetes cluster the node runs in (`strimzi.io/stretch-cluster-alias`, or the
+    /// name of central's own cluster); used by the multi-cluster addressing modes.
+    pub cluster_alias: String,
+    pub volumes: Vec<Volume>,
+}
+
+impl Node {
+    pub fn is_broker(&self) -> bool {
+        self.roles.contains(&Role::Broker)
+    }
+
+    pub fn is_controller(&self) -> bool {
+        self.roles.contains(&Role::Controller)
+    }
+
+    /// `process.roles` of the node.
+    pub fn process_roles(&self) -> &'static str {
+        match (self.is_broker(), self.is_controller()) {
+            (true, true) => "broker,controller",
+            (false, true) => "controller",
+            _ => "broker",
+        }
+    }
+
+    /// The Kafka log directory on `volume`: the volume's mount path plus `kafka-log<id>`, as in
+    /// Strimzi, so that a volume moved between node IDs is never mistaken for another node's.
+    pub fn log_dir(&self, volume: &Volume) -> String {
+        format!("{}/kafka-log{}", volume.mount_path(), self.id)
+    }
+}
+
+/// One data volume of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Volume {
+    /// The JBOD volume ID; `None` for a single ephemeral or persistent-claim volume.
+    pub id: Option<i32>,
+    /// `kraftMetadata: shared`: the KRaft metadata log lives on this volume.
+    pub kraft_metadata: bool,
+}
+
+impl Volume {
+    /// Where the volume is mounted in the Kafka container (Strimzi's paths).
+    pub fn mount_path(&self) -> String {
+        match self.id {
+            Some(id) => format!("/var/lib/kafka/data-{id}"),
+            None => "/var/lib/kafka/data".to_owned(),
+        }
+    }
+}
