@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use futures::StreamExt;
-use kstretch_proto::agent::v1::{AppliedSummary, ApplyReport, ObjectResult, Outcome, Snapshot};
+use kstretch_proto::agent::v1::{
+    AppliedSummary, ApplyReport, ObjectResult, Outcome, RetainedCluster, Snapshot,
+};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
 
@@ -92,7 +94,7 @@ impl Applier {
             }
         }
 
-        results.extend(self.prune(&checked).await);
+        results.extend(self.prune(&checked, &snapshot.retained).await);
 
         let count = |o: Outcome| results.iter().filter(|r| r.outcome() == o).count();
         let (applied, rejected, deleted) = (
@@ -149,7 +151,7 @@ impl Applier {
     }
 
     /// Deletes every object labelled as the agent's, in scope, that the snapshot does not list.
-    async fn prune(&self, checked: &[Checked]) -> Vec<ObjectResult> {
+    async fn prune(&self, checked: &[Checked], retained: &[RetainedCluster]) -> Vec<ObjectResult> {
         let mut out = Vec::new();
         let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
         let namespaces: Vec<Option<String>> = match &self.scope {
@@ -196,9 +198,10 @@ impl Applier {
                         },
                         uid: o.uid().unwrap_or_default(),
                         being_deleted: o.metadata.deletion_timestamp.is_some(),
+                        kafka_cluster: o.labels().get(kstretch_api::names::CLUSTER).cloned(),
                     })
                     .collect();
-                for obsolete in objects::obsolete(&existing, checked, &self.scope) {
+                for obsolete in objects::obsolete(&existing, checked, retained, &self.scope) {
                     out.push(self.delete_one(kind, obsolete).await);
                 }
             }

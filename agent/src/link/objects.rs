@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use kstretch_proto::agent::v1::{ObjectRef, Snapshot};
+use kstretch_proto::agent::v1::{ObjectRef, RetainedCluster, Snapshot};
 use kube::core::ApiResource;
 use serde_json::Value;
 
@@ -283,19 +283,35 @@ pub struct Existing {
     pub key: Key,
     pub uid: String,
     pub being_deleted: bool,
+    /// Its `strimzi.io/cluster` label: the Kafka cluster it belongs to.
+    pub kafka_cluster: Option<String>,
 }
 
 /// What to delete after a snapshot: every labelled object in scope that the snapshot does not
-/// list (whether or not its entry could be applied), and that is not already going away.
+/// list (whether or not its entry could be applied), that is not already going away, and that
+/// does not belong to a Kafka cluster the snapshot retains.
 pub fn obsolete<'a>(
     existing: &'a [Existing],
     snapshot: &[Checked],
+    retained: &[RetainedCluster],
     scope: &Scope,
 ) -> Vec<&'a Existing> {
     let desired: HashSet<&Key> = snapshot.iter().map(|c| &c.key).collect();
+    let is_retained = |e: &Existing| {
+        e.kafka_cluster.as_deref().is_some_and(|cluster| {
+            retained
+                .iter()
+                .any(|r| r.cluster == cluster && r.namespace == e.key.namespace)
+        })
+    };
     existing
         .iter()
-        .filter(|e| !e.being_deleted && scope.allows(&e.key.namespace) && !desired.contains(&e.key))
+        .filter(|e| {
+            !e.being_deleted
+                && scope.allows(&e.key.namespace)
+                && !desired.contains(&e.key)
+                && !is_retained(e)
+        })
         .collect()
 }
 
@@ -420,6 +436,8 @@ mod tests {
         let gone = key("ConfigMap", "ns", "gone");
         let going = key("ConfigMap", "ns", "already-going");
         let outside = key("ConfigMap", "other", "outside");
+        let retained = key("ConfigMap", "ns", "of-a-retained-cluster");
+        let same_name_elsewhere = key("ConfigMap", "ns2", "of-a-retained-cluster");
         let snapshot = Snapshot {
             objects: vec![
                 object(&keep, json!({})),
@@ -431,19 +449,36 @@ mod tests {
             ..Snapshot::default()
         };
         let checked = check(&snapshot, &scope());
-        let existing: Vec<Existing> = [&keep, &rejected, &gone, &going, &outside]
-            .into_iter()
-            .map(|k| Existing {
-                key: k.clone(),
-                uid: format!("uid-{}", k.name),
-                being_deleted: k.name == "already-going",
-            })
-            .collect();
-        let obsolete: Vec<&Key> = obsolete(&existing, &checked, &scope())
+        let existing: Vec<Existing> = [
+            &keep,
+            &rejected,
+            &gone,
+            &going,
+            &outside,
+            &retained,
+            &same_name_elsewhere,
+        ]
+        .into_iter()
+        .map(|k| Existing {
+            key: k.clone(),
+            uid: format!("uid-{}", k.name),
+            being_deleted: k.name == "already-going",
+            kafka_cluster: k
+                .name
+                .starts_with("of-a-retained")
+                .then(|| "kept".to_owned()),
+        })
+        .collect();
+        let keep_cluster = [RetainedCluster {
+            namespace: "ns".into(),
+            cluster: "kept".into(),
+        }];
+        let scope = Scope::Namespaces(["ns".to_owned(), "ns2".to_owned()].into());
+        let obsolete: Vec<&Key> = obsolete(&existing, &checked, &keep_cluster, &scope)
             .into_iter()
             .map(|e| &e.key)
             .collect();
-        assert_eq!(obsolete, [&gone]);
+        assert_eq!(obsolete, [&gone, &same_name_elsewhere]);
     }
 
     #[test]

@@ -50,7 +50,17 @@ pub struct DesiredSnapshot {
     /// `sha256:<hex>` over the objects in key order.
     pub hash: String,
     pub objects: Vec<DesiredObject>,
+    /// Kafka clusters (namespace, name) whose objects the agent must keep although they are
+    /// not listed: central does not know their desired state right now.
+    pub retained: Vec<Retained>,
     pub updated_at: SystemTime,
+}
+
+/// A Kafka cluster whose objects are kept unlisted: `(namespace, name)`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Retained {
+    pub namespace: String,
+    pub cluster: String,
 }
 
 /// Why a desired state was refused (nothing is changed then).
@@ -116,11 +126,24 @@ impl DesiredStates {
     /// changes. An empty `objects` is an explicit "nothing is desired": the agent deletes what
     /// it applied before.
     pub fn set(&self, alias: &str, objects: Vec<Value>) -> Result<SetOutcome, DesiredError> {
+        self.set_retaining(alias, objects, Vec::new())
+    }
+
+    /// Like [`DesiredStates::set`], and the agent keeps every object of the `retained` Kafka
+    /// clusters, listed or not.
+    pub fn set_retaining(
+        &self,
+        alias: &str,
+        objects: Vec<Value>,
+        mut retained: Vec<Retained>,
+    ) -> Result<SetOutcome, DesiredError> {
         if !is_valid_alias(alias) {
             return Err(DesiredError::InvalidAlias(alias.to_owned()));
         }
         let objects = prepare(objects)?;
-        let hash = content_hash(&objects);
+        retained.sort();
+        retained.dedup();
+        let hash = content_hash(&objects, &retained);
         let mut outcome = SetOutcome {
             generation: 0,
             changed: false,
@@ -142,6 +165,7 @@ impl DesiredStates {
                         generation,
                         hash: hash.clone(),
                         objects: objects.clone(),
+                        retained: retained.clone(),
                         updated_at: SystemTime::now(),
                     }),
                 );
@@ -213,9 +237,18 @@ pub fn prepare(objects: Vec<Value>) -> Result<Vec<DesiredObject>, DesiredError> 
     Ok(out)
 }
 
-/// `sha256:<hex>` over the keys and JSON of `objects` (already in key order).
-pub fn content_hash(objects: &[DesiredObject]) -> String {
+/// `sha256:<hex>` over the keys and JSON of `objects` (already in key order) and the retained
+/// clusters (sorted).
+pub fn content_hash(objects: &[DesiredObject], retained: &[Retained]) -> String {
     let mut ctx = Context::new(&SHA256);
+    // Without retained clusters the hash is what it was before they existed, so an agent's
+    // last applied hash still matches after a central upgrade.
+    for r in retained {
+        for part in ["retained", &r.namespace, &r.cluster] {
+            ctx.update(&(part.len() as u64).to_be_bytes());
+            ctx.update(part.as_bytes());
+        }
+    }
     for object in objects {
         for part in [
             &object.key.api_version,
@@ -269,17 +302,22 @@ mod tests {
                    "kind": "ConfigMap", "apiVersion": "v1"}),
         ])
         .unwrap();
-        assert_eq!(content_hash(&a), content_hash(&b));
+        assert_eq!(content_hash(&a, &[]), content_hash(&b, &[]));
         let c = prepare(vec![cm("a", "1"), cm("b", "3")]).unwrap();
-        assert_ne!(content_hash(&a), content_hash(&c));
-        assert!(content_hash(&a).starts_with("sha256:"));
-        assert_eq!(content_hash(&a).len(), 7 + 64);
+        assert_ne!(content_hash(&a, &[]), content_hash(&c, &[]));
+        assert!(content_hash(&a, &[]).starts_with("sha256:"));
+        assert_eq!(content_hash(&a, &[]).len(), 7 + 64);
+        let kept = Retained {
+            namespace: "ns".into(),
+            cluster: "c".into(),
+        };
+        assert_ne!(content_hash(&a, &[]), content_hash(&a, &[kept]));
     }
 
     #[test]
     fn the_empty_snapshot_has_a_hash_too() {
         assert_eq!(
-            content_hash(&[]),
+            content_hash(&[], &[]),
             "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
     }

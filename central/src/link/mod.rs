@@ -12,6 +12,7 @@ pub mod agents;
 pub mod desired;
 pub mod identity;
 pub mod metrics;
+pub mod owners;
 pub mod protocol;
 pub mod restart;
 pub mod session;
@@ -32,9 +33,10 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
 pub use agents::{AgentRecord, Agents};
-pub use desired::{DesiredError, DesiredSnapshot, DesiredStates, ObjectKey, SetOutcome};
+pub use desired::{DesiredError, DesiredSnapshot, DesiredStates, ObjectKey, Retained, SetOutcome};
 pub use identity::{ClusterIdentity, IdentityError};
 pub use metrics::LinkMetrics;
+pub use owners::{Owner, Owners, Part};
 pub use tls::{ServerTls, TlsError, TlsFiles};
 
 /// Largest message either side accepts: a snapshot of a big cluster (hundreds of podsets with

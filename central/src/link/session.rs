@@ -84,6 +84,14 @@ pub fn to_proto(snapshot: &DesiredSnapshot) -> Snapshot {
                 json: o.json.clone(),
             })
             .collect(),
+        retained: snapshot
+            .retained
+            .iter()
+            .map(|r| kstretch_proto::agent::v1::RetainedCluster {
+                namespace: r.namespace.clone(),
+                cluster: r.cluster.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -1,0 +1,268 @@
+//! Each member cluster's desired state assembled from its owners: every `Kafka` contributes
+//! the objects it needs in each cluster, and each cluster's snapshot is the union.
+//!
+//! Nothing is published until [`Owners::open`] is called, once every owner known at start-up
+//! has contributed: a snapshot built from half of the owners would make agents delete the other
+//! half. An owner whose desired state is unknown (an invalid `Kafka` just after a restart)
+//! contributes [`Part::Retain`], and agents then keep its objects untouched.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+
+use super::desired::{DesiredError, DesiredStates, Retained};
+
+/// One `Kafka`: `(namespace, name)`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Owner {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// What one owner wants.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    /// These objects, by cluster alias (clusters not named get none of this owner's objects).
+    Objects(BTreeMap<String, Vec<Value>>),
+    /// Unknown: keep whatever of this owner exists in every cluster.
+    Retain,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    open: bool,
+    parts: BTreeMap<Owner, Part>,
+    /// Every cluster a snapshot was published for, so that a cluster whose last owner left
+    /// gets an explicit empty snapshot.
+    published: BTreeSet<String>,
+}
+
+/// The owners' contributions, published into [`DesiredStates`].
+#[derive(Debug, Clone)]
+pub struct Owners {
+    desired: DesiredStates,
+    /// Member clusters that always get a snapshot once open, even an empty one.
+    members: BTreeSet<String>,
+    inner: Arc<Mutex<State>>,
+}
+
+impl Owners {
+    pub fn new(desired: DesiredStates, members: BTreeSet<String>) -> Self {
+        Self {
+            desired,
+            members,
+            inner: Arc::default(),
+        }
+    }
+
+    /// Replaces `owner`'s contribution; publishes if open. On error nothing is published and
+    /// the owner's previous contribution stands.
+    pub fn put(&self, owner: Owner, part: Part) -> Result<(), DesiredError> {
+        let mut state = self.lock();
+        let previous = state.parts.insert(owner.clone(), part);
+        if !state.open {
+            return Ok(());
+        }
+        let result = self.publish(&mut state);
+        if result.is_err() {
+            match previous {
+                Some(p) => state.parts.insert(owner, p),
+                None => state.parts.remove(&owner),
+            };
+        }
+        result
+    }
+
+    /// The owner is gone (its `Kafka` was deleted): its objects leave every snapshot.
+    pub fn remove(&self, owner: &Owner) -> Result<(), DesiredError> {
+        let mut state = self.lock();
+        if state.parts.remove(owner).is_none() || !state.open {
+            return Ok(());
+        }
+        self.publish(&mut state)
+    }
+
+    /// The current contribution of `owner`.
+    pub fn get(&self, owner: &Owner) -> Option<Part> {
+        self.lock().parts.get(owner).cloned()
+    }
+
+    /// Whether `owner` has contributed.
+    pub fn contains(&self, owner: &Owner) -> bool {
+        self.lock().parts.contains_key(owner)
+    }
+
+    /// Starts publishing: every owner known at start-up has contributed.
+    pub fn open(&self) -> Result<(), DesiredError> {
+        let mut state = self.lock();
+        if state.open {
+            return Ok(());
+        }
+        state.open = true;
+        self.publish(&mut state)
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.lock().open
+    }
+
+    fn publish(&self, state: &mut State) -> Result<(), DesiredError> {
+        let (objects, retained) = assemble(&state.parts);
+        let aliases: BTreeSet<String> = self
+            .members
+            .iter()
+            .chain(objects.keys())
+            .chain(state.published.iter())
+            .cloned()
+            .collect();
+        // Check every cluster's objects first, so that a bad object changes no cluster.
+        for objects in objects.values() {
+            super::desired::prepare(objects.clone())?;
+        }
+        for alias in aliases {
+            let objects = objects.get(&alias).cloned().unwrap_or_default();
+            self.desired
+                .set_retaining(&alias, objects, retained.clone())?;
+            state.published.insert(alias);
+        }
+        Ok(())
+    }
+
+    // A poisoned lock only means a writer panicked mid-update of plain maps; keep serving.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The union of every owner's objects by alias, and the retained owners.
+fn assemble(parts: &BTreeMap<Owner, Part>) -> (BTreeMap<String, Vec<Value>>, Vec<Retained>) {
+    let mut objects: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut retained = Vec::new();
+    for (owner, part) in parts {
+        match part {
+            Part::Objects(by_alias) => {
+                for (alias, list) in by_alias {
+                    objects
+                        .entry(alias.clone())
+                        .or_default()
+                        .extend(list.iter().cloned());
+                }
+            }
+            Part::Retain => retained.push(Retained {
+                namespace: owner.namespace.clone(),
+                cluster: owner.name.clone(),
+            }),
+        }
+    }
+    (objects, retained)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    fn cm(ns: &str, name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": ns}})
+    }
+
+    fn owner(name: &str) -> Owner {
+        Owner {
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    fn names(desired: &DesiredStates, alias: &str) -> Vec<String> {
+        desired
+            .get(alias)
+            .unwrap()
+            .objects
+            .iter()
+            .map(|o| o.key.name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn nothing_is_published_until_open_then_every_member_gets_the_union() {
+        let desired = DesiredStates::new();
+        let owners = Owners::new(desired.clone(), ["alpha".into(), "beta".into()].into());
+        owners
+            .put(
+                owner("a"),
+                Part::Objects([("alpha".into(), vec![cm("ns", "a-0")])].into()),
+            )
+            .unwrap();
+        owners
+            .put(
+                owner("b"),
+                Part::Objects(
+                    [
+                        ("alpha".into(), vec![cm("ns", "b-0")]),
+                        ("gamma".into(), vec![cm("ns", "b-1")]),
+                    ]
+                    .into(),
+                ),
+            )
+            .unwrap();
+        assert!(desired.all().is_empty(), "nothing before open");
+        owners.open().unwrap();
+        assert_eq!(names(&desired, "alpha"), ["a-0", "b-0"]);
+        assert!(names(&desired, "beta").is_empty(), "a member with nothing");
+        assert_eq!(names(&desired, "gamma"), ["b-1"]);
+
+        // b leaves gamma: gamma gets an explicit empty snapshot.
+        owners.remove(&owner("b")).unwrap();
+        assert!(names(&desired, "gamma").is_empty());
+        assert_eq!(names(&desired, "alpha"), ["a-0"]);
+    }
+
+    #[test]
+    fn an_unknown_owner_is_retained_everywhere() {
+        let desired = DesiredStates::new();
+        let owners = Owners::new(desired.clone(), ["alpha".into()].into());
+        owners.put(owner("broken"), Part::Retain).unwrap();
+        owners.open().unwrap();
+        let snapshot = desired.get("alpha").unwrap();
+        assert!(snapshot.objects.is_empty());
+        assert_eq!(
+            snapshot.retained,
+            [Retained {
+                namespace: "ns".into(),
+                cluster: "broken".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_bad_contribution_changes_nothing() {
+        let desired = DesiredStates::new();
+        let owners = Owners::new(desired.clone(), ["alpha".into()].into());
+        owners.open().unwrap();
+        owners
+            .put(
+                owner("a"),
+                Part::Objects([("alpha".into(), vec![cm("ns", "a-0")])].into()),
+            )
+            .unwrap();
+        let generation = desired.get("alpha").unwrap().generation;
+        let err = owners
+            .put(
+                owner("a"),
+                Part::Objects([("alpha".into(), vec![cm("ns", "x"), cm("ns", "x")])].into()),
+            )
+            .unwrap_err();
+        assert_eq!(err.reason(), "duplicate-object");
+        assert_eq!(desired.get("alpha").unwrap().generation, generation);
+        assert_eq!(
+            owners.get(&owner("a")),
+            Some(Part::Objects(
+                [("alpha".into(), vec![cm("ns", "a-0")])].into()
+            ))
+        );
+    }
+}
