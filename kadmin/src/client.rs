@@ -306,23 +306,23 @@ impl AdminClient {
                     Err(error) => Err(Failure { error, sent: false }),
                 },
             };
-            let (error, may_retry) = match result {
+            let failure = match result {
                 Ok(response) => {
                     let (code, message) = R::top_error(&response);
                     let Some(kafka) = KafkaError::from_code(code, message) else {
                         return Ok(response);
                     };
-                    let error = Error::from_kafka(R::KEY, kafka);
-                    let may_retry =
-                        error.is_transient() && (retry == Retry::Always || error.is_not_applied());
-                    (error, may_retry)
+                    // Kafka answered, so the request was delivered.
+                    Failure {
+                        error: Error::from_kafka(R::KEY, kafka),
+                        sent: true,
+                    }
                 }
-                Err(Failure { error, sent }) => {
-                    let may_retry = error.is_transient() && (retry == Retry::Always || !sent);
-                    (error, may_retry)
-                }
+                Err(failure) => failure,
             };
-            if !may_retry || attempt >= config.retries {
+            let retriable = may_retry(retry, &failure);
+            let error = failure.error;
+            if !retriable || attempt >= config.retries {
                 return Err(error);
             }
             attempt += 1;
@@ -450,6 +450,16 @@ impl AdminClient {
     }
 }
 
+/// Whether a failed attempt may be repeated under `retry`.
+fn may_retry(retry: Retry, failure: &Failure) -> bool {
+    let error = &failure.error;
+    error.is_transient()
+        && match retry {
+            Retry::Always => true,
+            Retry::UnlessSent => !failure.sent || error.is_not_applied(),
+        }
+}
+
 /// `String` to the protocol's topic name type.
 pub(crate) trait IntoTopicName {
     fn into_topic_name(self) -> kafka_protocol::messages::TopicName;
@@ -500,6 +510,201 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, Error::Config(_)), "{e}");
+    }
+
+    #[test]
+    fn retry_policy_per_failure() {
+        let failure = |error: Error, sent: bool| Failure { error, sent };
+        let unreachable = || Error::Unreachable {
+            address: "a:1".into(),
+            message: "refused".into(),
+        };
+        let timeout = || Error::Timeout {
+            api: ApiKey::CreateTopics,
+            address: "a:1".into(),
+            after: Duration::from_secs(1),
+        };
+        let kafka = |code| {
+            Error::from_kafka(
+                ApiKey::CreateTopics,
+                KafkaError::from_code(code, None).unwrap(),
+            )
+        };
+        // Not sent: always safe to repeat.
+        assert!(may_retry(Retry::UnlessSent, &failure(unreachable(), false)));
+        assert!(may_retry(Retry::Always, &failure(unreachable(), false)));
+        // A timeout after sending: only idempotent requests repeat.
+        assert!(may_retry(Retry::Always, &failure(timeout(), true)));
+        assert!(!may_retry(Retry::UnlessSent, &failure(timeout(), true)));
+        // NOT_CONTROLLER: refused before it ran, so even non-idempotent ones repeat.
+        assert!(may_retry(Retry::UnlessSent, &failure(kafka(41), true)));
+        // REQUEST_TIMED_OUT from Kafka: may have run.
+        assert!(may_retry(Retry::Always, &failure(kafka(7), true)));
+        assert!(!may_retry(Retry::UnlessSent, &failure(kafka(7), true)));
+        // Permanent errors never repeat.
+        assert!(!may_retry(Retry::Always, &failure(kafka(36), true)));
+        assert!(!may_retry(
+            Retry::Always,
+            &failure(Error::UnknownBroker(9), false)
+        ));
+    }
+
+    use bytes::{Buf, BufMut, BytesMut};
+    use kafka_protocol::messages::ApiKey;
+    use std::sync::atomic::AtomicU32;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// A broker that negotiates versions (old-broker ApiVersions fallback, so every answer has
+    /// the simple v0-v2 layout), answers Metadata v1 with no brokers, and never answers anything
+    /// else. Counts the requests it swallowed.
+    struct SilentBroker {
+        address: String,
+        swallowed: Arc<AtomicU32>,
+    }
+
+    impl SilentBroker {
+        async fn start() -> SilentBroker {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap().to_string();
+            let swallowed = Arc::new(AtomicU32::new(0));
+            let counter = swallowed.clone();
+            tokio::spawn(async move {
+                loop {
+                    let (s, _) = listener.accept().await.unwrap();
+                    tokio::spawn(Self::serve(s, counter.clone()));
+                }
+            });
+            SilentBroker { address, swallowed }
+        }
+
+        async fn serve(mut s: TcpStream, swallowed: Arc<AtomicU32>) {
+            loop {
+                let Ok(size) = s.read_i32().await else { return };
+                let mut frame = vec![0; size as usize];
+                if s.read_exact(&mut frame).await.is_err() {
+                    return;
+                }
+                let mut b = &frame[..];
+                let (key, version, id) = (b.get_i16(), b.get_i16(), b.get_i32());
+                let mut body = BytesMut::new();
+                match (key, version) {
+                    (18, 2) => {
+                        let keys: [(i16, i16, i16); 4] =
+                            [(18, 0, 2), (3, 1, 1), (19, 5, 5), (60, 0, 0)];
+                        body.put_i16(0);
+                        body.put_i32(keys.len() as i32);
+                        for (k, min, max) in keys {
+                            body.put_i16(k);
+                            body.put_i16(min);
+                            body.put_i16(max);
+                        }
+                        body.put_i32(0);
+                    }
+                    (18, _) => {
+                        body.put_i16(35);
+                        body.put_i32(1);
+                        body.put_i16(18);
+                        body.put_i16(0);
+                        body.put_i16(2);
+                    }
+                    (3, 1) => {
+                        body.put_i32(0); // brokers
+                        body.put_i32(-1); // controller
+                        body.put_i32(0); // topics
+                    }
+                    _ => {
+                        swallowed.fetch_add(1, Ordering::SeqCst);
+                        continue;
+                    }
+                }
+                let mut out = BytesMut::new();
+                out.put_i32(4 + body.len() as i32);
+                out.put_i32(id);
+                out.put_slice(&body);
+                if s.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn quick(address: &str) -> AdminConfig {
+        AdminConfig::new([address])
+            .with_request_timeout(Duration::from_millis(200))
+            .with_retries(2, Duration::from_millis(10))
+    }
+
+    #[tokio::test]
+    async fn idempotent_requests_are_retried_after_a_timeout() {
+        let broker = SilentBroker::start().await;
+        let admin = AdminClient::connect(quick(&broker.address)).await.unwrap();
+        let e = admin.describe_cluster(false).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Timeout {
+                    api: ApiKey::DescribeCluster,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(e.reason(), "KafkaTimeout");
+        assert_eq!(broker.swallowed.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn non_idempotent_requests_are_not_repeated_after_a_timeout() {
+        let broker = SilentBroker::start().await;
+        let admin = AdminClient::connect(quick(&broker.address)).await.unwrap();
+        let topics = [crate::NewTopic::new("t", 1, 1)];
+        let e = admin.create_topics(&topics, false).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Timeout {
+                    api: ApiKey::CreateTopics,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(broker.swallowed.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_broker_without_an_api_is_unsupported_without_sending() {
+        let broker = SilentBroker::start().await;
+        let admin = AdminClient::connect(quick(&broker.address)).await.unwrap();
+        // DescribeCluster v0 only: fenced brokers need v2.
+        let e = admin.describe_cluster(true).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Unsupported {
+                    api: ApiKey::DescribeCluster,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // No UnregisterBroker at all.
+        let e = admin.unregister_broker(1).await.unwrap_err();
+        assert_eq!(e.reason(), "KafkaUnsupported");
+        // Topic IDs need Metadata v10.
+        let e = admin.describe_topics(None).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Unsupported {
+                    api: ApiKey::Metadata,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(broker.swallowed.load(Ordering::SeqCst), 0);
     }
 
     #[test]
