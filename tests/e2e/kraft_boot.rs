@@ -1,1 +1,258 @@
-//! Placeholder: filled in by the kraft_boot work in progress.
+//! Proof that the KRaft configuration kstretch generates boots a real Kafka 4.1 cluster: render
+//! typical layouts with `kstretch_core::kraft::render`, run them as private clusters (addresses
+//! mapped to loopback, nothing else changed), and produce, consume and read metadata through
+//! them with rdkafka.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kstretch_core::kraft::{
+    Addressing, KafkaCluster, Listener, ListenerKind, Node, Rendered, Volume, render,
+};
+use kstretch_core::node_ids::Role;
+use kstretch_tests::kafka;
+use kstretch_tests::kraft::{
+    MAPPED_KEYS, PrivateKafka, assert_voters_match_advertised, random_cluster_id,
+};
+
+/// One private cluster at a time: the machine has two cores.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Options a user would put in `Kafka.spec.kafka.config`, sized for a small test machine, plus
+/// one forbidden option that must be dropped.
+fn user_config() -> BTreeMap<String, String> {
+    [
+        ("default.replication.factor", "3"),
+        ("min.insync.replicas", "2"),
+        ("offsets.topic.replication.factor", "3"),
+        ("offsets.topic.num.partitions", "3"),
+        ("transaction.state.log.replication.factor", "3"),
+        ("transaction.state.log.min.isr", "2"),
+        ("transaction.state.log.num.partitions", "3"),
+        ("share.coordinator.state.topic.replication.factor", "3"),
+        ("share.coordinator.state.topic.min.isr", "2"),
+        ("auto.create.topics.enable", "false"),
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("num.network.threads", "2"),
+        ("num.io.threads", "2"),
+        ("background.threads", "2"),
+        ("num.replica.fetchers", "1"),
+        ("num.recovery.threads.per.data.dir", "1"),
+        ("log.segment.bytes", "8388608"),
+        ("log.cleaner.dedupe.buffer.size", "8388608"),
+        ("log.cleaner.threads", "1"),
+        ("metadata.log.segment.bytes", "8388608"),
+        ("broker.session.timeout.ms", "9000"),
+        ("broker.heartbeat.interval.ms", "1000"),
+        ("listeners", "PLAINTEXT://:9092"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+fn node(id: i32, pool: &str, alias: &str, roles: &[Role], volumes: &[Volume]) -> Node {
+    Node {
+        id,
+        pool: pool.to_owned(),
+        roles: roles.iter().copied().collect(),
+        cluster_alias: alias.to_owned(),
+        volumes: volumes.to_vec(),
+    }
+}
+
+fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
+    KafkaCluster {
+        name: "boot".into(),
+        namespace: "kafka".into(),
+        cluster_id: random_cluster_id(),
+        listeners: vec![
+            Listener {
+                name: "plain".into(),
+                port: 9092,
+                kind: ListenerKind::Internal,
+                tls: false,
+            },
+            Listener {
+                name: "tls".into(),
+                port: 9093,
+                kind: ListenerKind::Internal,
+                tls: true,
+            },
+        ],
+        config: user_config(),
+        addressing,
+        nodes,
+    }
+}
+
+/// The loopback mapping touched addresses and directories only: every other property, and
+/// its line in the properties text, is byte for byte what `render` produced.
+fn assert_only_addresses_mapped(kafka: &PrivateKafka, rendered: &Rendered) {
+    assert_voters_match_advertised(&rendered.nodes);
+    for (id, config) in &rendered.nodes {
+        let mapped = kafka.mapped(*id);
+        assert_eq!(kafka.rendered(*id), config);
+        assert_eq!(
+            mapped.properties.keys().collect::<Vec<_>>(),
+            config.properties.keys().collect::<Vec<_>>(),
+            "node {id}"
+        );
+        for (key, value) in &config.properties {
+            if MAPPED_KEYS.contains(&key.as_str()) {
+                assert_ne!(
+                    &mapped.properties[key], value,
+                    "node {id}: {key} not mapped"
+                );
+            } else {
+                assert_eq!(&mapped.properties[key], value, "node {id}: {key} changed");
+            }
+        }
+        let unmapped_lines = |text: String| -> Vec<String> {
+            text.lines()
+                .filter(|l| !MAPPED_KEYS.iter().any(|k| l.starts_with(&format!("{k}="))))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(
+            unmapped_lines(mapped.to_properties_text()),
+            unmapped_lines(config.to_properties_text()),
+            "node {id}"
+        );
+    }
+}
+
+/// Creates a replicated topic, produces to it and reads everything back.
+async fn produce_and_consume(kafka: &PrivateKafka, topic: &str) {
+    let bootstrap = kafka.bootstrap();
+    kafka::create_topic(&bootstrap, topic, 3, 3).await;
+    let records: Vec<(String, String)> = (0..30)
+        .map(|i| (format!("key-{i:02}"), format!("value {i} of {topic}")))
+        .collect();
+    kafka::produce(&bootstrap, topic, &records).await;
+    let (b, t) = (bootstrap.clone(), topic.to_owned());
+    let got =
+        tokio::task::spawn_blocking(move || kafka::consume(&b, &t, 3, 30, Duration::from_secs(60)))
+            .await
+            .unwrap();
+    assert_eq!(got, records, "records read back from {topic}");
+}
+
+async fn metadata_brokers(bootstrap: &str) -> BTreeSet<i32> {
+    let b = bootstrap.to_owned();
+    tokio::task::spawn_blocking(move || kafka::broker_ids(&b))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn one_controller_three_brokers_in_one_cluster() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const JBOD0: &[Volume] = &[Volume {
+        id: Some(0),
+        kraft_metadata: false,
+    }];
+    const SINGLE: &[Volume] = &[Volume {
+        id: None,
+        kraft_metadata: false,
+    }];
+    let c = cluster(
+        Addressing::ClusterDns,
+        vec![
+            node(0, "controllers", "", &[Role::Controller], JBOD0),
+            node(1, "brokers", "", &[Role::Broker], SINGLE),
+            node(2, "brokers", "", &[Role::Broker], SINGLE),
+            node(3, "brokers", "", &[Role::Broker], SINGLE),
+        ],
+    );
+    let rendered = render(&c).unwrap();
+    assert_eq!(rendered.warnings.len(), 2, "{:?}", rendered.warnings);
+    assert!(
+        rendered.nodes[&1]
+            .get("advertised.listeners")
+            .unwrap()
+            .contains("boot-brokers-1.boot-kafka-brokers.kafka.svc:9092")
+    );
+
+    let mut kafka = PrivateKafka::start(&c.cluster_id, &rendered.nodes).await;
+    assert_only_addresses_mapped(&kafka, &rendered);
+    assert_eq!(kafka.broker_ids(), BTreeSet::from([1, 2, 3]));
+    assert_eq!(kafka.controller_ids(), BTreeSet::from([0]));
+    assert_eq!(
+        metadata_brokers(&kafka.bootstrap()).await,
+        BTreeSet::from([1, 2, 3])
+    );
+    produce_and_consume(&kafka, "kraft-boot-dns").await;
+
+    // The harness can take a broker away and bring it back (central's unregistration tests
+    // rely on it): the cluster fences it, then has it again.
+    kafka.stop_node(3);
+    assert!(!kafka.is_running(3));
+    kafka.wait_for_brokers(&BTreeSet::from([1, 2])).await;
+    kafka.start_node(3);
+    kafka.wait_for_brokers(&BTreeSet::from([1, 2, 3])).await;
+}
+
+#[tokio::test]
+async fn stretched_over_three_clusters_with_combined_nodes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // JBOD with the KRaft metadata log on its own volume.
+    const JBOD: &[Volume] = &[
+        Volume {
+            id: Some(0),
+            kraft_metadata: false,
+        },
+        Volume {
+            id: Some(1),
+            kraft_metadata: true,
+        },
+    ];
+    let both = &[Role::Controller, Role::Broker];
+    let c = cluster(
+        Addressing::multi_cluster_services(),
+        vec![
+            node(0, "east", "east", both, JBOD),
+            node(1, "west", "west", both, JBOD),
+            node(2, "north", "north", both, JBOD),
+        ],
+    );
+    let rendered = render(&c).unwrap();
+    let n1 = &rendered.nodes[&1];
+    assert_eq!(
+        n1.get("controller.quorum.voters").unwrap(),
+        "0@boot-east-0.east.boot-kafka-brokers.kafka.svc.clusterset.local:9090,\
+1@boot-west-1.west.boot-kafka-brokers.kafka.svc.clusterset.local:9090,\
+2@boot-north-2.north.boot-kafka-brokers.kafka.svc.clusterset.local:9090"
+    );
+    assert_eq!(
+        n1.get("metadata.log.dir").unwrap(),
+        "/var/lib/kafka/data-1/kafka-log1"
+    );
+
+    let kafka = PrivateKafka::start(&c.cluster_id, &rendered.nodes).await;
+    assert_only_addresses_mapped(&kafka, &rendered);
+    assert_eq!(kafka.controller_ids(), BTreeSet::from([0, 1, 2]));
+    assert_eq!(
+        metadata_brokers(&kafka.bootstrap()).await,
+        BTreeSet::from([0, 1, 2])
+    );
+    produce_and_consume(&kafka, "kraft-boot-mcs").await;
+    // The metadata log went to the volume marked for it, the data to both.
+    for id in 0..3 {
+        let data1 = kafka
+            .root()
+            .join(format!("node-{id}/var/lib/kafka/data-1/kafka-log{id}"));
+        assert!(
+            data1.join("__cluster_metadata-0").is_dir(),
+            "{} has no metadata log",
+            data1.display()
+        );
+        let data0 = kafka
+            .root()
+            .join(format!("node-{id}/var/lib/kafka/data-0/kafka-log{id}"));
+        assert!(data0.join("meta.properties").is_file());
+        assert!(!data0.join("__cluster_metadata-0").exists());
+    }
+}

@@ -21,6 +21,10 @@ pub struct TestEnv {
     pub kafka_cluster_id: String,
     pub connect_url: String,
     pub log_dir: PathBuf,
+    /// `KSTRETCH_KAFKA_LIBS`: the Kafka jars (for private clusters and Kafka tools).
+    pub kafka_libs: Option<PathBuf>,
+    /// `KSTRETCH_BIN_DIR`: `kafka-run-class`, `kubectl` and the other environment binaries.
+    pub bin_dir: Option<PathBuf>,
 }
 
 const HOW_TO_START: &str = "start the real test environment first: `tests/env/up.sh` \
@@ -91,6 +95,19 @@ impl TestEnv {
             kafka_cluster_id: get("KSTRETCH_KAFKA_CLUSTER_ID")?,
             connect_url: get("KSTRETCH_CONNECT_URL")?,
             log_dir: PathBuf::from(get("KSTRETCH_LOG_DIR")?),
+            kafka_libs: vars.get("KSTRETCH_KAFKA_LIBS").map(PathBuf::from),
+            bin_dir: vars.get("KSTRETCH_BIN_DIR").map(PathBuf::from),
+        })
+    }
+
+    /// The Kafka jar directory; panics with the command to run when the environment file
+    /// does not name one.
+    pub fn kafka_libs(&self) -> PathBuf {
+        self.kafka_libs.clone().unwrap_or_else(|| {
+            panic!(
+                "{} names no KSTRETCH_KAFKA_LIBS\n{HOW_TO_START}",
+                self.file.display()
+            )
         })
     }
 
@@ -150,6 +167,7 @@ KSTRETCH_KAFKA_BOOTSTRAP=127.0.0.1:19091,127.0.0.1:19092,127.0.0.1:19093
 KSTRETCH_KAFKA_BROKER_IDS=1,2,3
 KSTRETCH_KAFKA_CLUSTER_ID=abc
 KSTRETCH_CONNECT_URL=http://127.0.0.1:18083
+KSTRETCH_KAFKA_LIBS=/c/kafka/libs
 "#;
 
     #[test]
@@ -164,6 +182,8 @@ KSTRETCH_CONNECT_URL=http://127.0.0.1:18083
         assert_eq!(env.kafka_broker_ids, [1, 2, 3]);
         assert_eq!(env.broker_address(2).as_deref(), Some("127.0.0.1:19092"));
         assert_eq!(env.broker_address(7), None);
+        assert_eq!(env.kafka_libs(), PathBuf::from("/c/kafka/libs"));
+        assert_eq!(env.bin_dir, None);
     }
 
     #[test]

@@ -59,3 +59,75 @@ pub fn broker_ids(bootstrap: &str) -> Result<BTreeSet<i32>, rdkafka::error::Kafk
     let metadata = consumer.fetch_metadata(None, Duration::from_secs(10))?;
     Ok(metadata.brokers().iter().map(|b| b.id()).collect())
 }
+
+/// Produces `records` (key, value) to `topic` with `acks=all` and fails the test unless every
+/// one is acknowledged.
+pub async fn produce(bootstrap: &str, topic: &str, records: &[(String, String)]) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("message.timeout.ms", "60000")
+        .create()
+        .unwrap_or_else(|e| panic!("cannot create a Kafka producer for {bootstrap}: {e}"));
+    let deliveries: Vec<_> = records
+        .iter()
+        .map(|(key, value)| {
+            producer.send(
+                FutureRecord::to(topic).key(key).payload(value),
+                Duration::from_secs(30),
+            )
+        })
+        .collect();
+    for (delivery, (key, _)) in futures::future::join_all(deliveries)
+        .await
+        .into_iter()
+        .zip(records)
+    {
+        if let Err((e, _)) = delivery {
+            panic!("producing {key} to {topic} failed: {e}");
+        }
+    }
+}
+
+/// Reads every record of `topic`'s partitions `0..partitions` from the beginning until `count`
+/// have arrived (or `timeout` passes), without a consumer group, and returns them as (key,
+/// value) sorted by key.
+pub fn consume(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    count: usize,
+    timeout: Duration,
+) -> Vec<(String, String)> {
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "kstretch-tests-unused")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap_or_else(|e| panic!("cannot create a Kafka consumer for {bootstrap}: {e}"));
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..partitions {
+        assignment
+            .add_partition_offset(topic, partition, Offset::Beginning)
+            .expect("partition offset");
+    }
+    consumer.assign(&assignment).expect("assign partitions");
+    let deadline = std::time::Instant::now() + timeout;
+    let mut records = Vec::new();
+    while records.len() < count && std::time::Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(500)) {
+            Some(Ok(message)) => records.push((
+                String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
+                String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned(),
+            )),
+            Some(Err(e)) => eprintln!("consuming {topic}: {e}"),
+            None => {}
+        }
+    }
+    records.sort();
+    records
+}

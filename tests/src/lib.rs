@@ -16,6 +16,7 @@ pub mod crds;
 pub mod env;
 pub mod fixtures;
 pub mod kafka;
+pub mod kraft;
 pub mod process;
 pub mod wait;
 
