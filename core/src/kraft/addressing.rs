@@ -175,9 +175,10 @@ pub fn bootstrap_servers(cluster: &KafkaCluster, listener: &str) -> Result<Strin
     if let Some(l) = cluster.listeners.iter().find(|l| l.config_name() == name)
         && let Some(why) = super::config::unserved_because(l)
     {
-        return Err(ConfigError::UnknownListener {
+        return Err(ConfigError::ListenerNotServed {
             kafka: cluster.name.clone(),
-            listener: format!("{listener} ({why})"),
+            listener: listener.to_owned(),
+            why: why.to_owned(),
         });
     }
     let service = bootstrap_service_name(&cluster.name);
@@ -380,7 +381,7 @@ mod tests {
         assert_eq!(err.reason(), "UnknownListener");
         // TLS listeners are not served until certificates exist.
         let err = bootstrap_servers(&c, "tls").unwrap_err();
-        assert_eq!(err.reason(), "UnknownListener");
+        assert_eq!(err.reason(), "ListenerNotServed");
         assert!(err.to_string().contains("TLS"), "{err}");
     }
 }

@@ -61,6 +61,12 @@ pub enum ConfigError {
     ForbiddenListenerPort { listener: String, port: u16 },
     #[error("Kafka {kafka} has no listener {listener}")]
     UnknownListener { kafka: String, listener: String },
+    #[error("listener {listener} of Kafka {kafka} is not served: {why}")]
+    ListenerNotServed {
+        kafka: String,
+        listener: String,
+        why: String,
+    },
 }
 
 impl ConfigError {
@@ -81,6 +87,7 @@ impl ConfigError {
             | Self::ListenerPortClash { .. }
             | Self::ForbiddenListenerPort { .. } => "InvalidListener",
             Self::UnknownListener { .. } => "UnknownListener",
+            Self::ListenerNotServed { .. } => "ListenerNotServed",
         }
     }
 }

@@ -741,10 +741,7 @@ fn arb_cluster() -> impl Strategy<Value = KafkaCluster> {
         ),
         Just((0..50).collect::<Vec<i32>>()).prop_shuffle(),
         arb_config(),
-        prop_oneof![
-            Just(Addressing::ClusterDns),
-            Just(Addressing::multi_cluster_services())
-        ],
+        0..3u8,
         proptest::collection::vec(
             (
                 prop_oneof![Just("plain"), Just("other"), Just("x1")],
@@ -754,7 +751,7 @@ fn arb_cluster() -> impl Strategy<Value = KafkaCluster> {
             0..3,
         ),
     )
-        .prop_map(|(specs, ids, config, addressing, listeners)| {
+        .prop_map(|(specs, ids, config, mode, listeners)| {
             let mut nodes: Vec<Node> = specs
                 .into_iter()
                 .zip(ids)
@@ -777,16 +774,51 @@ fn arb_cluster() -> impl Strategy<Value = KafkaCluster> {
                 .filter(|(name, port, _)| names.insert(*name) && ports.insert(*port))
                 .map(|(name, port, tls)| listener(name, port, ListenerKind::Internal, tls))
                 .collect();
-            KafkaCluster {
+            let mut cluster = KafkaCluster {
                 name: "k".into(),
                 namespace: "ns".into(),
                 cluster_id: "id".into(),
                 listeners,
                 config,
-                addressing,
+                addressing: Addressing::ClusterDns,
                 nodes,
-            }
+            };
+            cluster.addressing = match mode {
+                0 => Addressing::ClusterDns,
+                1 => Addressing::multi_cluster_services(),
+                // Every node reported, each listener on its own node port.
+                _ => Addressing::PerNodeService {
+                    addresses: per_node_addresses(&cluster),
+                },
+            };
+            cluster
         })
+}
+
+fn per_node_addresses(cluster: &KafkaCluster) -> BTreeMap<i32, NodeAddress> {
+    let mut names = vec![
+        CONTROLPLANE_LISTENER.to_owned(),
+        REPLICATION_LISTENER.to_owned(),
+    ];
+    names.extend(cluster.listeners.iter().map(Listener::config_name));
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let ports = names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| (name.clone(), 30000 + (n.id as u16) * 10 + i as u16))
+                .collect();
+            (
+                n.id,
+                NodeAddress {
+                    host: format!("10.1.0.{}", n.id),
+                    ports,
+                },
+            )
+        })
+        .collect()
 }
 
 proptest! {
@@ -820,6 +852,19 @@ proptest! {
             .map(|v| v.split('@').next().unwrap().parse().unwrap())
             .collect();
         prop_assert_eq!(voter_ids, controllers);
+        // Each voter is listed at the address that controller advertises.
+        for voter in voters.iter().next().unwrap().split(',') {
+            let (id, endpoint) = voter.split_once('@').unwrap();
+            let advertised = rendered.nodes[&id.parse::<i32>().unwrap()]
+                .get("advertised.listeners")
+                .unwrap_or_default()
+                .to_owned();
+            let expected = format!("{CONTROLPLANE_LISTENER}://{endpoint}");
+            prop_assert!(
+                advertised.split(',').any(|l| l == expected),
+                "{} not in {}", expected, advertised
+            );
+        }
 
         for node in &cluster.nodes {
             let config = &rendered.nodes[&node.id];
