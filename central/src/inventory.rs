@@ -56,6 +56,11 @@ impl Inventory {
         (inventory, tasks)
     }
 
+    /// The watched `KafkaNodePool`s (the Kafka reconciler reads pools from here).
+    pub fn node_pools(&self) -> &Watched<KafkaNodePool> {
+        &self.node_pools
+    }
+
     pub fn counts(&self) -> Vec<KindCount> {
         vec![
             count(&self.kafkas, |k| {

@@ -5,4 +5,5 @@
 pub mod admin;
 pub mod grpc;
 pub mod inventory;
+pub mod kafka;
 pub mod link;

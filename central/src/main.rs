@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use kstretch_central::kafka::{self, checks::KafkaAccess, metrics::KafkaMetrics, resolve::Members};
+use kstretch_central::link::Owners;
 use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
 use kstretch_central::{admin, inventory};
 use kstretch_runtime::watch::WatchMetrics;
@@ -56,6 +58,16 @@ struct Args {
     #[arg(long, env = "KSTRETCH_LINK_HEARTBEAT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     link_heartbeat_secs: u64,
 
+    /// Alias of the Kubernetes cluster central runs in: node pools without the
+    /// `strimzi.io/stretch-cluster-alias` annotation run there (through that cluster's agent).
+    #[arg(long, env = "KSTRETCH_CLUSTER_ALIAS", default_value = "central")]
+    cluster_alias: String,
+
+    /// Every member cluster's alias (comma-separated), as in the agents' certificates; central's
+    /// own is added. A node pool naming another alias is refused with `UnknownClusterAlias`.
+    #[arg(long, env = "KSTRETCH_MEMBER_CLUSTERS", value_delimiter = ',')]
+    member_clusters: Vec<String>,
+
     /// Seconds between re-sends of an unchanged snapshot (undoes drift in member clusters).
     #[arg(long, env = "KSTRETCH_LINK_RESYNC_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     link_resync_secs: u64,
@@ -70,6 +82,18 @@ async fn main() -> anyhow::Result<()> {
     let mut registry = Registry::with_prefix("kstretch_central");
     let watch_metrics = WatchMetrics::register(&mut registry);
     let link_metrics = LinkMetrics::register(&mut registry);
+    let kafka_metrics = KafkaMetrics::register(&mut registry);
+    let mut all_members: std::collections::BTreeSet<String> = args
+        .member_clusters
+        .iter()
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty())
+        .collect();
+    all_members.insert(args.cluster_alias.clone());
+    let members = Members {
+        own: args.cluster_alias.clone(),
+        all: all_members,
+    };
     let tls = match (&args.tls_ca, &args.tls_cert, &args.tls_key) {
         (Some(ca), Some(cert), Some(key)) => Some(link::ServerTls::load(&TlsFiles {
             ca: ca.clone(),
@@ -106,31 +130,59 @@ async fn main() -> anyhow::Result<()> {
         shutdown.clone(),
     )
     .await?;
+    let node_pools = inventory.node_pools().store().clone();
     let mut admin = admin::AdminApi::new(inventory, version.git_version);
 
-    // Nothing computes desired state yet (the Kafka reconciler will): with an empty registry
-    // no agent is sent a snapshot, so agents apply and delete nothing. `kstretch agents` shows
-    // this as "no desired state".
+    // Desired state is published to agents only once every Kafka was reconciled once (see
+    // `link::owners`): a partial snapshot would delete the other clusters' pods.
     let desired = DesiredStates::new();
+    let owners = Owners::new(desired.clone(), members.all.clone());
+    let config = LinkConfig {
+        heartbeat: Duration::from_secs(args.link_heartbeat_secs),
+        resync: Duration::from_secs(args.link_resync_secs),
+        ..LinkConfig::default()
+    };
+    let link = Link::new(desired, link_metrics, config, shutdown.clone());
+    let ctx = std::sync::Arc::new(kafka::Context {
+        client: client.clone(),
+        pools: node_pools,
+        owners,
+        agents: link.agents.clone(),
+        restarts: link.restarts.clone(),
+        members: members.clone(),
+        kafka: KafkaAccess::default(),
+        metrics: kafka_metrics,
+    });
+    let (kafkas, pools_api) = match args.namespace.as_deref() {
+        Some(ns) => (
+            kube::Api::namespaced(client.clone(), ns),
+            kube::Api::namespaced(client.clone(), ns),
+        ),
+        None => (
+            kube::Api::all(client.clone()),
+            kube::Api::all(client.clone()),
+        ),
+    };
+    tasks.spawn(kafka::run(
+        kafkas,
+        pools_api,
+        ctx,
+        link.agents.subscribe(),
+        shutdown.clone(),
+    ));
+    tracing::info!(own = %members.own, members = ?members.all, "member clusters");
+
     let link_server = match tls {
         Some(tls) => {
-            let config = LinkConfig {
-                heartbeat: Duration::from_secs(args.link_heartbeat_secs),
-                resync: Duration::from_secs(args.link_resync_secs),
-                ..LinkConfig::default()
-            };
-            let link = Link::new(desired, link_metrics, config, shutdown.clone())
-                .with_health(health.clone());
+            let link = link.with_health(health.clone());
             let (addr, serve) = link::bind(args.link_addr, &tls, link.clone()).await?;
-            tracing::info!(
-                "desired state: none for any cluster yet (no reconciler fills it); \
-                 connected agents get no snapshot and change nothing"
-            );
             admin = admin.with_link(link, addr);
             futures::future::Either::Left(serve)
         }
         None => {
-            tracing::warn!("agent link disabled: --tls-ca, --tls-cert and --tls-key are not set");
+            tracing::warn!(
+                "agent link disabled: --tls-ca, --tls-cert and --tls-key are not set; no member cluster gets its desired state"
+            );
             health.set_ready(
                 "link",
                 true,

@@ -166,6 +166,11 @@ impl Applier {
                     .await
                 {
                     Ok(list) => list,
+                    // An optional kind whose CRD this cluster does not have (ServiceExport
+                    // without Multi-Cluster Services): nothing of it can exist to delete.
+                    Err(kube::Error::Api(status)) if status.code == 404 && kind.optional => {
+                        continue;
+                    }
                     Err(err) => {
                         // Without the list nothing of this kind is deleted this time.
                         let (message, reason, code) = describe(&err);
@@ -199,6 +204,10 @@ impl Applier {
                         uid: o.uid().unwrap_or_default(),
                         being_deleted: o.metadata.deletion_timestamp.is_some(),
                         kafka_cluster: o.labels().get(kstretch_api::names::CLUSTER).cloned(),
+                        kept_when_unlisted: kind.kind == "PersistentVolumeClaim"
+                            && o.annotations()
+                                .get(kstretch_api::names::DELETE_CLAIM)
+                                .is_none_or(|v| v != "true"),
                     })
                     .collect();
                 for obsolete in objects::obsolete(&existing, checked, retained, &self.scope) {

@@ -22,6 +22,8 @@ pub struct ManagedKind {
     pub version: &'static str,
     pub kind: &'static str,
     pub plural: &'static str,
+    /// Its CRD may be missing from a member cluster; listing it then finds nothing to prune.
+    pub optional: bool,
 }
 
 /// Every kind central may send, in the order they are applied: what pods mount and reach
@@ -32,30 +34,42 @@ pub const MANAGED_KINDS: &[ManagedKind] = &[
         version: "v1",
         kind: "ConfigMap",
         plural: "configmaps",
+        optional: false,
     },
     ManagedKind {
         group: "",
         version: "v1",
         kind: "Secret",
         plural: "secrets",
+        optional: false,
     },
     ManagedKind {
         group: "",
         version: "v1",
         kind: "Service",
         plural: "services",
+        optional: false,
+    },
+    ManagedKind {
+        group: "multicluster.x-k8s.io",
+        version: "v1alpha1",
+        kind: "ServiceExport",
+        plural: "serviceexports",
+        optional: true,
     },
     ManagedKind {
         group: "",
         version: "v1",
         kind: "PersistentVolumeClaim",
         plural: "persistentvolumeclaims",
+        optional: false,
     },
     ManagedKind {
         group: "core.strimzi.io",
         version: "v1",
         kind: "StrimziPodSet",
         plural: "strimzipodsets",
+        optional: false,
     },
 ];
 
@@ -285,6 +299,9 @@ pub struct Existing {
     pub being_deleted: bool,
     /// Its `strimzi.io/cluster` label: the Kafka cluster it belongs to.
     pub kafka_cluster: Option<String>,
+    /// Never deleted for not being listed: a PVC whose `strimzi.io/delete-claim` is not
+    /// `"true"` keeps the data of a removed node (Strimzi's `deleteClaim: false`).
+    pub kept_when_unlisted: bool,
 }
 
 /// What to delete after a snapshot: every labelled object in scope that the snapshot does not
@@ -310,6 +327,7 @@ pub fn obsolete<'a>(
             !e.being_deleted
                 && scope.allows(&e.key.namespace)
                 && !desired.contains(&e.key)
+                && !e.kept_when_unlisted
                 && !is_retained(e)
         })
         .collect()
@@ -437,6 +455,7 @@ mod tests {
         let going = key("ConfigMap", "ns", "already-going");
         let outside = key("ConfigMap", "other", "outside");
         let retained = key("ConfigMap", "ns", "of-a-retained-cluster");
+        let kept_claim = key("PersistentVolumeClaim", "ns", "data-kept");
         let same_name_elsewhere = key("ConfigMap", "ns2", "of-a-retained-cluster");
         let snapshot = Snapshot {
             objects: vec![
@@ -457,12 +476,14 @@ mod tests {
             &outside,
             &retained,
             &same_name_elsewhere,
+            &kept_claim,
         ]
         .into_iter()
         .map(|k| Existing {
             key: k.clone(),
             uid: format!("uid-{}", k.name),
             being_deleted: k.name == "already-going",
+            kept_when_unlisted: k.name == "data-kept",
             kafka_cluster: k
                 .name
                 .starts_with("of-a-retained")

@@ -33,6 +33,8 @@ pub enum Part {
 struct State {
     open: bool,
     parts: BTreeMap<Owner, Part>,
+    /// Owners that contributed or were removed since start-up.
+    seen: BTreeSet<Owner>,
     /// Every cluster a snapshot was published for, so that a cluster whose last owner left
     /// gets an explicit empty snapshot.
     published: BTreeSet<String>,
@@ -60,6 +62,7 @@ impl Owners {
     /// the owner's previous contribution stands.
     pub fn put(&self, owner: Owner, part: Part) -> Result<(), DesiredError> {
         let mut state = self.lock();
+        state.seen.insert(owner.clone());
         let previous = state.parts.insert(owner.clone(), part);
         if !state.open {
             return Ok(());
@@ -77,6 +80,7 @@ impl Owners {
     /// The owner is gone (its `Kafka` was deleted): its objects leave every snapshot.
     pub fn remove(&self, owner: &Owner) -> Result<(), DesiredError> {
         let mut state = self.lock();
+        state.seen.insert(owner.clone());
         if state.parts.remove(owner).is_none() || !state.open {
             return Ok(());
         }
@@ -88,9 +92,9 @@ impl Owners {
         self.lock().parts.get(owner).cloned()
     }
 
-    /// Whether `owner` has contributed.
-    pub fn contains(&self, owner: &Owner) -> bool {
-        self.lock().parts.contains_key(owner)
+    /// Whether `owner` has contributed or been removed since start-up.
+    pub fn has_seen(&self, owner: &Owner) -> bool {
+        self.lock().seen.contains(owner)
     }
 
     /// Starts publishing: every owner known at start-up has contributed.

@@ -1,0 +1,662 @@
+//! The Kubernetes objects one Kafka cluster needs in each member cluster: per pool a
+//! StrimziPodSet `<kafka>-<pool>` with pods `<kafka>-<pool>-<id>`, per node a ConfigMap with its
+//! complete KRaft configuration and its PVCs, and per member cluster the headless and bootstrap
+//! Services (plus a ServiceExport with Multi-Cluster Services). Pure: resources in, JSON out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kstretch_api::storage::SingleVolumeStorage;
+use kstretch_api::{Kafka, names};
+use kstretch_core::kraft::{
+    self, Addressing, CONTROLPLANE_PORT, ConfigError, KafkaCluster, Node, REPLICATION_PORT,
+    Rendered, Volume,
+};
+use kstretch_core::node_ids::Role;
+use kube::ResourceExt;
+use serde_json::{Map, Value, json};
+
+use super::resolve::{Resolved, ResolvedPool};
+
+/// Kafka version run when `Kafka.spec.kafka.version` is not set.
+pub const DEFAULT_KAFKA_VERSION: &str = "4.1.2";
+/// Where the node's ConfigMap is mounted.
+pub const CONFIG_DIR: &str = "/opt/kafka/custom-config";
+/// Key of the KRaft configuration in the node's ConfigMap.
+pub const CONFIG_KEY: &str = "server.properties";
+
+/// One node as built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltNode {
+    pub id: i32,
+    pub pool: String,
+    pub alias: String,
+    pub pod: String,
+    pub roles: BTreeSet<Role>,
+    /// The pod's `strimzi.io/revision`.
+    pub revision: String,
+}
+
+/// Everything built for one Kafka cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Built {
+    pub cluster: KafkaCluster,
+    pub objects: BTreeMap<String, Vec<Value>>,
+    pub nodes: BTreeMap<i32, BuiltNode>,
+    pub warnings: Vec<String>,
+    pub kafka_version: String,
+    pub metadata_version: Option<String>,
+}
+
+/// Builds every object for `kafka`, whose pools have the node IDs `ids` (by pool name).
+pub fn build(
+    kafka: &Kafka,
+    resolved: &Resolved,
+    ids: &BTreeMap<String, BTreeSet<i32>>,
+    cluster_id: &str,
+) -> Result<Built, ConfigError> {
+    let name = kafka.name_any();
+    let namespace = kafka.namespace().unwrap_or_default();
+    let nodes: Vec<Node> = resolved
+        .pools
+        .iter()
+        .flat_map(|pool| {
+            ids.get(&pool.name)
+                .into_iter()
+                .flatten()
+                .map(move |&id| Node {
+                    id,
+                    pool: pool.name.clone(),
+                    roles: pool.roles.clone(),
+                    cluster_alias: pool.alias.clone(),
+                    volumes: volumes(pool),
+                })
+        })
+        .collect();
+    let cluster = KafkaCluster {
+        name: name.clone(),
+        namespace: namespace.clone(),
+        cluster_id: cluster_id.to_owned(),
+        listeners: resolved.listeners.clone(),
+        config: resolved.config.clone(),
+        addressing: resolved.addressing.clone(),
+        nodes,
+    };
+    let Rendered {
+        nodes: configs,
+        mut warnings,
+    } = kraft::render(&cluster)?;
+    warnings.extend(resolved.warnings.iter().cloned());
+
+    let spec = &kafka.spec.kafka;
+    let version = spec
+        .version
+        .clone()
+        .unwrap_or_else(|| DEFAULT_KAFKA_VERSION.to_owned());
+    let image = spec
+        .image
+        .clone()
+        .unwrap_or_else(|| format!("apache/kafka:{version}"));
+    let ctx = Ctx {
+        kafka: &name,
+        namespace: &namespace,
+        cluster_id,
+        image: &image,
+        version: &version,
+        metadata_version: spec.metadata_version.as_deref(),
+        listener_ports: resolved
+            .listeners
+            .iter()
+            .map(|l| (l.name.clone(), l.port))
+            .collect(),
+    };
+
+    let mut objects: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut built_nodes = BTreeMap::new();
+    for pool in &resolved.pools {
+        let pool_ids = ids.get(&pool.name).cloned().unwrap_or_default();
+        let out = objects.entry(pool.alias.clone()).or_default();
+        let mut pods = Vec::new();
+        for &id in &pool_ids {
+            let Some(config) = configs.get(&id) else {
+                continue;
+            };
+            let node = cluster
+                .node(id)
+                .cloned()
+                .ok_or(ConfigError::NoControllers {
+                    kafka: name.clone(),
+                })?;
+            let text = config.to_properties_text();
+            let pod_name = kraft::pod_name(&name, &pool.name, id);
+            out.push(config_map(&ctx, pool, &pod_name, &text));
+            out.extend(claims(&ctx, pool, &pod_name));
+            let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &text);
+            pods.push(pod);
+            built_nodes.insert(
+                id,
+                BuiltNode {
+                    id,
+                    pool: pool.name.clone(),
+                    alias: pool.alias.clone(),
+                    pod: pod_name,
+                    roles: pool.roles.clone(),
+                    revision,
+                },
+            );
+        }
+        out.push(pod_set(&ctx, pool, pods));
+    }
+    // Services wherever the cluster has nodes, so every member resolves the same names.
+    let aliases: Vec<String> = objects.keys().cloned().collect();
+    for alias in aliases {
+        let out = objects.entry(alias).or_default();
+        out.push(headless_service(&ctx));
+        out.push(bootstrap_service(&ctx));
+        if matches!(cluster.addressing, Addressing::MultiClusterServices { .. }) {
+            out.push(service_export(&ctx, &kraft::headless_service_name(&name)));
+            out.push(service_export(&ctx, &kraft::bootstrap_service_name(&name)));
+        }
+    }
+    Ok(Built {
+        cluster,
+        objects,
+        nodes: built_nodes,
+        warnings,
+        kafka_version: version,
+        metadata_version: spec.metadata_version.clone(),
+    })
+}
+
+struct Ctx<'a> {
+    kafka: &'a str,
+    namespace: &'a str,
+    cluster_id: &'a str,
+    image: &'a str,
+    version: &'a str,
+    metadata_version: Option<&'a str>,
+    listener_ports: Vec<(String, u16)>,
+}
+
+impl Ctx<'_> {
+    /// `strimzi.io/name` of the cluster's Kafka pods.
+    fn component(&self) -> String {
+        format!("{}-kafka", self.kafka)
+    }
+
+    /// Labels on everything built for the cluster.
+    fn labels(&self) -> Map<String, Value> {
+        let mut labels = Map::new();
+        for (k, v) in [
+            (names::CLUSTER, self.kafka.to_owned()),
+            (names::NAME, self.component()),
+            (names::KIND, "Kafka".to_owned()),
+            (names::COMPONENT_TYPE, "kafka".to_owned()),
+            (names::APP_NAME, "kafka".to_owned()),
+            (names::APP_INSTANCE, self.kafka.to_owned()),
+            (names::APP_PART_OF, format!("strimzi-{}", self.kafka)),
+        ] {
+            labels.insert(k.to_owned(), Value::String(v));
+        }
+        labels
+    }
+
+    fn pool_labels(&self, pool: &str) -> Map<String, Value> {
+        let mut labels = self.labels();
+        labels.insert(names::POOL_NAME.to_owned(), Value::String(pool.to_owned()));
+        labels
+    }
+
+    fn meta(&self, name: &str, labels: Map<String, Value>) -> Value {
+        json!({"name": name, "namespace": self.namespace, "labels": labels})
+    }
+}
+
+/// Volumes of one of the pool's nodes, as the configuration sees them.
+fn volumes(pool: &ResolvedPool) -> Vec<Volume> {
+    let jbod = matches!(pool.storage, kstretch_api::Storage::Jbod(_));
+    pool.storage
+        .volumes()
+        .iter()
+        .map(|v| Volume {
+            id: if jbod {
+                Some(v.id().unwrap_or(0))
+            } else {
+                None
+            },
+            kraft_metadata: v.kraft_metadata().is_some(),
+        })
+        .collect()
+}
+
+/// The Kubernetes volume name of a data volume (Strimzi's).
+fn volume_name(volume: &Volume) -> String {
+    match volume.id {
+        Some(id) => format!("data-{id}"),
+        None => "data".to_owned(),
+    }
+}
+
+/// PVC name of a persistent volume of `pod` (Strimzi's: `data-<pod>` or `data-<id>-<pod>`).
+pub fn claim_name(volume: &Volume, pod: &str) -> String {
+    format!("{}-{pod}", volume_name(volume))
+}
+
+fn config_map(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str, text: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": ctx.meta(pod, ctx.pool_labels(&pool.name)),
+        "data": {CONFIG_KEY: text, "cluster.id": ctx.cluster_id}
+    })
+}
+
+fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {
+    let jbod = matches!(pool.storage, kstretch_api::Storage::Jbod(_));
+    pool.storage
+        .volumes()
+        .iter()
+        .filter_map(|v| match v {
+            SingleVolumeStorage::PersistentClaim(claim) => {
+                let volume = Volume {
+                    id: if jbod { Some(claim.id.unwrap_or(0)) } else { None },
+                    kraft_metadata: claim.kraft_metadata.is_some(),
+                };
+                let mut metadata = ctx.meta(&claim_name(&volume, pod), ctx.pool_labels(&pool.name));
+                metadata["annotations"] = json!({
+                    names::DELETE_CLAIM: claim.delete_claim.unwrap_or(false).to_string()
+                });
+                let mut spec = json!({
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": claim.size.clone().unwrap_or_else(|| "1Gi".into())}}
+                });
+                if let Some(class) = &claim.class {
+                    spec["storageClassName"] = json!(class);
+                }
+                if let Some(selector) = &claim.selector {
+                    spec["selector"] = json!({"matchLabels": selector});
+                }
+                if let Some(vac) = &claim.volume_attributes_class {
+                    spec["volumeAttributesClassName"] = json!(vac);
+                }
+                Some(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                            "metadata": metadata, "spec": spec}))
+            }
+            SingleVolumeStorage::Ephemeral(_) => None,
+        })
+        .collect()
+}
+
+/// The pod definition and its revision (a hash of the definition and the node's configuration,
+/// so a configuration change rolls the pod although the pod spec is unchanged).
+fn pod(
+    ctx: &Ctx<'_>,
+    pool: &ResolvedPool,
+    node: &Node,
+    pod_name: &str,
+    config: &str,
+) -> (Value, String) {
+    let mut labels = ctx.pool_labels(&pool.name);
+    for (k, v) in [
+        (names::POD_NAME, pod_name.to_owned()),
+        (names::CONTROLLER, "strimzipodset".to_owned()),
+        (
+            names::CONTROLLER_NAME,
+            format!("{}-{}", ctx.kafka, pool.name),
+        ),
+        (names::BROKER_ROLE, node.is_broker().to_string()),
+        (names::CONTROLLER_ROLE, node.is_controller().to_string()),
+    ] {
+        labels.insert(k.to_owned(), Value::String(v));
+    }
+    let template_pod = pool
+        .template
+        .as_ref()
+        .and_then(|t| t.get("pod"))
+        .and_then(Value::as_object);
+    if let Some(extra) = template_pod
+        .and_then(|p| p.get("metadata"))
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+    {
+        for (k, v) in extra {
+            labels.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    let mut annotations = Map::new();
+    annotations.insert(names::KAFKA_VERSION.to_owned(), json!(ctx.version));
+    if let Some(extra) = template_pod
+        .and_then(|p| p.get("metadata"))
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object)
+    {
+        for (k, v) in extra {
+            annotations.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+
+    let mut ports = Vec::new();
+    if node.is_controller() {
+        ports.push(json!({"name": "tcp-ctrlplane", "containerPort": CONTROLPLANE_PORT}));
+    }
+    if node.is_broker() {
+        ports.push(json!({"name": "tcp-replication", "containerPort": REPLICATION_PORT}));
+        for (name, port) in &ctx.listener_ports {
+            ports.push(json!({"name": format!("tcp-{name}"), "containerPort": port}));
+        }
+    }
+    let probe_port = if node.is_broker() {
+        REPLICATION_PORT
+    } else {
+        CONTROLPLANE_PORT
+    };
+
+    let mut mounts = vec![json!({"name": "kafka-config", "mountPath": CONFIG_DIR})];
+    let mut volumes = vec![json!({"name": "kafka-config", "configMap": {"name": pod_name}})];
+    let jbod = matches!(pool.storage, kstretch_api::Storage::Jbod(_));
+    for v in pool.storage.volumes() {
+        let volume = Volume {
+            id: if jbod {
+                Some(v.id().unwrap_or(0))
+            } else {
+                None
+            },
+            kraft_metadata: v.kraft_metadata().is_some(),
+        };
+        let name = volume_name(&volume);
+        mounts.push(json!({"name": name, "mountPath": volume.mount_path()}));
+        volumes.push(match &v {
+            SingleVolumeStorage::PersistentClaim(_) => {
+                json!({"name": name, "persistentVolumeClaim": {"claimName": claim_name(&volume, pod_name)}})
+            }
+            SingleVolumeStorage::Ephemeral(e) => match &e.size_limit {
+                Some(limit) => json!({"name": name, "emptyDir": {"sizeLimit": limit}}),
+                None => json!({"name": name, "emptyDir": {}}),
+            },
+        });
+    }
+
+    let release = ctx
+        .metadata_version
+        .map(|mv| format!(" --release-version '{mv}'"))
+        .unwrap_or_default();
+    // Format once (--ignore-formatted keeps existing data), then run Kafka in the foreground.
+    let script = format!(
+        "set -e; /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release}; exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}"
+    );
+    let mut env = vec![json!({"name": "KAFKA_CLUSTER_ID", "value": ctx.cluster_id})];
+    if let Some(jvm) = &pool.jvm_options {
+        let mut heap = Vec::new();
+        if let Some(xms) = &jvm.xms {
+            heap.push(format!("-Xms{xms}"));
+        }
+        if let Some(xmx) = &jvm.xmx {
+            heap.push(format!("-Xmx{xmx}"));
+        }
+        if !heap.is_empty() {
+            env.push(json!({"name": "KAFKA_HEAP_OPTS", "value": heap.join(" ")}));
+        }
+        let mut opts: Vec<String> = jvm
+            .xx
+            .iter()
+            .flatten()
+            .map(|(k, v)| match v.as_str() {
+                "true" => format!("-XX:+{k}"),
+                "false" => format!("-XX:-{k}"),
+                _ => format!("-XX:{k}={v}"),
+            })
+            .collect();
+        opts.extend(jvm.java_system_properties.iter().filter_map(|p| {
+            Some(format!(
+                "-D{}={}",
+                p.name.as_ref()?,
+                p.value.clone().unwrap_or_default()
+            ))
+        }));
+        if !opts.is_empty() {
+            env.push(json!({"name": "KAFKA_OPTS", "value": opts.join(" ")}));
+        }
+    }
+    let mut container = json!({
+        "name": "kafka",
+        "image": ctx.image,
+        "command": ["/bin/sh", "-c", script],
+        "env": env,
+        "ports": ports,
+        "volumeMounts": mounts,
+        "readinessProbe": {"tcpSocket": {"port": probe_port}, "initialDelaySeconds": 5, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": probe_port}, "initialDelaySeconds": 60, "periodSeconds": 10},
+    });
+    if let Some(resources) = &pool.resources
+        && let Ok(value) = serde_json::to_value(resources)
+    {
+        container["resources"] = value;
+    }
+
+    let mut spec = json!({
+        "hostname": pod_name,
+        "subdomain": kraft::headless_service_name(ctx.kafka),
+        "containers": [container],
+        "volumes": volumes,
+        "terminationGracePeriodSeconds": 30,
+    });
+    // The scheduling-related fields of `template.pod`, as Strimzi takes them.
+    if let Some(template) = template_pod {
+        for key in [
+            "affinity",
+            "tolerations",
+            "nodeSelector",
+            "priorityClassName",
+            "schedulerName",
+            "securityContext",
+            "terminationGracePeriodSeconds",
+            "imagePullSecrets",
+            "topologySpreadConstraints",
+            "hostAliases",
+            "enableServiceLinks",
+        ] {
+            if let Some(value) = template.get(key) {
+                spec[key] = value.clone();
+            }
+        }
+    }
+
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name, "namespace": ctx.namespace,
+                     "labels": labels, "annotations": annotations},
+        "spec": spec,
+    });
+    let definition = serde_json::to_vec(&pod).unwrap_or_default();
+    let revision = kraft::revision(&[&definition, config.as_bytes()]);
+    pod["metadata"]["annotations"][names::REVISION] = json!(revision);
+    (pod, revision)
+}
+
+fn pod_set(ctx: &Ctx<'_>, pool: &ResolvedPool, pods: Vec<Value>) -> Value {
+    let selector = json!({
+        names::CLUSTER: ctx.kafka,
+        names::NAME: ctx.component(),
+        names::KIND: "Kafka",
+        names::POOL_NAME: pool.name,
+    });
+    json!({
+        "apiVersion": "core.strimzi.io/v1", "kind": "StrimziPodSet",
+        "metadata": ctx.meta(&format!("{}-{}", ctx.kafka, pool.name), ctx.pool_labels(&pool.name)),
+        "spec": {"selector": {"matchLabels": selector}, "pods": pods}
+    })
+}
+
+fn service_ports(ctx: &Ctx<'_>, controlplane: bool) -> Vec<Value> {
+    let mut ports = Vec::new();
+    if controlplane {
+        ports.push(json!({"name": "tcp-ctrlplane", "port": CONTROLPLANE_PORT, "targetPort": CONTROLPLANE_PORT, "protocol": "TCP"}));
+    }
+    ports.push(json!({"name": "tcp-replication", "port": REPLICATION_PORT, "targetPort": REPLICATION_PORT, "protocol": "TCP"}));
+    for (name, port) in &ctx.listener_ports {
+        ports.push(json!({"name": format!("tcp-{name}"), "port": port, "targetPort": port, "protocol": "TCP"}));
+    }
+    ports
+}
+
+fn headless_service(ctx: &Ctx<'_>) -> Value {
+    let selector =
+        json!({names::CLUSTER: ctx.kafka, names::NAME: ctx.component(), names::KIND: "Kafka"});
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": ctx.meta(&kraft::headless_service_name(ctx.kafka), ctx.labels()),
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": selector,
+                 "ports": service_ports(ctx, true)}
+    })
+}
+
+fn bootstrap_service(ctx: &Ctx<'_>) -> Value {
+    let selector = json!({names::CLUSTER: ctx.kafka, names::NAME: ctx.component(),
+                          names::KIND: "Kafka", names::BROKER_ROLE: "true"});
+    let mut labels = ctx.labels();
+    labels.insert(names::DISCOVERY.to_owned(), json!("true"));
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": ctx.meta(&kraft::bootstrap_service_name(ctx.kafka), labels),
+        "spec": {"type": "ClusterIP", "selector": selector, "ports": service_ports(ctx, false)}
+    })
+}
+
+/// KEP-1645: exporting the service makes `<svc>.<ns>.svc.clusterset.local` (and, for the
+/// headless one, `<pod>.<cluster>.<svc>...`) resolvable in every member cluster.
+fn service_export(ctx: &Ctx<'_>, service: &str) -> Value {
+    json!({
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceExport",
+        "metadata": ctx.meta(service, ctx.labels()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::super::resolve::resolve;
+    use super::super::resolve::tests::{kafka, members, pool};
+    use super::*;
+
+    fn ids(pairs: &[(&str, &[i32])]) -> BTreeMap<String, BTreeSet<i32>> {
+        pairs
+            .iter()
+            .map(|(p, ids)| (p.to_string(), ids.iter().copied().collect()))
+            .collect()
+    }
+
+    fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    }
+
+    #[test]
+    fn a_stretched_cluster_gets_podsets_configs_claims_and_services_where_its_pools_run() {
+        let k = kafka(serde_json::json!({}));
+        let c = pool("controllers", &["controller"], 3, serde_json::json!({}));
+        let b = pool(
+            "brokers",
+            &["broker"],
+            2,
+            serde_json::json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}}}),
+        );
+        let resolved = resolve(&k, &[&b, &c], &members()).unwrap();
+        let built = build(
+            &k,
+            &resolved,
+            &ids(&[("controllers", &[0, 1, 2]), ("brokers", &[3, 4])]),
+            "abc",
+        )
+        .unwrap();
+        assert_eq!(built.objects.keys().collect::<Vec<_>>(), ["alpha", "beta"]);
+        let beta = &built.objects["beta"];
+        let podset = find(beta, "StrimziPodSet", "my-cluster-brokers");
+        let pods = podset["spec"]["pods"].as_array().unwrap();
+        assert_eq!(pods.len(), 2);
+        assert_eq!(pods[0]["metadata"]["name"], "my-cluster-brokers-3");
+        assert_eq!(
+            podset["spec"]["selector"]["matchLabels"]["strimzi.io/pool-name"], "brokers",
+            "a pool's podset never selects another pool's pods"
+        );
+        let config = find(beta, "ConfigMap", "my-cluster-brokers-3")["data"][CONFIG_KEY]
+            .as_str()
+            .unwrap();
+        assert!(config.contains("node.id=3"), "{config}");
+        assert!(
+            config.contains(
+                "my-cluster-controllers-0.alpha.my-cluster-kafka-brokers.kafka.svc.clusterset.local"
+            ),
+            "{config}"
+        );
+        let pvc = find(beta, "PersistentVolumeClaim", "data-0-my-cluster-brokers-4");
+        assert_eq!(
+            pvc["metadata"]["annotations"]["strimzi.io/delete-claim"],
+            "false"
+        );
+        find(beta, "Service", "my-cluster-kafka-brokers");
+        find(beta, "Service", "my-cluster-kafka-bootstrap");
+        find(beta, "ServiceExport", "my-cluster-kafka-brokers");
+        assert!(
+            !beta.iter().any(|o| o["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .contains("controllers")),
+            "controllers run in alpha only"
+        );
+        let node = &built.nodes[&3];
+        assert_eq!(
+            (node.alias.as_str(), node.pod.as_str()),
+            ("beta", "my-cluster-brokers-3")
+        );
+        assert_eq!(
+            pods[0]["metadata"]["annotations"]["strimzi.io/revision"],
+            node.revision.as_str()
+        );
+    }
+
+    #[test]
+    fn the_revision_changes_with_the_config_and_the_pod_but_not_otherwise() {
+        let k = kafka(serde_json::json!({}));
+        let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
+        let resolved = resolve(&k, &[&d], &members()).unwrap();
+        let one = |k: &Kafka, r: &Resolved| {
+            build(k, r, &ids(&[("dual", &[0])]), "abc").unwrap().nodes[&0]
+                .revision
+                .clone()
+        };
+        let base = one(&k, &resolved);
+        assert_eq!(base, one(&k, &resolved), "deterministic");
+
+        let mut config_changed = resolved.clone();
+        config_changed
+            .config
+            .insert("num.io.threads".into(), "16".into());
+        assert_ne!(base, one(&k, &config_changed));
+
+        let image = kafka(serde_json::json!({"spec": {"kafka": {"image": "example/kafka:1"}}}));
+        assert_ne!(base, one(&image, &resolved));
+    }
+
+    #[test]
+    fn one_cluster_gets_no_service_export_and_ephemeral_storage_no_claims() {
+        let k = kafka(serde_json::json!({}));
+        let d = pool(
+            "dual",
+            &["controller", "broker"],
+            1,
+            serde_json::json!({"spec": {"storage": {"type": "ephemeral", "volumes": null}}}),
+        );
+        let resolved = resolve(&k, &[&d], &members()).unwrap();
+        let built = build(&k, &resolved, &ids(&[("dual", &[0])]), "abc").unwrap();
+        let alpha = &built.objects["alpha"];
+        assert!(
+            alpha
+                .iter()
+                .all(|o| o["kind"] != "ServiceExport" && o["kind"] != "PersistentVolumeClaim")
+        );
+        let pod = &find(alpha, "StrimziPodSet", "my-cluster-dual")["spec"]["pods"][0];
+        assert_eq!(pod["spec"]["volumes"][1]["emptyDir"], serde_json::json!({}));
+        assert_eq!(pod["spec"]["subdomain"], "my-cluster-kafka-brokers");
+    }
+}

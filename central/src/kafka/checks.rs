@@ -1,0 +1,118 @@
+//! What central asks Kafka before a destructive step: which brokers still hold partition
+//! replicas (scale-down, broker-role removal), which partitions a broker's restart would take
+//! below `min.insync.replicas`, and which nodes are registered (unregistration). One admin
+//! client per bootstrap address, kept between reconciliations.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kstretch_kadmin::{AdminClient, AdminConfig, ConfigResource, Error};
+
+/// Admin clients by bootstrap servers.
+#[derive(Debug, Clone, Default)]
+pub struct KafkaAccess {
+    clients: Arc<Mutex<HashMap<String, AdminClient>>>,
+}
+
+impl KafkaAccess {
+    /// The client for `bootstrap` (comma-separated `host:port`), connecting if needed.
+    pub async fn client(&self, bootstrap: &str) -> Result<AdminClient, Error> {
+        if let Some(client) = self.lock().get(bootstrap).cloned() {
+            return Ok(client);
+        }
+        let config = AdminConfig::new(
+            bootstrap
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty()),
+        )
+        .with_client_id("kstretch-central")
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_request_timeout(Duration::from_secs(15));
+        let client = AdminClient::connect(config).await?;
+        self.lock().insert(bootstrap.to_owned(), client.clone());
+        Ok(client)
+    }
+
+    /// Drops the client of `bootstrap` after a failure, so the next call reconnects from the
+    /// bootstrap list (the cluster's brokers may all have moved).
+    pub fn forget(&self, bootstrap: &str) {
+        self.lock().remove(bootstrap);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AdminClient>> {
+        self.clients.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Of `brokers`, those holding at least one partition replica, with a few of the partitions.
+pub async fn brokers_holding_replicas(
+    admin: &AdminClient,
+    brokers: &BTreeSet<i32>,
+) -> Result<BTreeMap<i32, Vec<String>>, Error> {
+    let topics = admin.describe_topics(None).await?;
+    let mut out: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for topic in &topics {
+        for p in &topic.partitions {
+            for id in p.replicas.iter().filter(|id| brokers.contains(id)) {
+                out.entry(*id)
+                    .or_default()
+                    .push(format!("{}-{}", topic.name, p.index));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Partitions the broker `broker` replicates, as `(name, replication factor, ISR,
+/// min.insync.replicas)`, for [`super::roll::partitions_blocking_restart`].
+pub async fn partitions_of(
+    admin: &AdminClient,
+    broker: i32,
+) -> Result<Vec<(String, usize, Vec<i32>, usize)>, Error> {
+    let topics = admin.describe_topics(None).await?;
+    let relevant: Vec<_> = topics
+        .iter()
+        .filter(|t| t.partitions.iter().any(|p| p.replicas.contains(&broker)))
+        .collect();
+    if relevant.is_empty() {
+        return Ok(Vec::new());
+    }
+    let resources: Vec<ConfigResource> = relevant
+        .iter()
+        .map(|t| ConfigResource::Topic(t.name.clone()))
+        .collect();
+    let configs = admin.describe_configs(&resources).await?;
+    let mut out = Vec::new();
+    for (topic, config) in relevant.iter().zip(configs) {
+        let min_isr = config
+            .get("min.insync.replicas")
+            .and_then(|e| e.value.as_deref())
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(1);
+        for p in topic
+            .partitions
+            .iter()
+            .filter(|p| p.replicas.contains(&broker))
+        {
+            out.push((
+                format!("{}-{}", topic.name, p.index),
+                p.replicas.len(),
+                p.isr.clone(),
+                min_isr,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The broker IDs KRaft has registered, fenced ones included. `None` when the brokers cannot
+/// list fenced brokers (before Kafka 4.0): the caller falls back to the IDs it recorded.
+pub async fn registered_brokers(admin: &AdminClient) -> Result<Option<BTreeSet<i32>>, Error> {
+    match admin.describe_cluster(true).await {
+        Ok(description) => Ok(Some(description.brokers.iter().map(|b| b.id).collect())),
+        Err(Error::Unsupported { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,42 @@
+//! Why a `Kafka` reconciliation failed, each cause with a stable reason for conditions and
+//! metrics. Only transient causes are errors (retried with backoff); a resource the user must
+//! fix is reported in its status and waits for a change instead.
+
+use crate::link::DesiredError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API error: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("the desired state could not be published: {0}")]
+    Desired(#[from] DesiredError),
+    #[error("cannot serialize the status: {0}")]
+    Serialize(#[from] serde_json::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+}
+
+impl Error {
+    /// Stable reason for conditions and the `kstretch_central_reconcile_errors_total` metric.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "KubernetesError",
+            Error::Desired(_) => "DesiredStateError",
+            Error::Serialize(_) => "SerializationError",
+            Error::Finalizer(_) => "FinalizerError",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_stable() {
+        let e = Error::Desired(DesiredError::InvalidAlias("x y".into()));
+        assert_eq!(e.reason(), "DesiredStateError");
+        assert!(e.to_string().contains("x y"));
+        assert_eq!(Error::Finalizer("f".into()).reason(), "FinalizerError");
+    }
+}

@@ -1,0 +1,155 @@
+//! The `Kafka` and `KafkaNodePool` reconciler: from the resources in the central cluster to the
+//! desired state of every member cluster, node IDs, rolling, scale-down checks, unregistration
+//! and status. `reconcile` holds the pipeline; this file wires it into a controller.
+
+pub mod build;
+pub mod checks;
+pub mod error;
+pub mod metrics;
+pub mod reconcile;
+pub mod resolve;
+pub mod roll;
+pub mod status;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kstretch_api::{Kafka, KafkaNodePool, names};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::finalizer::{Event, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+pub use error::Error;
+pub use reconcile::Context;
+
+/// Finalizer on every `Kafka`: its objects leave the member clusters' desired state before the
+/// resource goes.
+pub const FINALIZER: &str = "kstretch.io/kafka";
+
+/// Runs the controller until `shutdown`. `agent_changes` wakes every `Kafka` when an agent
+/// connects, disconnects or reports.
+pub async fn run(
+    kafkas: Api<Kafka>,
+    pools: Api<KafkaNodePool>,
+    ctx: Arc<Context>,
+    mut agent_changes: watch::Receiver<u64>,
+    shutdown: CancellationToken,
+) {
+    let controller = Controller::new(kafkas.clone(), watcher::Config::default())
+        .with_config(controller::Config::default().debounce(Duration::from_millis(300)));
+    let store = controller.store();
+    let agent_ticks = async_stream(move |tx| async move {
+        while agent_changes.changed().await.is_ok() {
+            if tx.send(()).await.is_err() {
+                break;
+            }
+        }
+    });
+    let opener = open_when_every_kafka_was_seen(store, ctx.clone(), shutdown.clone());
+    let client = ctx.client.clone();
+    let run = controller
+        .watches(pools, watcher::Config::default(), |pool| {
+            let kafka = pool.labels().get(names::CLUSTER)?;
+            Some(ObjectRef::new(kafka).within(&pool.namespace()?))
+        })
+        .reconcile_all_on(agent_ticks)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(
+            move |kafka, ctx: Arc<Context>| {
+                let client = client.clone();
+                let span = tracing::info_span!("reconcile", namespace = %kafka.namespace().unwrap_or_default(), kafka = %kafka.name_any());
+                async move {
+                    ctx.metrics.reconcile();
+                    let api: Api<Kafka> = Api::namespaced(client, &kafka.namespace().unwrap_or_default());
+                    finalizer(&api, FINALIZER, kafka, |event| async {
+                        match event {
+                            Event::Apply(kafka) => reconcile::apply(kafka, ctx.clone()).await,
+                            Event::Cleanup(kafka) => {
+                                let owner = reconcile::owner_of(&kafka);
+                                tracing::info!("Kafka deleted: its objects leave the member clusters");
+                                ctx.owners.remove(&owner)?;
+                                Ok(Action::await_change())
+                            }
+                        }
+                    })
+                    .await
+                    .map_err(|e| match e {
+                        kube::runtime::finalizer::Error::ApplyFailed(e)
+                        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+                        other => Error::Finalizer(other.to_string()),
+                    })
+                }
+                .instrument(span)
+            },
+            error_policy,
+            ctx,
+        )
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "reconcile result");
+            }
+        });
+    tokio::join!(run, opener);
+}
+
+fn error_policy(kafka: Arc<Kafka>, error: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(kafka = %kafka.name_any(), reason = error.reason(), %error, "reconcile failed; retrying");
+    ctx.metrics.error(error.reason());
+    // An owner that failed before contributing is retained, so start-up can proceed.
+    let _ = reconcile::keep_or_retain(&ctx.owners, &reconcile::owner_of(&kafka));
+    Action::requeue(Duration::from_secs(5 + fastrand::u64(0..5)))
+}
+
+/// Opens the desired state to agents once every `Kafka` of the first complete list was
+/// reconciled (contributed, was retained, or was removed).
+async fn open_when_every_kafka_was_seen(
+    store: kube::runtime::reflector::Store<Kafka>,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
+    tokio::select! {
+        _ = shutdown.cancelled() => return,
+        ready = store.wait_until_ready() => if ready.is_err() { return },
+    }
+    let initial: Vec<_> = store
+        .state()
+        .iter()
+        .map(|k| reconcile::owner_of(k))
+        .collect();
+    tracing::info!(
+        kafkas = initial.len(),
+        "waiting for every Kafka to be reconciled once before agents get snapshots"
+    );
+    loop {
+        if initial.iter().all(|o| ctx.owners.has_seen(o)) {
+            match ctx.owners.open() {
+                Ok(()) => {
+                    tracing::info!("desired state open: agents get snapshots from now on");
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot publish the desired state yet"),
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    }
+}
+
+/// A stream fed by `producer` through a channel.
+fn async_stream<F, Fut>(producer: F) -> impl futures::Stream<Item = ()> + Send
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<()>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(producer(tx));
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}

@@ -1,0 +1,876 @@
+//! One reconciliation of one `Kafka`: fetch its pools → resolve and validate (pure) → cluster
+//! ID and node IDs → Kafka-side checks of removals → build every member cluster's objects
+//! (pure) → publish them to the agents → roll stale pods one at a time → unregister removed
+//! nodes → write the `Kafka` and pool statuses.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kstretch_api::condition::Condition;
+use kstretch_api::kafka::{ListenerAddress, ListenerStatus, UsedNodePoolStatus};
+use kstretch_api::{Kafka, KafkaNodePool, KafkaNodePoolStatus, KafkaStatus, names};
+use kstretch_core::kraft::{self, REPLICATION_LISTENER};
+use kstretch_core::node_ids::{self, Assignments, Role};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
+use kube::{Client, ResourceExt};
+
+use super::build::{self, Built};
+use super::checks::{self, KafkaAccess};
+use super::error::Error;
+use super::metrics::KafkaMetrics;
+use super::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Members, Resolved};
+use super::roll::{self, NodeView, Reported, Step};
+use super::status;
+use crate::link::restart::{PodToRestart, Restarts, replaced};
+use crate::link::{Agents, Owner, Owners, Part};
+
+/// Requeue while something is under way (pods starting, a roll, a pending unregistration).
+const BUSY_REQUEUE: Duration = Duration::from_secs(5);
+/// Requeue of a settled cluster, so Kafka-side drift (registrations) is noticed.
+const IDLE_REQUEUE: Duration = Duration::from_secs(300);
+/// How long the agent has to answer a restart.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What every reconciliation shares.
+#[derive(Clone)]
+pub struct Context {
+    pub client: Client,
+    pub pools: Store<KafkaNodePool>,
+    pub owners: Owners,
+    pub agents: Agents,
+    pub restarts: Restarts,
+    pub members: Members,
+    pub kafka: KafkaAccess,
+    pub metrics: KafkaMetrics,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("members", &self.members)
+            .finish_non_exhaustive()
+    }
+}
+
+pub fn owner_of(kafka: &Kafka) -> Owner {
+    Owner {
+        namespace: kafka.namespace().unwrap_or_default(),
+        name: kafka.name_any(),
+    }
+}
+
+/// Reconciles one `Kafka` that is not being deleted.
+pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let owner = owner_of(&kafka);
+    let now = status::now();
+    let mut kafka_status = kafka.status.clone().unwrap_or_default();
+    kafka_status.observed_generation = kafka.metadata.generation;
+
+    if kafka
+        .annotations()
+        .get(names::PAUSE_RECONCILIATION)
+        .is_some_and(|v| v == "true")
+    {
+        keep_or_retain(&ctx.owners, &owner)?;
+        kafka_status.conditions = status::conditions(
+            &kafka_status.conditions,
+            Condition::new(kstretch_api::condition::READY, "Unknown")
+                .with_reason("ReconciliationPaused")
+                .with_message(format!(
+                    "reconciliation is paused by the annotation {}=true; nothing is changed until it is removed",
+                    names::PAUSE_RECONCILIATION
+                )),
+            &[],
+            &now,
+        );
+        status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
+        return Ok(Action::await_change());
+    }
+
+    // Pools not listed yet must not read as "no pools".
+    if ctx.pools.wait_until_ready().await.is_err() {
+        return Ok(Action::requeue(BUSY_REQUEUE));
+    }
+    let all_pools = ctx.pools.state();
+    let pools = resolve::pools_of(&kafka, &all_pools);
+    let resolved = match resolve::resolve(&kafka, &pools, &ctx.members) {
+        Ok(r) => r,
+        Err(invalid) => {
+            let reason = invalid.first().map_or("Invalid", |i| i.reason());
+            let message = invalid
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return refuse(
+                &ctx,
+                &kafka,
+                &pools,
+                &owner,
+                kafka_status,
+                reason,
+                &message,
+                &now,
+            )
+            .await;
+        }
+    };
+
+    // The cluster ID: generated once and stored before any node can be formatted with it.
+    let cluster_id = match kafka_status
+        .cluster_id
+        .clone()
+        .or_else(|| resolved.pools.iter().find_map(|p| p.cluster_id.clone()))
+    {
+        Some(id) => id,
+        None => {
+            let id = new_cluster_id();
+            kafka_status.cluster_id = Some(id.clone());
+            status::apply_kafka(&ctx.client, &kafka, kafka_status.clone()).await?;
+            id
+        }
+    };
+    kafka_status.cluster_id = Some(cluster_id.clone());
+    if let Some(pool) = resolved
+        .pools
+        .iter()
+        .find(|p| p.cluster_id.as_ref().is_some_and(|id| *id != cluster_id))
+    {
+        let message = format!(
+            "KafkaNodePool {} belongs to Kafka cluster ID {} but Kafka {} has cluster ID {cluster_id}; a pool cannot move between Kafka clusters: delete and recreate the pool (its data is not usable in this cluster)",
+            pool.name,
+            pool.cluster_id.as_deref().unwrap_or_default(),
+            kafka.name_any()
+        );
+        return refuse(
+            &ctx,
+            &kafka,
+            &pools,
+            &owner,
+            kafka_status,
+            "ClusterIdMismatch",
+            &message,
+            &now,
+        )
+        .await;
+    }
+
+    let pool_ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
+    let assignments = match node_ids::assign(&pool_ids) {
+        Ok(a) => a,
+        Err(e) => {
+            let message = e.to_string();
+            return refuse(
+                &ctx,
+                &kafka,
+                &pools,
+                &owner,
+                kafka_status,
+                e.reason(),
+                &message,
+                &now,
+            )
+            .await;
+        }
+    };
+    let mut warnings: Vec<(String, String)> = assignments
+        .warnings
+        .iter()
+        .map(|w| ("NodeIdAnnotationIgnored".to_owned(), w.clone()))
+        .collect();
+
+    let connected: BTreeSet<String> = ctx.agents.connected().into_iter().collect();
+    let bootstrap = admin_bootstrap(&kafka, &resolved);
+    let (mut ids, mut roles) = desired_ids_and_roles(&resolved, &assignments);
+    guard_removals(
+        &ctx,
+        &kafka,
+        &resolved,
+        &assignments,
+        &connected,
+        bootstrap.as_deref(),
+        &mut ids,
+        &mut roles,
+        &mut warnings,
+    )
+    .await;
+    let mut effective = resolved.clone();
+    for pool in &mut effective.pools {
+        if let Some(r) = roles.get(&pool.name) {
+            pool.roles = r.clone();
+        }
+    }
+
+    // Derived names must fit once the pools have their new IDs.
+    if let Some((pool, id)) = effective.pools.iter().find_map(|p| {
+        ids.get(&p.name)?
+            .iter()
+            .find(|id| kraft::pod_name(&kafka.name_any(), &p.name, **id).len() > 63)
+            .map(|id| (p.name.clone(), *id))
+    }) {
+        let name = kraft::pod_name(&kafka.name_any(), &pool, id);
+        let message = format!(
+            "the pod name {name} derived from Kafka {} and KafkaNodePool {pool} has {} characters, more than 63: shorten the Kafka or the pool name",
+            kafka.name_any(),
+            name.len()
+        );
+        return refuse(
+            &ctx,
+            &kafka,
+            &pools,
+            &owner,
+            kafka_status,
+            "NameTooLong",
+            &message,
+            &now,
+        )
+        .await;
+    }
+
+    let built = match build::build(&kafka, &effective, &ids, &cluster_id) {
+        Ok(b) => b,
+        Err(e) => {
+            let message = e.to_string();
+            return refuse(
+                &ctx,
+                &kafka,
+                &pools,
+                &owner,
+                kafka_status,
+                e.reason(),
+                &message,
+                &now,
+            )
+            .await;
+        }
+    };
+    warnings.extend(
+        built
+            .warnings
+            .iter()
+            .map(|w| ("ConfigurationIgnored".to_owned(), w.clone())),
+    );
+    ctx.owners
+        .put(owner.clone(), Part::Objects(built.objects.clone()))?;
+
+    // Pool statuses: the IDs are recorded as soon as they are desired (Strimzi does the same),
+    // so an ID is never handed out twice.
+    for pool in &pools {
+        let name = pool.name_any();
+        let Some(r) = effective.pools.iter().find(|p| p.name == name) else {
+            continue;
+        };
+        let node_ids: Vec<i32> = ids.get(&name).into_iter().flatten().copied().collect();
+        let existing = pool
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let pool_status = KafkaNodePoolStatus {
+            conditions: status::conditions(&existing, Condition::ready(), &[], &now),
+            observed_generation: r.generation,
+            replicas: Some(node_ids.len() as i32),
+            node_ids,
+            cluster_id: Some(cluster_id.clone()),
+            roles: resolve::process_roles(&r.roles),
+            label_selector: Some(format!(
+                "{}={},{}={}-kafka,{}=Kafka,{}={name}",
+                names::CLUSTER,
+                kafka.name_any(),
+                names::NAME,
+                kafka.name_any(),
+                names::KIND,
+                names::POOL_NAME
+            )),
+        };
+        status::apply_pool(&ctx.client, pool, pool_status).await?;
+    }
+
+    let views = node_views(&ctx.agents, &kafka, &built, &connected);
+    let step = roll::next(&views);
+    let rolled = roll_one(&ctx, &step, &views, bootstrap.as_deref(), &mut warnings).await;
+
+    let all_ids: BTreeSet<i32> = ids.values().flatten().copied().collect();
+    let pending_unregistration = unregister(
+        &ctx,
+        bootstrap.as_deref(),
+        &all_ids,
+        &kafka_status.registered_node_ids,
+        &mut warnings,
+    )
+    .await;
+    kafka_status.registered_node_ids = all_ids.union(&pending_unregistration).copied().collect();
+
+    for alias in built.objects.keys().filter(|a| !connected.contains(*a)) {
+        warnings.push((
+            "ClusterUnreachable".to_owned(),
+            format!(
+                "the agent of Kubernetes cluster {alias} is not connected: its pods are not checked, rolled or scaled down until it is back"
+            ),
+        ));
+    }
+    let ready = match &step {
+        Step::Done if pending_unregistration.is_empty() => Condition::ready(),
+        Step::Done => status::not_ready(
+            "UnregisteringNodes",
+            format!("waiting to unregister removed nodes {pending_unregistration:?}"),
+        ),
+        Step::Wait(why) => status::not_ready("Deploying", why.clone()),
+        Step::Restart(_) => status::not_ready(
+            "RollingUpdate",
+            rolled.unwrap_or_else(|| "pods run an outdated revision".to_owned()),
+        ),
+    };
+    let settled = ready.is_true();
+    kafka_status.conditions = status::conditions(&kafka_status.conditions, ready, &warnings, &now);
+    kafka_status.kafka_node_pools = effective
+        .pools
+        .iter()
+        .map(|p| UsedNodePoolStatus {
+            name: Some(p.name.clone()),
+        })
+        .collect();
+    kafka_status.listeners = listener_statuses(&built);
+    kafka_status.kafka_version = Some(built.kafka_version.clone());
+    kafka_status.kafka_metadata_version = built
+        .metadata_version
+        .clone()
+        .or_else(|| default_metadata_version(&built.kafka_version));
+    if settled {
+        kafka_status.operator_last_successful_version = Some(env!("CARGO_PKG_VERSION").to_owned());
+    }
+    status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
+    Ok(Action::requeue(if settled {
+        IDLE_REQUEUE
+    } else {
+        BUSY_REQUEUE
+    }))
+}
+
+/// The resources cannot be used: `Ready=False` on the `Kafka` and its pools, and nothing in
+/// the member clusters changes (the last desired state stands, or is retained).
+#[allow(clippy::too_many_arguments)]
+async fn refuse(
+    ctx: &Context,
+    kafka: &Kafka,
+    pools: &[&KafkaNodePool],
+    owner: &Owner,
+    mut kafka_status: KafkaStatus,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> Result<Action, Error> {
+    tracing::warn!(%reason, %message, "Kafka cannot be reconciled as it is");
+    ctx.metrics.invalid(reason);
+    keep_or_retain(&ctx.owners, owner)?;
+    kafka_status.conditions = status::conditions(
+        &kafka_status.conditions,
+        status::not_ready(reason, message),
+        &[],
+        now,
+    );
+    status::apply_kafka(&ctx.client, kafka, kafka_status).await?;
+    for pool in pools {
+        let mut pool_status = pool.status.clone().unwrap_or_default();
+        pool_status.observed_generation = pool.metadata.generation;
+        pool_status.conditions = status::conditions(
+            &pool_status.conditions,
+            status::not_ready(reason, message),
+            &[],
+            now,
+        );
+        status::apply_pool(&ctx.client, pool, pool_status).await?;
+    }
+    Ok(Action::await_change())
+}
+
+/// Keeps the owner's last contribution; an owner with none yet is retained as it is in every
+/// member cluster (never "nothing desired", which would delete its pods).
+pub fn keep_or_retain(owners: &Owners, owner: &Owner) -> Result<(), Error> {
+    if owners.get(owner).is_none() {
+        owners.put(owner.clone(), Part::Retain)?;
+    }
+    Ok(())
+}
+
+/// A new KRaft cluster ID: 16 random bytes, base64url without padding (Kafka's `Uuid` form).
+fn new_cluster_id() -> String {
+    use ring::rand::{SecureRandom, SystemRandom};
+    let mut bytes = [0u8; 16];
+    if SystemRandom::new().fill(&mut bytes).is_err() {
+        // The OS RNG failing is not recoverable in a meaningful way; fall back to a
+        // time-and-counter mix, still unique per cluster.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        bytes = nanos.to_le_bytes();
+    }
+    base64url(&bytes)
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+/// Where central's admin client reaches the cluster.
+fn admin_bootstrap(kafka: &Kafka, resolved: &Resolved) -> Option<String> {
+    if let Some(servers) = kafka.annotations().get(ADMIN_BOOTSTRAP_ANNOTATION) {
+        return Some(servers.clone());
+    }
+    let cluster = kraft::KafkaCluster {
+        name: kafka.name_any(),
+        namespace: kafka.namespace().unwrap_or_default(),
+        cluster_id: String::new(),
+        listeners: resolved.listeners.clone(),
+        config: BTreeMap::new(),
+        addressing: resolved.addressing.clone(),
+        nodes: Vec::new(),
+    };
+    kraft::bootstrap_servers(&cluster, REPLICATION_LISTENER).ok()
+}
+
+type PoolIdsByName = BTreeMap<String, BTreeSet<i32>>;
+type RolesByName = BTreeMap<String, BTreeSet<Role>>;
+
+fn desired_ids_and_roles(
+    resolved: &Resolved,
+    assignments: &Assignments,
+) -> (PoolIdsByName, RolesByName) {
+    let ids = assignments
+        .pools
+        .iter()
+        .map(|(name, a)| (name.clone(), a.desired.clone()))
+        .collect();
+    let roles = resolved
+        .pools
+        .iter()
+        .map(|p| (p.name.clone(), p.roles.clone()))
+        .collect();
+    (ids, roles)
+}
+
+/// Reverts removals that are not safe now: in a member cluster whose agent is not connected,
+/// and brokers that still hold partition replicas (unless the `Kafka` says to skip the check).
+#[allow(clippy::too_many_arguments)]
+async fn guard_removals(
+    ctx: &Context,
+    kafka: &Kafka,
+    resolved: &Resolved,
+    assignments: &Assignments,
+    connected: &BTreeSet<String>,
+    bootstrap: Option<&str>,
+    ids: &mut PoolIdsByName,
+    roles: &mut RolesByName,
+    warnings: &mut Vec<(String, String)>,
+) {
+    let skip_check = kafka
+        .annotations()
+        .get(names::SKIP_BROKER_SCALEDOWN_CHECK)
+        .is_some_and(|v| v == "true");
+    let mut to_check: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+    for pool in &resolved.pools {
+        let Some(a) = assignments.pools.get(&pool.name) else {
+            continue;
+        };
+        if a.to_remove.is_empty() && a.losing_broker_role.is_empty() {
+            continue;
+        }
+        if !connected.contains(&pool.alias) {
+            ids.insert(pool.name.clone(), a.current.clone());
+            roles.insert(pool.name.clone(), current_or_spec_roles(pool));
+            warnings.push((
+                "ScaleDownDeferred".to_owned(),
+                format!(
+                    "KafkaNodePool {}: removing nodes {:?} waits until the agent of cluster {} is connected",
+                    pool.name,
+                    a.to_remove.union(&a.losing_broker_role).collect::<Vec<_>>(),
+                    pool.alias
+                ),
+            ));
+            continue;
+        }
+        if skip_check {
+            continue;
+        }
+        let brokers: BTreeSet<i32> = if pool.ids.current_roles.contains(&Role::Broker) {
+            a.to_remove.union(&a.losing_broker_role).copied().collect()
+        } else {
+            BTreeSet::new()
+        };
+        if !brokers.is_empty() {
+            to_check.insert(pool.name.clone(), brokers);
+        }
+    }
+    if to_check.is_empty() {
+        return;
+    }
+    let all: BTreeSet<i32> = to_check.values().flatten().copied().collect();
+    let holding = match bootstrap {
+        Some(bootstrap) => match ctx.kafka.client(bootstrap).await {
+            Ok(admin) => checks::brokers_holding_replicas(&admin, &all)
+                .await
+                .map_err(|e| {
+                    ctx.kafka.forget(bootstrap);
+                    e.to_string()
+                }),
+            Err(e) => Err(e.to_string()),
+        },
+        None => Err("no bootstrap address for the admin client".to_owned()),
+    };
+    for (pool_name, brokers) in to_check {
+        let Some(pool) = resolved.pools.iter().find(|p| p.name == pool_name) else {
+            continue;
+        };
+        let Some(a) = assignments.pools.get(&pool_name) else {
+            continue;
+        };
+        let blocked: Vec<String> = match &holding {
+            Ok(holding) => brokers
+                .iter()
+                .filter_map(|id| {
+                    holding.get(id).map(|parts| {
+                        let shown: Vec<&str> = parts.iter().take(3).map(String::as_str).collect();
+                        format!(
+                            "broker {id} holds {} partition replica(s) ({}{})",
+                            parts.len(),
+                            shown.join(", "),
+                            if parts.len() > 3 { ", ..." } else { "" }
+                        )
+                    })
+                })
+                .collect(),
+            Err(e) => vec![format!("cannot check the brokers' partitions: {e}")],
+        };
+        if blocked.is_empty() {
+            continue;
+        }
+        ids.insert(pool_name.clone(), a.current.clone());
+        roles.insert(pool_name.clone(), current_or_spec_roles(pool));
+        warnings.push((
+            "ScaleDownBlocked".to_owned(),
+            format!(
+                "KafkaNodePool {pool_name}: the scale-down or broker-role removal is reverted because {}; move the partitions away first (or set the annotation {}=true on the Kafka to skip this check)",
+                blocked.join("; "),
+                names::SKIP_BROKER_SCALEDOWN_CHECK
+            ),
+        ));
+    }
+}
+
+fn current_or_spec_roles(pool: &resolve::ResolvedPool) -> BTreeSet<Role> {
+    if pool.ids.current_roles.is_empty() {
+        pool.roles.clone()
+    } else {
+        pool.ids.current_roles.clone()
+    }
+}
+
+/// Every built node with what its agent last reported.
+fn node_views(
+    agents: &Agents,
+    kafka: &Kafka,
+    built: &Built,
+    connected: &BTreeSet<String>,
+) -> Vec<NodeView> {
+    let ns = kafka.namespace().unwrap_or_default();
+    let mut reports: BTreeMap<String, Vec<kstretch_proto::agent::v1::PodSetStatus>> =
+        BTreeMap::new();
+    for alias in built.objects.keys() {
+        if let Some(record) = agents.get(alias) {
+            reports.insert(alias.clone(), record.podsets);
+        }
+    }
+    built
+        .nodes
+        .values()
+        .map(|n| {
+            let podset = format!("{}-{}", kafka.name_any(), n.pool);
+            let reported = reports
+                .get(&n.alias)
+                .and_then(|sets| sets.iter().find(|s| s.namespace == ns && s.name == podset))
+                .and_then(|s| s.pods_status.iter().find(|p| p.name == n.pod))
+                .filter(|p| !p.uid.is_empty())
+                .map(|p| Reported {
+                    uid: p.uid.clone(),
+                    ready: p.ready,
+                    revision: p.revision.clone(),
+                });
+            NodeView {
+                id: n.id,
+                alias: n.alias.clone(),
+                pod: n.pod.clone(),
+                roles: n.roles.clone(),
+                desired_revision: n.revision.clone(),
+                reported,
+                connected: connected.contains(&n.alias),
+            }
+        })
+        .collect()
+}
+
+/// Restarts the first candidate that is safe; returns what it did or why it waits.
+async fn roll_one(
+    ctx: &Context,
+    step: &Step,
+    views: &[NodeView],
+    bootstrap: Option<&str>,
+    warnings: &mut Vec<(String, String)>,
+) -> Option<String> {
+    let Step::Restart(candidates) = step else {
+        return None;
+    };
+    let mut held_back = Vec::new();
+    for id in candidates {
+        let Some(node) = views.iter().find(|n| n.id == *id) else {
+            continue;
+        };
+        let Some(reported) = &node.reported else {
+            continue;
+        };
+        // A broker that is up is restarted only if no partition drops below its minimum ISR.
+        if reported.ready && node.roles.contains(&Role::Broker) {
+            let blocking = match bootstrap {
+                Some(b) => match ctx.kafka.client(b).await {
+                    Ok(admin) => match checks::partitions_of(&admin, node.id).await {
+                        Ok(parts) => roll::partitions_blocking_restart(node.id, &parts),
+                        Err(e) => {
+                            ctx.kafka.forget(b);
+                            vec![format!("cannot check its partitions: {e}")]
+                        }
+                    },
+                    Err(e) => vec![format!("cannot reach Kafka: {e}")],
+                },
+                None => vec!["no bootstrap address for the admin client".to_owned()],
+            };
+            if !blocking.is_empty() {
+                held_back.push(format!("{} ({})", node.pod, blocking.join(", ")));
+                continue;
+            }
+        }
+        let pod = PodToRestart {
+            namespace: String::new(),
+            name: node.pod.clone(),
+            uid: reported.uid.clone(),
+            reason: "its revision changed".to_owned(),
+        };
+        return Some(restart(ctx, node, pod).await);
+    }
+    if !held_back.is_empty() {
+        warnings.push((
+            "RollingUpdateBlocked".to_owned(),
+            format!(
+                "pods waiting to roll would take partitions below min.insync.replicas: {}",
+                held_back.join("; ")
+            ),
+        ));
+    }
+    Some("pods run an outdated revision; waiting until one can be restarted safely".to_owned())
+}
+
+async fn restart(ctx: &Context, node: &NodeView, mut pod: PodToRestart) -> String {
+    pod.namespace = ctx
+        .agents
+        .get(&node.alias)
+        .and_then(|r| {
+            r.podsets
+                .iter()
+                .find(|s| s.pods_status.iter().any(|p| p.name == node.pod))
+                .map(|s| s.namespace.clone())
+        })
+        .unwrap_or_default();
+    match ctx
+        .restarts
+        .restart(&node.alias, pod, RESTART_TIMEOUT)
+        .await
+    {
+        Ok(result) if replaced(&result) => {
+            ctx.metrics.restarted();
+            tracing::info!(pod = %node.pod, cluster = %node.alias, "rolled pod");
+            format!("rolling pod {} in cluster {}", node.pod, node.alias)
+        }
+        Ok(result) => format!(
+            "the agent of {} did not restart {}: {}",
+            node.alias, node.pod, result.message
+        ),
+        Err(e) => format!("cannot restart {}: {e}", node.pod),
+    }
+}
+
+/// Unregisters every registered broker that is no longer a node of the cluster and is fenced
+/// (its process is gone); returns the IDs still waiting. Failures are warnings, retried next
+/// time, and never block anything else.
+async fn unregister(
+    ctx: &Context,
+    bootstrap: Option<&str>,
+    desired: &BTreeSet<i32>,
+    recorded: &[i32],
+    warnings: &mut Vec<(String, String)>,
+) -> BTreeSet<i32> {
+    let recorded: BTreeSet<i32> = recorded.iter().copied().collect();
+    let fallback: BTreeSet<i32> = recorded.difference(desired).copied().collect();
+    let Some(bootstrap) = bootstrap else {
+        return fallback;
+    };
+    let admin = match ctx.kafka.client(bootstrap).await {
+        Ok(a) => a,
+        Err(e) => {
+            if !fallback.is_empty() {
+                warnings.push((
+                    "UnregistrationFailed".into(),
+                    format!("cannot reach Kafka to unregister nodes {fallback:?}: {e}"),
+                ));
+            }
+            return fallback;
+        }
+    };
+    let described = admin.describe_cluster(true).await;
+    let (candidates, live): (BTreeSet<i32>, BTreeSet<i32>) = match described {
+        Ok(d) => (
+            d.brokers
+                .iter()
+                .map(|b| b.id)
+                .filter(|id| !desired.contains(id))
+                .collect(),
+            d.brokers
+                .iter()
+                .filter(|b| !b.fenced)
+                .map(|b| b.id)
+                .collect(),
+        ),
+        Err(kstretch_kadmin::Error::Unsupported { .. }) => {
+            // Before KIP-1073: the IDs recorded in the status, minus the live brokers.
+            match admin.describe_cluster(false).await {
+                Ok(d) => (fallback.clone(), d.brokers.iter().map(|b| b.id).collect()),
+                Err(e) => {
+                    ctx.kafka.forget(bootstrap);
+                    warnings.push((
+                        "UnregistrationFailed".into(),
+                        format!("cannot list the registered nodes: {e}"),
+                    ));
+                    return fallback;
+                }
+            }
+        }
+        Err(e) => {
+            ctx.kafka.forget(bootstrap);
+            if !fallback.is_empty() {
+                warnings.push((
+                    "UnregistrationFailed".into(),
+                    format!("cannot list the registered nodes: {e}"),
+                ));
+            }
+            return fallback;
+        }
+    };
+    let mut pending = BTreeSet::new();
+    for id in candidates {
+        if live.contains(&id) {
+            // Still heartbeating: its pod is not gone yet. Unregistering now would only be
+            // undone by its next registration.
+            pending.insert(id);
+            continue;
+        }
+        match admin.unregister_broker(id).await {
+            Ok(()) | Err(kstretch_kadmin::Error::BrokerNotRegistered { .. }) => {
+                ctx.metrics.unregistered();
+                tracing::info!(node = id, "unregistered a removed node from KRaft");
+            }
+            Err(e) => {
+                warnings.push((
+                    "UnregistrationFailed".into(),
+                    format!("cannot unregister node {id}: {e}"),
+                ));
+                pending.insert(id);
+            }
+        }
+    }
+    pending
+}
+
+fn listener_statuses(built: &Built) -> Vec<ListenerStatus> {
+    built
+        .cluster
+        .listeners
+        .iter()
+        .filter_map(|l| {
+            let servers = kraft::bootstrap_servers(&built.cluster, &l.name).ok()?;
+            let addresses = servers
+                .split(',')
+                .filter_map(|s| {
+                    let (host, port) = s.rsplit_once(':')?;
+                    Some(ListenerAddress {
+                        host: Some(host.trim_matches(['[', ']']).to_owned()),
+                        port: port.parse().ok(),
+                    })
+                })
+                .collect();
+            Some(ListenerStatus {
+                name: Some(l.name.clone()),
+                addresses,
+                bootstrap_servers: Some(servers),
+                certificates: Vec::new(),
+            })
+        })
+        .collect()
+}
+
+/// The metadata version a Kafka version formats new clusters with, when the `Kafka` does not
+/// set one.
+fn default_metadata_version(version: &str) -> Option<String> {
+    let mut parts = version.split('.');
+    let major = parts.next()?;
+    let minor = parts.next()?;
+    Some(match (major, minor) {
+        ("4", "1") => "4.1-IV1".to_owned(),
+        ("4", "0") => "4.0-IV3".to_owned(),
+        ("3", "9") => "3.9-IV0".to_owned(),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn cluster_ids_look_like_kafkas() {
+        let id = new_cluster_id();
+        assert_eq!(id.len(), 22);
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
+        assert_ne!(id, new_cluster_id());
+        // RFC 4648 test vector, base64url without padding.
+        assert_eq!(base64url(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64url(b"fo"), "Zm8");
+    }
+
+    #[test]
+    fn metadata_versions_default_by_kafka_version() {
+        assert_eq!(
+            default_metadata_version("4.1.2").as_deref(),
+            Some("4.1-IV1")
+        );
+        assert_eq!(default_metadata_version("9.9.9"), None);
+    }
+}

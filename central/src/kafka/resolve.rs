@@ -1,0 +1,483 @@
+//! From a `Kafka` and its `KafkaNodePool`s to what the rest of the pipeline works on: the
+//! pools with their effective settings (pool values, else the `Kafka`'s, as the node-pools
+//! proposal says), their member cluster, and every problem that makes the resources unusable.
+//! Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use kstretch_api::common::{JvmOptions, OpaqueObject};
+use kstretch_api::kafka::KafkaListenerType;
+use kstretch_api::storage::Storage;
+use kstretch_api::{Kafka, KafkaNodePool, ProcessRole, names};
+use kstretch_core::cluster::{PoolShape, Problem, validate_pools};
+use kstretch_core::kraft::{Addressing, Listener, ListenerKind};
+use kstretch_core::node_ids::{PoolIds, Role};
+use kube::ResourceExt;
+
+/// `Kafka` annotation choosing how nodes in different member clusters reach each other:
+/// `cluster-dns` (one cluster only) or `mcs` (Multi-Cluster Services). Without it: cluster DNS
+/// when every pool runs in one cluster, MCS otherwise.
+pub const ADDRESSING_ANNOTATION: &str = "kstretch.io/addressing";
+/// `Kafka` annotation with the bootstrap servers central's admin client uses instead of the
+/// cluster's own replication listener (for a central that cannot resolve the cluster's DNS
+/// names, and for tests against a Kafka that runs outside Kubernetes).
+pub const ADMIN_BOOTSTRAP_ANNOTATION: &str = "kstretch.io/admin-bootstrap-servers";
+
+/// What central knows of the member clusters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Members {
+    /// The alias of central's own cluster: pools without a stretch alias run there.
+    pub own: String,
+    /// Every member cluster, `own` included.
+    pub all: BTreeSet<String>,
+}
+
+/// One pool with its effective settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedPool {
+    pub name: String,
+    /// The member cluster it runs in.
+    pub alias: String,
+    pub roles: BTreeSet<Role>,
+    pub replicas: u32,
+    pub storage: Storage,
+    pub resources: Option<ResourceRequirements>,
+    pub jvm_options: Option<JvmOptions>,
+    pub template: Option<OpaqueObject>,
+    pub generation: Option<i64>,
+    /// The pool's `status.clusterId`, if it has one.
+    pub cluster_id: Option<String>,
+    /// For node-ID assignment.
+    pub ids: PoolIds,
+}
+
+/// The pools of a valid cluster, sorted by name, and the cluster-wide settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    pub pools: Vec<ResolvedPool>,
+    pub listeners: Vec<Listener>,
+    pub config: BTreeMap<String, String>,
+    pub addressing: Addressing,
+    pub warnings: Vec<String>,
+}
+
+/// Why the resources cannot be used as they are; reported as `Ready=False`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error(transparent)]
+    Pools(Problem),
+    #[error(
+        "Kafka {kafka} sets .spec.kafka.replicas: kstretch runs Kafka only with KafkaNodePools; remove replicas and create node pools labelled strimzi.io/cluster={kafka}"
+    )]
+    ReplicasWithoutNodePools { kafka: String },
+    #[error(
+        "annotation {ADDRESSING_ANNOTATION}={value:?} on Kafka {kafka} is not one of cluster-dns, mcs"
+    )]
+    UnknownAddressing { kafka: String, value: String },
+    #[error(
+        "Kafka {kafka} uses {ADDRESSING_ANNOTATION}=cluster-dns but its pools run in several clusters ({aliases}); use mcs"
+    )]
+    ClusterDnsAcrossClusters { kafka: String, aliases: String },
+    #[error("listener {name} has port {port}, which is not a valid TCP port")]
+    InvalidListenerPort { name: String, port: i32 },
+    #[error(
+        "KafkaNodePool {pool} has a negative .spec.replicas ({replicas}); set 0 or more replicas"
+    )]
+    NegativeReplicas { pool: String, replicas: i32 },
+}
+
+impl Invalid {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Pools(p) => p.reason(),
+            Self::ReplicasWithoutNodePools { .. } => "NodePoolsRequired",
+            Self::UnknownAddressing { .. } | Self::ClusterDnsAcrossClusters { .. } => {
+                "InvalidAddressing"
+            }
+            Self::InvalidListenerPort { .. } => "InvalidListener",
+            Self::NegativeReplicas { .. } => "InvalidReplicas",
+        }
+    }
+}
+
+/// The pools of `kafka` among `pools` (same namespace, `strimzi.io/cluster` label).
+pub fn pools_of<'a>(
+    kafka: &Kafka,
+    pools: &'a [std::sync::Arc<KafkaNodePool>],
+) -> Vec<&'a KafkaNodePool> {
+    let ns = kafka.namespace();
+    let name = kafka.name_any();
+    let mut out: Vec<&KafkaNodePool> = pools
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|p| p.namespace() == ns && p.labels().get(names::CLUSTER) == Some(&name))
+        .collect();
+    out.sort_by_key(|p| p.name_any());
+    out
+}
+
+/// Resolves and validates; returns every problem found.
+pub fn resolve(
+    kafka: &Kafka,
+    pools: &[&KafkaNodePool],
+    members: &Members,
+) -> Result<Resolved, Vec<Invalid>> {
+    let kafka_name = kafka.name_any();
+    let spec = &kafka.spec.kafka;
+    let mut invalid = Vec::new();
+    if spec.replicas.is_some() {
+        invalid.push(Invalid::ReplicasWithoutNodePools {
+            kafka: kafka_name.clone(),
+        });
+    }
+
+    let mut resolved = Vec::new();
+    for pool in pools {
+        let name = pool.name_any();
+        let replicas = match u32::try_from(pool.spec.replicas) {
+            Ok(r) => r,
+            Err(_) => {
+                invalid.push(Invalid::NegativeReplicas {
+                    pool: name.clone(),
+                    replicas: pool.spec.replicas,
+                });
+                0
+            }
+        };
+        let roles = roles(&pool.spec.roles);
+        let status = pool.status.as_ref();
+        let current_roles = status.map(|s| roles_of(&s.roles)).unwrap_or_default();
+        let alias = pool
+            .annotations()
+            .get(names::STRETCH_CLUSTER_ALIAS)
+            .cloned()
+            .unwrap_or_else(|| members.own.clone());
+        let current = status.filter(|s| !s.node_ids.is_empty() || s.replicas.is_some());
+        resolved.push(ResolvedPool {
+            ids: PoolIds {
+                name: name.clone(),
+                replicas,
+                current: current.map(|s| s.node_ids.clone()),
+                roles: roles.clone(),
+                current_roles,
+                next_node_ids: pool.annotations().get(names::NEXT_NODE_IDS).cloned(),
+                remove_node_ids: pool.annotations().get(names::REMOVE_NODE_IDS).cloned(),
+            },
+            name,
+            alias,
+            roles,
+            replicas,
+            storage: pool.spec.storage.clone(),
+            resources: pool
+                .spec
+                .resources
+                .clone()
+                .or_else(|| spec.resources.clone()),
+            jvm_options: pool
+                .spec
+                .jvm_options
+                .clone()
+                .or_else(|| spec.jvm_options.clone()),
+            template: pool.spec.template.clone().or_else(|| spec.template.clone()),
+            generation: pool.metadata.generation,
+            cluster_id: status.and_then(|s| s.cluster_id.clone()),
+        });
+    }
+
+    let shapes: Vec<PoolShape> = resolved.iter().map(|p| shape(p, members)).collect();
+    invalid.extend(
+        validate_pools(&kafka_name, &shapes, &members.all)
+            .into_iter()
+            .map(Invalid::Pools),
+    );
+
+    let mut listeners = Vec::new();
+    for l in &spec.listeners {
+        match u16::try_from(l.port) {
+            Ok(port) => listeners.push(Listener {
+                name: l.name.clone(),
+                port,
+                kind: listener_kind(l.type_),
+                tls: l.tls,
+            }),
+            Err(_) => invalid.push(Invalid::InvalidListenerPort {
+                name: l.name.clone(),
+                port: l.port,
+            }),
+        }
+    }
+
+    let aliases: BTreeSet<&str> = resolved.iter().map(|p| p.alias.as_str()).collect();
+    let addressing = match kafka
+        .annotations()
+        .get(ADDRESSING_ANNOTATION)
+        .map(String::as_str)
+    {
+        None if aliases.len() <= 1 => Some(Addressing::ClusterDns),
+        None | Some("mcs") => Some(Addressing::multi_cluster_services()),
+        Some("cluster-dns") if aliases.len() <= 1 => Some(Addressing::ClusterDns),
+        Some("cluster-dns") => {
+            invalid.push(Invalid::ClusterDnsAcrossClusters {
+                kafka: kafka_name.clone(),
+                aliases: aliases.iter().copied().collect::<Vec<_>>().join(", "),
+            });
+            None
+        }
+        Some(other) => {
+            invalid.push(Invalid::UnknownAddressing {
+                kafka: kafka_name.clone(),
+                value: other.to_owned(),
+            });
+            None
+        }
+    };
+
+    match addressing {
+        Some(addressing) if invalid.is_empty() => Ok(Resolved {
+            pools: resolved,
+            listeners,
+            config: config_strings(spec.config.as_ref()),
+            addressing,
+            warnings: Vec::new(),
+        }),
+        _ => Err(invalid),
+    }
+}
+
+fn shape(pool: &ResolvedPool, members: &Members) -> PoolShape {
+    // The IDs the pool has now; the ones it gets are checked again after assignment.
+    let max_node_id = pool.ids.current.iter().flatten().copied().max();
+    PoolShape {
+        name: pool.name.clone(),
+        replicas: pool.replicas,
+        roles: pool.roles.clone(),
+        cluster_alias: (pool.alias != members.own).then(|| pool.alias.clone()),
+        max_node_id,
+        kraft_metadata_volumes: pool
+            .storage
+            .volumes()
+            .iter()
+            .filter(|v| v.kraft_metadata().is_some())
+            .count(),
+    }
+}
+
+pub fn roles(roles: &[ProcessRole]) -> BTreeSet<Role> {
+    roles_of(roles)
+}
+
+fn roles_of(roles: &[ProcessRole]) -> BTreeSet<Role> {
+    roles
+        .iter()
+        .map(|r| match r {
+            ProcessRole::Controller => Role::Controller,
+            ProcessRole::Broker => Role::Broker,
+        })
+        .collect()
+}
+
+/// `ProcessRole`s for a status, in Strimzi's order.
+pub fn process_roles(roles: &BTreeSet<Role>) -> Vec<ProcessRole> {
+    let mut out = Vec::new();
+    if roles.contains(&Role::Controller) {
+        out.push(ProcessRole::Controller);
+    }
+    if roles.contains(&Role::Broker) {
+        out.push(ProcessRole::Broker);
+    }
+    out
+}
+
+fn listener_kind(t: KafkaListenerType) -> ListenerKind {
+    use KafkaListenerType as T;
+    match t {
+        T::Internal => ListenerKind::Internal,
+        T::ClusterIp => ListenerKind::ClusterIp,
+        T::NodePort => ListenerKind::NodePort,
+        T::LoadBalancer => ListenerKind::LoadBalancer,
+        T::Route | T::TlsRoute => ListenerKind::Route,
+        T::Ingress => ListenerKind::Ingress,
+    }
+}
+
+/// `Kafka.spec.kafka.config` with every value as Kafka reads it.
+fn config_strings(
+    config: Option<&BTreeMap<String, serde_json::Value>>,
+) -> BTreeMap<String, String> {
+    config
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let value = match v {
+                serde_json::Value::Null => return None,
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .map(|i| match i {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            Some((k.clone(), value))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    pub(crate) fn members() -> Members {
+        Members {
+            own: "alpha".into(),
+            all: ["alpha".into(), "beta".into()].into(),
+        }
+    }
+
+    pub(crate) fn kafka(extra: serde_json::Value) -> Kafka {
+        let mut value = json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
+            "metadata": {"name": "my-cluster", "namespace": "kafka", "generation": 1},
+            "spec": {"kafka": {
+                "listeners": [{"name": "plain", "port": 9092, "type": "internal", "tls": false}],
+                "config": {"offsets.topic.replication.factor": 3, "auto.create.topics.enable": false,
+                           "ssl.cipher.suites": ["A", "B"]},
+                "resources": {"requests": {"memory": "1Gi"}}
+            }}
+        });
+        merge(&mut value, extra);
+        serde_json::from_value(value).unwrap()
+    }
+
+    pub(crate) fn pool(
+        name: &str,
+        roles: &[&str],
+        replicas: i32,
+        extra: serde_json::Value,
+    ) -> KafkaNodePool {
+        let mut value = json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaNodePool",
+            "metadata": {"name": name, "namespace": "kafka", "generation": 1,
+                         "labels": {"strimzi.io/cluster": "my-cluster"}},
+            "spec": {"replicas": replicas, "roles": roles,
+                     "storage": {"type": "jbod", "volumes": [
+                        {"id": 0, "type": "persistent-claim", "size": "10Gi", "deleteClaim": false,
+                         "kraftMetadata": "shared"}]}}
+        });
+        merge(&mut value, extra);
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn merge(base: &mut serde_json::Value, extra: serde_json::Value) {
+        match (base, extra) {
+            (serde_json::Value::Object(b), serde_json::Value::Object(e)) => {
+                for (k, v) in e {
+                    merge(b.entry(k).or_insert(serde_json::Value::Null), v);
+                }
+            }
+            (b, e) => *b = e,
+        }
+    }
+
+    #[test]
+    fn pools_take_the_kafka_values_they_do_not_set_and_run_where_annotated() {
+        let k = kafka(json!({}));
+        let c = pool("controllers", &["controller"], 3, json!({}));
+        let b = pool(
+            "brokers",
+            &["broker"],
+            3,
+            json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}},
+                   "spec": {"resources": {"requests": {"memory": "4Gi"}}}}),
+        );
+        let resolved = resolve(&k, &[&b, &c], &members()).unwrap();
+        let by_name: BTreeMap<_, _> = resolved
+            .pools
+            .iter()
+            .map(|p| (p.name.as_str(), p))
+            .collect();
+        assert_eq!(by_name["controllers"].alias, "alpha");
+        assert_eq!(by_name["brokers"].alias, "beta");
+        let memory = |p: &ResolvedPool| {
+            p.resources.as_ref().unwrap().requests.as_ref().unwrap()["memory"]
+                .0
+                .clone()
+        };
+        assert_eq!(memory(by_name["controllers"]), "1Gi");
+        assert_eq!(memory(by_name["brokers"]), "4Gi");
+        assert_eq!(
+            resolved.addressing,
+            Addressing::multi_cluster_services(),
+            "pools in two clusters default to MCS"
+        );
+        assert_eq!(resolved.config["offsets.topic.replication.factor"], "3");
+        assert_eq!(resolved.config["auto.create.topics.enable"], "false");
+        assert_eq!(resolved.config["ssl.cipher.suites"], "A,B");
+    }
+
+    #[test]
+    fn one_cluster_uses_cluster_dns() {
+        let k = kafka(json!({}));
+        let d = pool("dual", &["controller", "broker"], 3, json!({}));
+        assert_eq!(
+            resolve(&k, &[&d], &members()).unwrap().addressing,
+            Addressing::ClusterDns
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let k = kafka(
+            json!({"metadata": {"annotations": {ADDRESSING_ANNOTATION: "carrier-pigeon"}},
+                             "spec": {"kafka": {"replicas": 3}}}),
+        );
+        let b = pool(
+            "brokers",
+            &["broker"],
+            -1,
+            json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "gamma"}}}),
+        );
+        let reasons: Vec<_> = resolve(&k, &[&b], &members())
+            .unwrap_err()
+            .iter()
+            .map(Invalid::reason)
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                "NodePoolsRequired",
+                "InvalidReplicas",
+                "UnknownClusterAlias",
+                "NoControllers",
+                "NoBrokers",
+                "InvalidAddressing"
+            ]
+        );
+    }
+
+    #[test]
+    fn cluster_dns_across_clusters_is_refused_and_no_pools_is_reported() {
+        let k = kafka(json!({"metadata": {"annotations": {ADDRESSING_ANNOTATION: "cluster-dns"}}}));
+        let a = pool("a", &["controller", "broker"], 1, json!({}));
+        let b = pool(
+            "b",
+            &["controller", "broker"],
+            1,
+            json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}}}),
+        );
+        let err = resolve(&k, &[&a, &b], &members()).unwrap_err();
+        assert_eq!(err.len(), 1);
+        assert_eq!(err[0].reason(), "InvalidAddressing");
+        assert!(err[0].to_string().contains("alpha, beta"), "{}", err[0]);
+
+        let none = resolve(&kafka(json!({})), &[], &members()).unwrap_err();
+        assert_eq!(none[0].reason(), "NoNodePools");
+    }
+}

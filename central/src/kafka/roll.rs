@@ -1,0 +1,262 @@
+//! Rolling updates: which pod, if any, to restart next so that every pod runs its current
+//! revision, one at a time, never while another pod is down, and never taking the controller
+//! quorum below a majority. Whether a broker's restart would take a partition below
+//! `min.insync.replicas` is asked of Kafka by the caller for the candidate chosen here. Pure.
+
+use std::collections::BTreeSet;
+
+use kstretch_core::node_ids::Role;
+
+/// What the agent last reported of a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reported {
+    pub uid: String,
+    pub ready: bool,
+    pub revision: String,
+}
+
+/// One node as central sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeView {
+    pub id: i32,
+    pub alias: String,
+    pub pod: String,
+    pub roles: BTreeSet<Role>,
+    pub desired_revision: String,
+    /// `None`: the pod does not exist (or the agent has not reported it).
+    pub reported: Option<Reported>,
+    /// Whether the agent of the node's cluster is connected now.
+    pub connected: bool,
+}
+
+impl NodeView {
+    fn is_current(&self) -> bool {
+        self.reported
+            .as_ref()
+            .is_some_and(|r| r.revision == self.desired_revision)
+    }
+
+    fn is_ready(&self) -> bool {
+        self.reported.as_ref().is_some_and(|r| r.ready)
+    }
+}
+
+/// The next step of the roll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Every pod is ready and current.
+    Done,
+    /// Nothing may be restarted now; why.
+    Wait(String),
+    /// Restart one of these, in order of preference; the caller checks each against Kafka and
+    /// restarts the first that is safe.
+    Restart(Vec<i32>),
+}
+
+/// Decides the next step over every node of one Kafka cluster.
+pub fn next(nodes: &[NodeView]) -> Step {
+    let unreachable: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|n| !n.connected)
+        .map(|n| n.alias.as_str())
+        .collect();
+    let reachable: Vec<&NodeView> = nodes.iter().filter(|n| n.connected).collect();
+
+    // A stale pod that is down anyway is restarted first: that cannot make things worse.
+    let stale_down: Vec<i32> = reachable
+        .iter()
+        .filter(|n| n.reported.is_some() && !n.is_ready() && !n.is_current())
+        .map(|n| n.id)
+        .collect();
+    if !stale_down.is_empty() {
+        return Step::Restart(stale_down);
+    }
+    if let Some(down) = reachable.iter().find(|n| !n.is_ready()) {
+        let why = if down.reported.is_none() {
+            "does not exist yet"
+        } else {
+            "is not ready"
+        };
+        return Step::Wait(format!("pod {} {why}", down.pod));
+    }
+
+    let mut stale: Vec<&NodeView> = reachable
+        .iter()
+        .copied()
+        .filter(|n| !n.is_current())
+        .collect();
+    if stale.is_empty() {
+        return if unreachable.is_empty() {
+            Step::Done
+        } else {
+            Step::Wait(format!(
+                "cluster(s) {} unreachable: their pods are not checked or rolled",
+                unreachable.into_iter().collect::<Vec<_>>().join(", ")
+            ))
+        };
+    }
+
+    // Controllers first (as Strimzi does), then combined nodes, then brokers; by ID.
+    stale.sort_by_key(|n| {
+        let rank = match (
+            n.roles.contains(&Role::Controller),
+            n.roles.contains(&Role::Broker),
+        ) {
+            (true, false) => 0,
+            (true, true) => 1,
+            _ => 2,
+        };
+        (rank, n.id)
+    });
+    let controllers: Vec<&NodeView> = nodes
+        .iter()
+        .filter(|n| n.roles.contains(&Role::Controller))
+        .collect();
+    let majority = controllers.len() / 2 + 1;
+    let ready_controllers = controllers
+        .iter()
+        .filter(|n| n.connected && n.is_ready())
+        .count();
+    let candidates: Vec<i32> = stale
+        .iter()
+        .filter(|n| {
+            !n.roles.contains(&Role::Controller)
+                || controllers.len() == 1
+                || ready_controllers.saturating_sub(1) >= majority
+        })
+        .map(|n| n.id)
+        .collect();
+    if candidates.is_empty() {
+        return Step::Wait(format!(
+            "restarting a controller now would leave {} of {} controllers ready, below the quorum majority of {majority}",
+            ready_controllers.saturating_sub(1),
+            controllers.len()
+        ));
+    }
+    Step::Restart(candidates)
+}
+
+/// Whether restarting the broker `broker` keeps every partition at or above
+/// `min.insync.replicas`: returns the partitions it would take below. A partition whose
+/// replication factor is not above its `min.insync.replicas` is never available through a
+/// restart anyway and does not block (as in Strimzi).
+pub fn partitions_blocking_restart(
+    broker: i32,
+    partitions: &[(String, usize, Vec<i32>, usize)],
+) -> Vec<String> {
+    partitions
+        .iter()
+        .filter(|(_, replicas, isr, min_isr)| {
+            isr.contains(&broker) && isr.len() <= *min_isr && *replicas > *min_isr
+        })
+        .map(|(name, _, isr, min_isr)| {
+            format!("{name} (ISR {isr:?}, min.insync.replicas {min_isr})")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn node(id: i32, roles: &[Role], revision: Option<&str>, ready: bool) -> NodeView {
+        NodeView {
+            id,
+            alias: "alpha".into(),
+            pod: format!("c-p-{id}"),
+            roles: roles.iter().copied().collect(),
+            desired_revision: "new".into(),
+            reported: revision.map(|r| Reported {
+                uid: format!("u{id}"),
+                ready,
+                revision: r.into(),
+            }),
+            connected: true,
+        }
+    }
+
+    const C: &[Role] = &[Role::Controller];
+    const B: &[Role] = &[Role::Broker];
+    const CB: &[Role] = &[Role::Controller, Role::Broker];
+
+    #[test]
+    fn nothing_to_do_when_every_pod_is_ready_and_current() {
+        let nodes = [node(0, C, Some("new"), true), node(1, B, Some("new"), true)];
+        assert_eq!(next(&nodes), Step::Done);
+    }
+
+    #[test]
+    fn controllers_roll_first_then_brokers_one_at_a_time() {
+        let nodes = [
+            node(3, B, Some("old"), true),
+            node(0, C, Some("old"), true),
+            node(1, C, Some("new"), true),
+            node(2, C, Some("new"), true),
+        ];
+        assert_eq!(next(&nodes), Step::Restart(vec![0, 3]));
+    }
+
+    #[test]
+    fn nothing_rolls_while_a_pod_is_down_or_missing() {
+        let nodes = [
+            node(0, CB, Some("old"), true),
+            node(1, CB, Some("new"), false),
+        ];
+        assert!(matches!(next(&nodes), Step::Wait(w) if w.contains("c-p-1 is not ready")));
+        let nodes = [node(0, CB, Some("old"), true), node(1, CB, None, false)];
+        assert!(matches!(next(&nodes), Step::Wait(w) if w.contains("does not exist")));
+    }
+
+    #[test]
+    fn a_stale_pod_that_is_down_is_restarted_first() {
+        let nodes = [
+            node(0, CB, Some("old"), true),
+            node(1, CB, Some("old"), false),
+        ];
+        assert_eq!(next(&nodes), Step::Restart(vec![1]));
+    }
+
+    #[test]
+    fn a_controller_is_not_restarted_when_that_loses_the_majority() {
+        // Two controllers: restarting one leaves one of two, below the majority of two.
+        let nodes = [
+            node(0, C, Some("old"), true),
+            node(1, C, Some("new"), true),
+            node(2, B, Some("old"), true),
+        ];
+        assert_eq!(next(&nodes), Step::Restart(vec![2]));
+        let only_controllers = [node(0, C, Some("old"), true), node(1, C, Some("new"), true)];
+        assert!(matches!(next(&only_controllers), Step::Wait(w) if w.contains("quorum majority")));
+        // A single controller has to restart some time.
+        assert_eq!(
+            next(&[node(0, CB, Some("old"), true)]),
+            Step::Restart(vec![0])
+        );
+    }
+
+    #[test]
+    fn unreachable_clusters_are_neither_checked_nor_rolled() {
+        let mut far = node(2, B, Some("old"), false);
+        far.connected = false;
+        far.alias = "beta".into();
+        let nodes = [node(0, CB, Some("new"), true), far.clone()];
+        assert!(matches!(next(&nodes), Step::Wait(w) if w.contains("beta")));
+        let nodes = [node(0, CB, Some("old"), true), far];
+        assert_eq!(next(&nodes), Step::Restart(vec![0]));
+    }
+
+    #[test]
+    fn a_broker_blocks_its_restart_only_where_the_isr_would_drop_below_the_minimum() {
+        let partitions = vec![
+            ("t-0".to_string(), 3, vec![1, 2, 3], 2), // 3 in ISR, 2 remain: fine
+            ("t-1".to_string(), 3, vec![1, 3], 2),    // would leave 1 < 2: blocks
+            ("u-0".to_string(), 2, vec![1, 3], 2),    // rf == min.isr: never available anyway
+            ("v-0".to_string(), 3, vec![1, 2], 2),    // 3 not in ISR
+        ];
+        let blocking = partitions_blocking_restart(3, &partitions);
+        assert_eq!(blocking.len(), 1);
+        assert!(blocking[0].starts_with("t-1"), "{blocking:?}");
+    }
+}
