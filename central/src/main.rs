@@ -199,6 +199,17 @@ async fn main() -> anyhow::Result<()> {
         r = link_server => r.context("agent link server"),
     };
     shutdown.cancel();
-    while tasks.join_next().await.is_some() {}
+    if let Err(e) = &result {
+        tracing::error!(error = %format!("{e:#}"), "stopping");
+    }
+    // Watches and the reconciler stop on the shutdown token; a task that does not stop in
+    // time must not keep a failed central alive (and its ports closed) forever.
+    let drained = tokio::time::timeout(Duration::from_secs(10), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("background tasks did not stop within 10 s; exiting anyway");
+    }
     result
 }

@@ -12,8 +12,6 @@ pub enum Error {
     Desired(#[from] DesiredError),
     #[error("cannot serialize the status: {0}")]
     Serialize(#[from] serde_json::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(String),
 }
 
 impl Error {
@@ -23,7 +21,6 @@ impl Error {
             Error::Kube(_) => "KubernetesError",
             Error::Desired(_) => "DesiredStateError",
             Error::Serialize(_) => "SerializationError",
-            Error::Finalizer(_) => "FinalizerError",
         }
     }
 }
@@ -37,6 +34,5 @@ mod tests {
         let e = Error::Desired(DesiredError::InvalidAlias("x y".into()));
         assert_eq!(e.reason(), "DesiredStateError");
         assert!(e.to_string().contains("x y"));
-        assert_eq!(Error::Finalizer("f".into()).reason(), "FinalizerError");
     }
 }

@@ -11,14 +11,15 @@ pub mod resolve;
 pub mod roll;
 pub mod status;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use kstretch_api::{Kafka, KafkaNodePool, names};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tokio::sync::watch;
@@ -27,10 +28,6 @@ use tracing::Instrument;
 
 pub use error::Error;
 pub use reconcile::Context;
-
-/// Finalizer on every `Kafka`: its objects leave the member clusters' desired state before the
-/// resource goes.
-pub const FINALIZER: &str = "kstretch.io/kafka";
 
 /// Runs the controller until `shutdown`. `agent_changes` wakes every `Kafka` when an agent
 /// connects, disconnects or reports.
@@ -51,8 +48,7 @@ pub async fn run(
             }
         }
     });
-    let opener = open_when_every_kafka_was_seen(store, ctx.clone(), shutdown.clone());
-    let client = ctx.client.clone();
+    let opener = open_and_forget_deleted(store, ctx.clone(), shutdown.clone());
     let run = controller
         .watches(pools, watcher::Config::default(), |pool| {
             let kafka = pool.labels().get(names::CLUSTER)?;
@@ -61,29 +57,11 @@ pub async fn run(
         .reconcile_all_on(agent_ticks)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(
-            move |kafka, ctx: Arc<Context>| {
-                let client = client.clone();
+            |kafka, ctx: Arc<Context>| {
                 let span = tracing::info_span!("reconcile", namespace = %kafka.namespace().unwrap_or_default(), kafka = %kafka.name_any());
                 async move {
                     ctx.metrics.reconcile();
-                    let api: Api<Kafka> = Api::namespaced(client, &kafka.namespace().unwrap_or_default());
-                    finalizer(&api, FINALIZER, kafka, |event| async {
-                        match event {
-                            Event::Apply(kafka) => reconcile::apply(kafka, ctx.clone()).await,
-                            Event::Cleanup(kafka) => {
-                                let owner = reconcile::owner_of(&kafka);
-                                tracing::info!("Kafka deleted: its objects leave the member clusters");
-                                ctx.owners.remove(&owner)?;
-                                Ok(Action::await_change())
-                            }
-                        }
-                    })
-                    .await
-                    .map_err(|e| match e {
-                        kube::runtime::finalizer::Error::ApplyFailed(e)
-                        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-                        other => Error::Finalizer(other.to_string()),
-                    })
+                    reconcile::apply(kafka, ctx).await
                 }
                 .instrument(span)
             },
@@ -107,9 +85,12 @@ fn error_policy(kafka: Arc<Kafka>, error: &Error, ctx: Arc<Context>) -> Action {
 }
 
 /// Opens the desired state to agents once every `Kafka` of the first complete list was
-/// reconciled (contributed, was retained, or was removed).
-async fn open_when_every_kafka_was_seen(
-    store: kube::runtime::reflector::Store<Kafka>,
+/// reconciled (contributed, or was retained), then keeps removing the contributions of deleted
+/// `Kafka`s. Deletion is read from the watch, not from a finalizer, so that a `Kafka` (and its
+/// namespace) can always be deleted, whether or not central runs; what central does not run
+/// for stays in the member clusters until it is back.
+async fn open_and_forget_deleted(
+    store: Store<Kafka>,
     ctx: Arc<Context>,
     shutdown: CancellationToken,
 ) {
@@ -126,19 +107,41 @@ async fn open_when_every_kafka_was_seen(
         kafkas = initial.len(),
         "waiting for every Kafka to be reconciled once before agents get snapshots"
     );
+    let mut open = false;
     loop {
-        if initial.iter().all(|o| ctx.owners.has_seen(o)) {
+        let present: BTreeSet<_> = store
+            .state()
+            .iter()
+            .map(|k| reconcile::owner_of(k))
+            .collect();
+        for gone in ctx
+            .owners
+            .owners()
+            .into_iter()
+            .filter(|o| !present.contains(o))
+        {
+            tracing::info!(namespace = %gone.namespace, kafka = %gone.name,
+                "Kafka deleted: its objects leave the member clusters");
+            if let Err(e) = ctx.owners.remove(&gone) {
+                tracing::warn!(error = %e, "cannot publish the desired state without a deleted Kafka");
+            }
+        }
+        if !open
+            && initial
+                .iter()
+                .all(|o| ctx.owners.has_seen(o) || !present.contains(o))
+        {
             match ctx.owners.open() {
                 Ok(()) => {
                     tracing::info!("desired state open: agents get snapshots from now on");
-                    return;
+                    open = true;
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot publish the desired state yet"),
             }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
     }
 }

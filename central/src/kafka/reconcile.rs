@@ -288,6 +288,8 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         status::apply_pool(&ctx.client, pool, pool_status).await?;
     }
 
+    warnings.extend(rejected_objects(&ctx.agents, &kafka, &built));
+
     let views = node_views(&ctx.agents, &kafka, &built, &connected);
     let step = roll::next(&views);
     let rolled = roll_one(&ctx, &step, &views, bootstrap.as_deref(), &mut warnings).await;
@@ -311,19 +313,24 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             ),
         ));
     }
+    if !pending_unregistration.is_empty() {
+        warnings.push((
+            "UnregistrationPending".to_owned(),
+            format!(
+                "nodes {pending_unregistration:?} are registered in Kafka but belong to no node pool; each is unregistered once its process is gone (fenced)"
+            ),
+        ));
+    }
     let ready = match &step {
-        Step::Done if pending_unregistration.is_empty() => Condition::ready(),
-        Step::Done => status::not_ready(
-            "UnregisteringNodes",
-            format!("waiting to unregister removed nodes {pending_unregistration:?}"),
-        ),
+        Step::Done => Condition::ready(),
         Step::Wait(why) => status::not_ready("Deploying", why.clone()),
         Step::Restart(_) => status::not_ready(
             "RollingUpdate",
             rolled.unwrap_or_else(|| "pods run an outdated revision".to_owned()),
         ),
     };
-    let settled = ready.is_true();
+    let is_ready = ready.is_true();
+    let settled = is_ready && pending_unregistration.is_empty();
     kafka_status.conditions = status::conditions(&kafka_status.conditions, ready, &warnings, &now);
     kafka_status.kafka_node_pools = effective
         .pools
@@ -338,7 +345,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         .metadata_version
         .clone()
         .or_else(|| default_metadata_version(&built.kafka_version));
-    if settled {
+    if is_ready {
         kafka_status.operator_last_successful_version = Some(env!("CARGO_PKG_VERSION").to_owned());
     }
     status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
@@ -408,6 +415,8 @@ fn new_cluster_id() -> String {
             .unwrap_or_default();
         bytes = nanos.to_le_bytes();
     }
+    // Like Kafka's `Uuid.randomUuid`: never starting with '-', which tools read as an option.
+    bytes[0] &= 0x7f;
     base64url(&bytes)
 }
 
@@ -580,6 +589,41 @@ fn current_or_spec_roles(pool: &resolve::ResolvedPool) -> BTreeSet<Role> {
     } else {
         pool.ids.current_roles.clone()
     }
+}
+
+/// Objects of this `Kafka` that an agent could not apply (or delete), from its last report.
+fn rejected_objects(agents: &Agents, kafka: &Kafka, built: &Built) -> Vec<(String, String)> {
+    use kstretch_proto::agent::v1::Outcome;
+    let ns = kafka.namespace().unwrap_or_default();
+    let prefix = format!("{}-", kafka.name_any());
+    let mut out = Vec::new();
+    for alias in built.objects.keys() {
+        let Some(report) = agents.get(alias).and_then(|r| r.last_apply) else {
+            continue;
+        };
+        let failed: Vec<String> = report
+            .results
+            .iter()
+            .filter(|r| matches!(r.outcome(), Outcome::Rejected | Outcome::DeleteFailed))
+            .filter_map(|r| {
+                let o = r.r#ref.as_ref()?;
+                (o.namespace == ns && o.name.starts_with(&prefix))
+                    .then(|| format!("{} {}: {}", o.kind, o.name, r.message))
+            })
+            .collect();
+        if !failed.is_empty() {
+            out.push((
+                "ApplyFailed".to_owned(),
+                format!(
+                    "the agent of cluster {alias} could not apply {} object(s) of snapshot {}: {}",
+                    failed.len(),
+                    report.generation,
+                    failed.join("; ")
+                ),
+            ));
+        }
+    }
+    out
 }
 
 /// Every built node with what its agent last reported.

@@ -120,8 +120,10 @@ pub fn next(nodes: &[NodeView]) -> Step {
     let candidates: Vec<i32> = stale
         .iter()
         .filter(|n| {
+            // One or two controllers lose the majority whichever restarts: waiting would
+            // block the roll forever, so they roll one at a time like the rest.
             !n.roles.contains(&Role::Controller)
-                || controllers.len() == 1
+                || controllers.len() <= 2
                 || ready_controllers.saturating_sub(1) >= majority
         })
         .map(|n| n.id)
@@ -220,16 +222,34 @@ mod tests {
 
     #[test]
     fn a_controller_is_not_restarted_when_that_loses_the_majority() {
-        // Two controllers: restarting one leaves one of two, below the majority of two.
+        // Three controllers, all ready: one may restart (two of three remain).
         let nodes = [
             node(0, C, Some("old"), true),
             node(1, C, Some("new"), true),
-            node(2, B, Some("old"), true),
+            node(2, C, Some("new"), true),
+            node(3, B, Some("old"), true),
         ];
-        assert_eq!(next(&nodes), Step::Restart(vec![2]));
-        let only_controllers = [node(0, C, Some("old"), true), node(1, C, Some("new"), true)];
+        assert_eq!(next(&nodes), Step::Restart(vec![0, 3]));
+        // Controller 2's cluster is unreachable: it is not known to be ready, and restarting
+        // controller 0 would leave one of three.
+        let mut far = node(2, C, Some("new"), true);
+        far.connected = false;
+        let nodes = [
+            node(0, C, Some("old"), true),
+            node(1, C, Some("new"), true),
+            far.clone(),
+            node(3, B, Some("old"), true),
+        ];
+        assert_eq!(next(&nodes), Step::Restart(vec![3]));
+        let only_controllers = [
+            node(0, C, Some("old"), true),
+            node(1, C, Some("new"), true),
+            far,
+        ];
         assert!(matches!(next(&only_controllers), Step::Wait(w) if w.contains("quorum majority")));
-        // A single controller has to restart some time.
+        // One or two controllers lose the majority whichever restarts: they roll anyway.
+        let two = [node(0, C, Some("old"), true), node(1, C, Some("new"), true)];
+        assert_eq!(next(&two), Step::Restart(vec![0]));
         assert_eq!(
             next(&[node(0, CB, Some("old"), true)]),
             Step::Restart(vec![0])

@@ -92,6 +92,11 @@ impl Owners {
         self.lock().parts.get(owner).cloned()
     }
 
+    /// Every owner with a contribution.
+    pub fn owners(&self) -> Vec<Owner> {
+        self.lock().parts.keys().cloned().collect()
+    }
+
     /// Whether `owner` has contributed or been removed since start-up.
     pub fn has_seen(&self, owner: &Owner) -> bool {
         self.lock().seen.contains(owner)

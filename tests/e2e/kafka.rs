@@ -1,0 +1,687 @@
+//! The Kafka/KafkaNodePool reconciler end to end: the real `kstretch-central` in cluster alpha
+//! and real agents in alpha and beta (`kstretch_tests::stretch`). Results are read from the
+//! member clusters with plain kube reads, and from Kafka with rdkafka or Kafka's own tools.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use kstretch_api::{Kafka, KafkaNodePool, StrimziPodSet};
+use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
+use kstretch_tests::wait::{Seen, wait_for};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+fn kafka(extra_annotations: Value) -> Value {
+    json!({
+        "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
+        "metadata": {"name": "my-cluster", "annotations": extra_annotations},
+        "spec": {"kafka": {
+            "listeners": [{"name": "plain", "port": 9092, "type": "internal", "tls": false}],
+            "config": {"offsets.topic.replication.factor": 3}
+        }}
+    })
+}
+
+fn pool(
+    name: &str,
+    roles: &[&str],
+    replicas: i32,
+    alias: Option<&str>,
+    annotations: Value,
+) -> Value {
+    let mut annotations = annotations;
+    if let Some(alias) = alias {
+        annotations["strimzi.io/stretch-cluster-alias"] = json!(alias);
+    }
+    json!({
+        "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaNodePool",
+        "metadata": {"name": name, "labels": {"strimzi.io/cluster": "my-cluster"},
+                     "annotations": annotations},
+        "spec": {"replicas": replicas, "roles": roles,
+                 "storage": {"type": "jbod", "volumes": [
+                     {"id": 0, "type": "persistent-claim", "size": "1Gi", "deleteClaim": false,
+                      "kraftMetadata": "shared"}]}}
+    })
+}
+
+fn condition<'a>(
+    conditions: &'a [kstretch_api::Condition],
+    type_: &str,
+) -> Option<&'a kstretch_api::Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn kafka_conditions(k: &Kafka) -> Vec<kstretch_api::Condition> {
+    k.status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default()
+}
+
+/// Waits until the `Kafka` satisfies `check`; shows its status and the logs otherwise.
+async fn wait_kafka(stretch: &Stretch, what: &str, check: impl Fn(&Kafka) -> bool) -> Kafka {
+    let api: Api<Kafka> = stretch.api(ALPHA);
+    wait_for(what, TIMEOUT, || async {
+        match api.get_opt("my-cluster").await {
+            Ok(Some(k)) if check(&k) => Seen::Done(k),
+            Ok(other) => Seen::NotYet(format!(
+                "status: {:#?}\n{}",
+                other.and_then(|k| k.status),
+                stretch.logs()
+            )),
+            Err(e) => Seen::NotYet(e.to_string()),
+        }
+    })
+    .await
+}
+
+async fn wait_pool(
+    stretch: &Stretch,
+    name: &str,
+    what: &str,
+    check: impl Fn(&KafkaNodePool) -> bool,
+) -> KafkaNodePool {
+    let api: Api<KafkaNodePool> = stretch.api(ALPHA);
+    wait_for(what, TIMEOUT, || async {
+        match api.get_opt(name).await {
+            Ok(Some(p)) if check(&p) => Seen::Done(p),
+            Ok(other) => Seen::NotYet(format!(
+                "status: {:#?}\n{}",
+                other.and_then(|p| p.status),
+                stretch.logs()
+            )),
+            Err(e) => Seen::NotYet(e.to_string()),
+        }
+    })
+    .await
+}
+
+fn is_ready(k: &Kafka) -> bool {
+    condition(&kafka_conditions(k), "Ready").is_some_and(|c| c.status == "True")
+}
+
+fn ready_reason(k: &Kafka) -> Option<String> {
+    condition(&kafka_conditions(k), "Ready").and_then(|c| c.reason.clone())
+}
+
+fn warning(k: &Kafka, reason: &str) -> Option<String> {
+    kafka_conditions(k)
+        .into_iter()
+        .find(|c| c.type_ == "Warning" && c.reason.as_deref() == Some(reason))
+        .and_then(|c| c.message)
+}
+
+fn node_ids(p: &KafkaNodePool) -> Vec<i32> {
+    p.status
+        .as_ref()
+        .map(|s| s.node_ids.clone())
+        .unwrap_or_default()
+}
+
+async fn pod_names(stretch: &Stretch, alias: &str) -> BTreeSet<String> {
+    let pods: Api<Pod> = stretch.api(alias);
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// A stretched Kafka: controllers in alpha (central's own cluster, no annotation), brokers in
+/// beta. Every member cluster gets its podset, per-node configs, claims and services; the pods
+/// run; pools and Kafka report IDs, roles, cluster ID and listeners; `kubectl scale` works.
+#[tokio::test]
+async fn a_stretched_kafka_runs_its_pools_in_their_clusters_and_reports_status() {
+    let stretch = Stretch::start("kafka-stretch", &[]).await;
+    stretch.apply(kafka(json!({}))).await;
+    stretch
+        .apply(pool("controllers", &["controller"], 3, None, json!({})))
+        .await;
+    stretch
+        .apply(pool("brokers", &["broker"], 3, Some(BETA), json!({})))
+        .await;
+
+    let k = wait_kafka(&stretch, "the Kafka to be ready", is_ready).await;
+    let status = k.status.clone().unwrap();
+    let cluster_id = status.cluster_id.clone().expect("cluster id");
+    assert_eq!(cluster_id.len(), 22);
+    assert_eq!(status.observed_generation, k.metadata.generation);
+    assert_eq!(status.registered_node_ids, [0, 1, 2, 3, 4, 5]);
+    assert_eq!(status.kafka_version.as_deref(), Some("4.1.2"));
+    assert_eq!(
+        status.listeners[0].bootstrap_servers.as_deref(),
+        Some(
+            format!(
+                "my-cluster-kafka-bootstrap.{}.svc.clusterset.local:9092",
+                stretch.ns
+            )
+            .as_str()
+        )
+    );
+    let pools: Vec<_> = status
+        .kafka_node_pools
+        .iter()
+        .filter_map(|p| p.name.clone())
+        .collect();
+    assert_eq!(pools, ["brokers", "controllers"]);
+
+    // Pools take IDs in name order, lowest first (as in Strimzi): brokers 0-2, controllers 3-5.
+    let controllers = wait_pool(&stretch, "controllers", "controller IDs", |p| {
+        node_ids(p) == [3, 4, 5]
+    })
+    .await;
+    let brokers = wait_pool(&stretch, "brokers", "broker IDs", |p| {
+        node_ids(p) == [0, 1, 2]
+    })
+    .await;
+    let bs = brokers.status.clone().unwrap();
+    assert_eq!(bs.cluster_id.as_deref(), Some(cluster_id.as_str()));
+    assert_eq!(bs.replicas, Some(3));
+    assert_eq!(bs.roles, [kstretch_api::ProcessRole::Broker]);
+    assert_eq!(
+        bs.label_selector.as_deref(),
+        Some(
+            "strimzi.io/cluster=my-cluster,strimzi.io/name=my-cluster-kafka,strimzi.io/kind=Kafka,strimzi.io/pool-name=brokers"
+        )
+    );
+    assert!(
+        condition(&controllers.status.unwrap().conditions, "Ready")
+            .is_some_and(|c| c.status == "True")
+    );
+
+    assert_eq!(
+        pod_names(&stretch, ALPHA).await,
+        set(&[
+            "my-cluster-controllers-3",
+            "my-cluster-controllers-4",
+            "my-cluster-controllers-5"
+        ])
+    );
+    assert_eq!(
+        pod_names(&stretch, BETA).await,
+        set(&[
+            "my-cluster-brokers-0",
+            "my-cluster-brokers-1",
+            "my-cluster-brokers-2"
+        ])
+    );
+    let cms: Api<ConfigMap> = stretch.api(BETA);
+    let cm = cms.get("my-cluster-brokers-1").await.unwrap();
+    let config = &cm.data.unwrap()["server.properties"];
+    assert!(config.contains("node.id=1"), "{config}");
+    assert!(config.contains("process.roles=broker"), "{config}");
+    assert!(
+        config.contains(&format!(
+            "3@my-cluster-controllers-3.alpha.my-cluster-kafka-brokers.{}.svc.clusterset.local:9090",
+            stretch.ns
+        )),
+        "{config}"
+    );
+    let claims: Api<PersistentVolumeClaim> = stretch.api(BETA);
+    claims
+        .get("data-0-my-cluster-brokers-2")
+        .await
+        .expect("a claim per node and volume");
+    for alias in [ALPHA, BETA] {
+        let services: Api<Service> = stretch.api(alias);
+        let headless = services.get("my-cluster-kafka-brokers").await.unwrap();
+        assert_eq!(headless.spec.unwrap().cluster_ip.as_deref(), Some("None"));
+        services.get("my-cluster-kafka-bootstrap").await.unwrap();
+    }
+    let podsets: Api<StrimziPodSet> = stretch.api(ALPHA);
+    assert!(
+        podsets
+            .get_opt("my-cluster-brokers")
+            .await
+            .unwrap()
+            .is_none(),
+        "brokers run in beta only"
+    );
+
+    // `kubectl scale` through the scale subresource: the new broker comes up in beta.
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    pools
+        .patch_scale(
+            "brokers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    wait_pool(&stretch, "brokers", "4 brokers", |p| {
+        node_ids(p) == [0, 1, 2, 6]
+    })
+    .await;
+    let scale = pools.get_scale("brokers").await.unwrap();
+    assert_eq!(scale.status.unwrap().replicas, 4);
+    wait_kafka(&stretch, "the Kafka to be ready with 4 brokers", |k| {
+        is_ready(k)
+            && k.status
+                .as_ref()
+                .is_some_and(|s| s.registered_node_ids.len() == 7)
+    })
+    .await;
+    assert!(
+        pod_names(&stretch, BETA)
+            .await
+            .contains("my-cluster-brokers-6")
+    );
+    stretch.finish().await;
+}
+
+fn env_bootstrap() -> String {
+    kstretch_tests::TestEnv::get().kafka_bootstrap.clone()
+}
+
+async fn annotate<K>(api: &Api<K>, name: &str, annotations: Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+    )
+    .await
+    .unwrap();
+}
+
+async fn scale(stretch: &Stretch, pool: &str, replicas: i32) {
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    pools
+        .patch(
+            pool,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .unwrap();
+}
+
+async fn podset_pods(stretch: &Stretch, alias: &str, podset: &str) -> Vec<String> {
+    let api: Api<StrimziPodSet> = stretch.api(alias);
+    api.get(podset)
+        .await
+        .unwrap()
+        .spec
+        .pod_names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Node IDs follow `strimzi.io/next-node-ids` and `strimzi.io/remove-node-ids` (lists and
+/// ranges); a removed node's pod goes, its claim stays (`deleteClaim: false`); bad input (an
+/// unknown cluster alias, a pool of another Kafka cluster ID) is a `Ready=False` condition
+/// that changes nothing in the member clusters.
+#[tokio::test]
+async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
+    let stretch = Stretch::start("kafka-ids", &[]).await;
+    // No Kafka runs for these nodes: the broker scale-down check is skipped, and the
+    // environment's Kafka (which knows none of these IDs) answers the roll checks.
+    stretch
+        .apply(kafka(
+            json!({"strimzi.io/skip-broker-scaledown-check": "true",
+                            "kstretch.io/admin-bootstrap-servers": env_bootstrap()}),
+        ))
+        .await;
+    stretch
+        .apply(pool(
+            "dual",
+            &["controller", "broker"],
+            1,
+            None,
+            json!({"strimzi.io/next-node-ids": "[10-12]"}),
+        ))
+        .await;
+    wait_pool(&stretch, "dual", "ID 10", |p| node_ids(p) == [10]).await;
+    scale(&stretch, "dual", 3).await;
+    wait_pool(&stretch, "dual", "IDs 10-12", |p| {
+        node_ids(p) == [10, 11, 12]
+    })
+    .await;
+    wait_kafka(&stretch, "ready with 3 nodes", is_ready).await;
+
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    annotate(
+        &pools,
+        "dual",
+        json!({"strimzi.io/remove-node-ids": "[11]"}),
+    )
+    .await;
+    scale(&stretch, "dual", 2).await;
+    wait_pool(&stretch, "dual", "ID 11 removed", |p| {
+        node_ids(p) == [10, 12]
+    })
+    .await;
+    wait_for("pod 11 to go", TIMEOUT, || async {
+        let pods = pod_names(&stretch, ALPHA).await;
+        if pods == set(&["my-cluster-dual-10", "my-cluster-dual-12"]) {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("{pods:?}\n{}", stretch.logs()))
+        }
+    })
+    .await;
+    let claims: Api<PersistentVolumeClaim> = stretch.api(ALPHA);
+    claims
+        .get("data-0-my-cluster-dual-11")
+        .await
+        .expect("the claim of a removed node stays when deleteClaim is false");
+    wait_kafka(&stretch, "ready with 2 nodes", |k| {
+        let ids = &k.status.as_ref().unwrap().registered_node_ids;
+        // The environment's Kafka brokers 1-3 belong to no pool here and stay listed.
+        is_ready(k) && ids.contains(&10) && ids.contains(&12) && !ids.contains(&11)
+    })
+    .await;
+
+    // An unknown member cluster: refused, nothing changes.
+    let pods_before = podset_pods(&stretch, ALPHA, "my-cluster-dual").await;
+    stretch
+        .apply(pool("far", &["broker"], 1, Some("gamma"), json!({})))
+        .await;
+    let k = wait_kafka(&stretch, "UnknownClusterAlias", |k| {
+        ready_reason(k).as_deref() == Some("UnknownClusterAlias")
+    })
+    .await;
+    let message = condition(&kafka_conditions(&k), "Ready")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
+    assert!(
+        message.contains("gamma") && message.contains("alpha, beta"),
+        "{message}"
+    );
+    let far = wait_pool(&stretch, "far", "the pool to be refused too", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| condition(&s.conditions, "Ready").is_some_and(|c| c.status == "False"))
+    })
+    .await;
+    assert!(node_ids(&far).is_empty(), "a refused pool gets no IDs");
+    assert_eq!(
+        podset_pods(&stretch, ALPHA, "my-cluster-dual").await,
+        pods_before
+    );
+    pools.delete("far", &Default::default()).await.unwrap();
+    wait_kafka(&stretch, "ready again", is_ready).await;
+
+    // A pool that belongs to another Kafka cluster ID.
+    let status_patch = json!({"status": {"clusterId": "AAAAAAAAAAAAAAAAAAAAAA"}});
+    pools
+        .patch_status(
+            "dual",
+            &PatchParams::default(),
+            &Patch::Merge(&status_patch),
+        )
+        .await
+        .unwrap();
+    let k = wait_kafka(&stretch, "ClusterIdMismatch", |k| {
+        ready_reason(k).as_deref() == Some("ClusterIdMismatch")
+    })
+    .await;
+    let message = condition(&kafka_conditions(&k), "Ready")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
+    assert!(message.contains("AAAAAAAAAAAAAAAAAAAAAA"), "{message}");
+    assert_eq!(
+        podset_pods(&stretch, ALPHA, "my-cluster-dual").await,
+        pods_before
+    );
+    stretch.finish().await;
+}
+
+/// Brokers mapped onto the environment's real Kafka (brokers 1-3): a scale-down is reverted
+/// with a warning while the broker to remove holds partition replicas; with
+/// `strimzi.io/skip-broker-scaledown-check` it proceeds, and the removed broker, still running
+/// in Kafka, is not unregistered behind its back.
+#[tokio::test]
+async fn a_scale_down_is_reverted_while_the_broker_holds_replicas() {
+    let stretch = Stretch::start("kafka-scaledown", &[]).await;
+    let bootstrap = env_bootstrap();
+    let topic = format!("scaledown-{}", stretch.ns);
+    kstretch_tests::kafka::create_topic(&bootstrap, &topic, 3, 3).await;
+
+    stretch
+        .apply(kafka(
+            json!({"kstretch.io/admin-bootstrap-servers": bootstrap}),
+        ))
+        .await;
+    stretch
+        .apply(pool(
+            "controllers",
+            &["controller"],
+            1,
+            None,
+            json!({"strimzi.io/next-node-ids": "[0]"}),
+        ))
+        .await;
+    stretch
+        .apply(pool(
+            "brokers",
+            &["broker"],
+            3,
+            Some(BETA),
+            json!({"strimzi.io/next-node-ids": "[1-3]"}),
+        ))
+        .await;
+    wait_pool(&stretch, "brokers", "brokers 1-3", |p| {
+        node_ids(p) == [1, 2, 3]
+    })
+    .await;
+    wait_kafka(&stretch, "ready", is_ready).await;
+
+    scale(&stretch, "brokers", 2).await;
+    let k = wait_kafka(&stretch, "ScaleDownBlocked", |k| {
+        warning(k, "ScaleDownBlocked").is_some()
+    })
+    .await;
+    let message = warning(&k, "ScaleDownBlocked").unwrap();
+    assert!(message.contains("broker 3 holds"), "{message}");
+    let brokers = wait_pool(&stretch, "brokers", "IDs kept", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == p.metadata.generation)
+    })
+    .await;
+    assert_eq!(node_ids(&brokers), [1, 2, 3]);
+    assert_eq!(
+        podset_pods(&stretch, BETA, "my-cluster-brokers")
+            .await
+            .len(),
+        3
+    );
+
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    annotate(
+        &kafkas,
+        "my-cluster",
+        json!({"strimzi.io/skip-broker-scaledown-check": "true"}),
+    )
+    .await;
+    wait_pool(&stretch, "brokers", "broker 3 removed", |p| {
+        node_ids(p) == [1, 2]
+    })
+    .await;
+    let k = wait_kafka(
+        &stretch,
+        "broker 3 pending unregistration while it runs",
+        |k| warning(k, "UnregistrationPending").is_some_and(|m| m.contains('3')),
+    )
+    .await;
+    assert!(
+        warning(&k, "ScaleDownBlocked").is_none(),
+        "the warning is gone"
+    );
+    assert!(k.status.unwrap().registered_node_ids.contains(&3));
+    let registered = kstretch_tests::kafka::broker_ids(&bootstrap).unwrap();
+    assert!(
+        registered.contains(&3),
+        "a running broker is never unregistered: {registered:?}"
+    );
+
+    let admin = kstretch_tests::kafka::admin(&bootstrap);
+    let _ = admin
+        .delete_topics(&[topic.as_str()], &rdkafka::admin::AdminOptions::new())
+        .await;
+    stretch.finish().await;
+}
+
+/// With the agent of beta gone, the `Kafka` says so, and a scale-down of beta's pool waits
+/// (nothing destructive happens there without a current instruction); once the agent is back
+/// the scale-down happens.
+#[tokio::test]
+async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
+    let mut stretch = Stretch::start("kafka-unreachable", &[]).await;
+    // No Kafka runs for these nodes: the broker scale-down check is skipped, and the
+    // environment's Kafka (which knows none of these IDs) answers the roll checks.
+    stretch
+        .apply(kafka(
+            json!({"strimzi.io/skip-broker-scaledown-check": "true",
+                            "kstretch.io/admin-bootstrap-servers": env_bootstrap()}),
+        ))
+        .await;
+    stretch
+        .apply(pool(
+            "controllers",
+            &["controller"],
+            1,
+            None,
+            json!({"strimzi.io/next-node-ids": "[50]"}),
+        ))
+        .await;
+    stretch
+        .apply(pool(
+            "brokers",
+            &["broker"],
+            3,
+            Some(BETA),
+            json!({"strimzi.io/next-node-ids": "[60-62]"}),
+        ))
+        .await;
+    wait_kafka(&stretch, "ready", is_ready).await;
+
+    stretch.stop_agent(BETA);
+    let k = wait_kafka(&stretch, "ClusterUnreachable", |k| {
+        warning(k, "ClusterUnreachable").is_some()
+    })
+    .await;
+    assert!(warning(&k, "ClusterUnreachable").unwrap().contains("beta"));
+    assert!(!is_ready(&k));
+
+    scale(&stretch, "brokers", 2).await;
+    let k = wait_kafka(&stretch, "ScaleDownDeferred", |k| {
+        warning(k, "ScaleDownDeferred").is_some()
+    })
+    .await;
+    assert!(warning(&k, "ScaleDownDeferred").unwrap().contains("62"));
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    assert_eq!(node_ids(&pools.get("brokers").await.unwrap()), [60, 61, 62]);
+
+    stretch.start_agent(BETA);
+    wait_pool(
+        &stretch,
+        "brokers",
+        "the scale-down after the agent is back",
+        |p| node_ids(p) == [60, 61],
+    )
+    .await;
+    wait_for("broker 62's pod to go", TIMEOUT, || async {
+        let pods = pod_names(&stretch, BETA).await;
+        if pods.contains("my-cluster-brokers-62") {
+            Seen::NotYet(format!("{pods:?}"))
+        } else {
+            Seen::Done(())
+        }
+    })
+    .await;
+    stretch.finish().await;
+}
+
+/// Central restarted while a `Kafka` is invalid: its pods are kept (central does not know
+/// what it wants, so nothing is deleted), while other clusters are served; deleting the
+/// `Kafka` removes its pods and services but keeps claims without `deleteClaim`.
+#[tokio::test]
+async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_cleans_up() {
+    let mut stretch = Stretch::start("kafka-retain", &[]).await;
+    stretch.apply(kafka(json!({}))).await;
+    stretch
+        .apply(pool("dual", &["controller", "broker"], 2, None, json!({})))
+        .await;
+    wait_kafka(&stretch, "ready", is_ready).await;
+    let pods: Api<Pod> = stretch.api(ALPHA);
+    let uid = |p: Pod| p.metadata.uid.unwrap();
+    let before = uid(pods.get("my-cluster-dual-0").await.unwrap());
+
+    stretch.stop_central();
+    stretch
+        .apply(pool("far", &["broker"], 1, Some("gamma"), json!({})))
+        .await;
+    stretch.start_central();
+    wait_kafka(&stretch, "UnknownClusterAlias after the restart", |k| {
+        ready_reason(k).as_deref() == Some("UnknownClusterAlias")
+    })
+    .await;
+    // The agents got a snapshot that retains the cluster: wait for it to be applied, then
+    // check the pods are still the same ones.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        uid(pods.get("my-cluster-dual-0").await.unwrap()),
+        before,
+        "the pod was kept"
+    );
+    assert!(
+        pod_names(&stretch, ALPHA)
+            .await
+            .contains("my-cluster-dual-1")
+    );
+
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    pools.delete("far", &Default::default()).await.unwrap();
+    wait_kafka(&stretch, "ready again", is_ready).await;
+    assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);
+
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    kafkas
+        .delete("my-cluster", &Default::default())
+        .await
+        .unwrap();
+    wait_for("the Kafka's pods and services to go", TIMEOUT, || async {
+        let left = pod_names(&stretch, ALPHA).await;
+        let services: Api<Service> = stretch.api(ALPHA);
+        let svc = services
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len();
+        if left.is_empty() && svc == 0 {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("pods {left:?}, {svc} services\n{}", stretch.logs()))
+        }
+    })
+    .await;
+    let claims: Api<PersistentVolumeClaim> = stretch.api(ALPHA);
+    claims
+        .get("data-0-my-cluster-dual-0")
+        .await
+        .expect("claims stay without deleteClaim");
+    stretch.finish().await;
+}

@@ -1,0 +1,249 @@
+//! A whole kstretch installation for end-to-end tests: the real `kstretch-central` watching
+//! cluster alpha and a real `kstretch-agent` in each of alpha and beta, linked with mutual TLS,
+//! all limited to one namespace that has the same name in both clusters.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Resource};
+use serde_json::{Value, json};
+
+use crate::certs::Pki;
+use crate::cluster::{TEST_NAMESPACE_LABEL, TestNamespace};
+use crate::crds::{self, FIELD_MANAGER};
+use crate::process::{Spawned, binary, free_port};
+use crate::{Cluster, TestEnv};
+
+/// Central's cluster, where the Strimzi resources live.
+pub const ALPHA: &str = "alpha";
+/// The second member cluster.
+pub const BETA: &str = "beta";
+
+/// Central and its agents, killed when dropped.
+#[derive(Debug)]
+pub struct Stretch {
+    pub ns: String,
+    pub clusters: BTreeMap<String, Cluster>,
+    pub central: Option<Spawned>,
+    pub central_http: String,
+    central_args: Vec<String>,
+    pub agents: BTreeMap<String, Spawned>,
+    link_port: u16,
+    pki: Pki,
+    namespaces: Vec<TestNamespace>,
+}
+
+impl Stretch {
+    /// Starts everything for test `test`, with `extra` arguments for central.
+    pub async fn start(test: &str, extra: &[&str]) -> Stretch {
+        let env = TestEnv::get();
+        let alpha = Cluster::connect(&env.clusters[0]).await;
+        let beta = Cluster::connect(&env.clusters[1]).await;
+        for c in [&alpha, &beta] {
+            crds::install(c).await;
+            crds::install_service_export(c).await;
+        }
+        let ns_alpha = alpha.namespace(test).await;
+        let ns_beta = same_namespace(&beta, &ns_alpha.name).await;
+        let pki = Pki::new(test);
+        let mut stretch = Stretch {
+            ns: ns_alpha.name.clone(),
+            clusters: [(ALPHA.to_owned(), alpha), (BETA.to_owned(), beta)].into(),
+            central: None,
+            central_http: String::new(),
+            central_args: extra.iter().map(|s| s.to_string()).collect(),
+            agents: BTreeMap::new(),
+            link_port: free_port(),
+            pki,
+            namespaces: vec![ns_alpha, ns_beta],
+        };
+        stretch.start_central();
+        for alias in [ALPHA, BETA] {
+            stretch.start_agent(alias);
+        }
+        stretch
+    }
+
+    /// Starts (or restarts) central.
+    pub fn start_central(&mut self) {
+        let env = TestEnv::get();
+        let server = self.pki.server();
+        let http_port = free_port();
+        let mut command = Command::new(binary("kstretch-central"));
+        command
+            .arg("--kubeconfig")
+            .arg(&env.clusters[0].kubeconfig)
+            .args(["--namespace", &self.ns])
+            .args(["--cluster-alias", ALPHA])
+            .args(["--member-clusters", &format!("{ALPHA},{BETA}")])
+            .args(["--http-addr", &format!("127.0.0.1:{http_port}")])
+            .args(["--grpc-addr", &format!("127.0.0.1:{}", free_port())])
+            .args(["--link-addr", &format!("127.0.0.1:{}", self.link_port)])
+            .args(["--link-heartbeat-secs", "1"])
+            .arg("--tls-ca")
+            .arg(&server.ca)
+            .arg("--tls-cert")
+            .arg(&server.cert)
+            .arg("--tls-key")
+            .arg(&server.key)
+            .args(&self.central_args)
+            .env("RUST_LOG", "info,kstretch_central=debug");
+        self.central = Some(Spawned::start("central", command));
+        self.central_http = format!("http://127.0.0.1:{http_port}");
+    }
+
+    pub fn stop_central(&mut self) {
+        if let Some(mut central) = self.central.take() {
+            central.stop();
+        }
+    }
+
+    /// Starts (or restarts) the agent of `alias`.
+    pub fn start_agent(&mut self, alias: &str) {
+        let env = TestEnv::get();
+        let cluster = env
+            .clusters
+            .iter()
+            .find(|c| c.name == alias)
+            .unwrap_or_else(|| panic!("no cluster {alias}"));
+        let cert = self.pki.agent(alias);
+        let mut command = Command::new(binary("kstretch-agent"));
+        command
+            .arg("--kubeconfig")
+            .arg(&cluster.kubeconfig)
+            .args(["--cluster-alias", alias])
+            .args(["--namespace", &self.ns])
+            .args(["--http-addr", &format!("127.0.0.1:{}", free_port())])
+            .args([
+                "--central",
+                &format!("https://127.0.0.1:{}", self.link_port),
+            ])
+            .arg("--tls-ca")
+            .arg(&cert.ca)
+            .arg("--tls-cert")
+            .arg(&cert.cert)
+            .arg("--tls-key")
+            .arg(&cert.key)
+            .args(["--reconnect-max-delay", "1s"])
+            .env("RUST_LOG", "info,kstretch_agent=debug");
+        self.agents.insert(
+            alias.to_owned(),
+            Spawned::start(&format!("agent-{alias}"), command),
+        );
+    }
+
+    /// Kills the agent of `alias` (its cluster keeps running, unreachable for central).
+    pub fn stop_agent(&mut self, alias: &str) {
+        if let Some(mut agent) = self.agents.remove(alias) {
+            agent.stop();
+        }
+    }
+
+    /// An API for `K` in the test namespace of cluster `alias`.
+    pub fn api<K>(&self, alias: &str) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.clusters[alias].client.clone(), &self.ns)
+    }
+
+    /// Server-side applies `object` (with its apiVersion and kind) in the test namespace of
+    /// alpha, as a user would with `kubectl apply --server-side`.
+    pub async fn apply(&self, mut object: Value) {
+        object["metadata"]["namespace"] = json!(self.ns);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_owned();
+        let (group, version) = match object["apiVersion"]
+            .as_str()
+            .expect("apiVersion")
+            .split_once('/')
+        {
+            Some((g, v)) => (g.to_owned(), v.to_owned()),
+            None => (
+                String::new(),
+                object["apiVersion"].as_str().unwrap_or_default().to_owned(),
+            ),
+        };
+        let kind = object["kind"].as_str().expect("kind").to_owned();
+        let gvk = kube::core::GroupVersionKind::gvk(&group, &version, &kind);
+        let plural = match kind.as_str() {
+            "Kafka" => "kafkas".to_owned(),
+            "KafkaNodePool" => "kafkanodepools".to_owned(),
+            other => format!("{}s", other.to_lowercase()),
+        };
+        let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, &plural);
+        let api: Api<kube::core::DynamicObject> =
+            Api::namespaced_with(self.clusters[ALPHA].client.clone(), &self.ns, &resource);
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
+    }
+
+    /// The last lines of central's and the agents' logs, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        let tail = |text: String| {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(25)..].join("\n")
+        };
+        if let Some(central) = &self.central {
+            out.push_str(&format!("--- central ---\n{}\n", tail(central.log_text())));
+        }
+        for (alias, agent) in &self.agents {
+            out.push_str(&format!(
+                "--- agent {alias} ---\n{}\n",
+                tail(agent.log_text())
+            ));
+        }
+        out
+    }
+
+    /// A series of central's /metrics (the first line starting with `series`).
+    pub async fn central_metric(&self, series: &str) -> Option<f64> {
+        let body = reqwest::get(format!("{}/metrics", self.central_http))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        body.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// Stops everything and deletes the namespaces (call at the end of a passing test).
+    pub async fn finish(mut self) {
+        self.stop_central();
+        for alias in [ALPHA, BETA] {
+            self.stop_agent(alias);
+        }
+        for ns in std::mem::take(&mut self.namespaces) {
+            ns.delete().await;
+        }
+    }
+}
+
+/// The namespace `name` in `cluster` (created, labelled as a test namespace).
+async fn same_namespace(cluster: &Cluster, name: &str) -> TestNamespace {
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {TEST_NAMESPACE_LABEL: "true"}}
+    }))
+    .expect("namespace");
+    Api::<Namespace>::all(cluster.client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create namespace {name} in {}: {e}", cluster.name));
+    TestNamespace {
+        name: name.to_owned(),
+        cluster: cluster.clone(),
+    }
+}
