@@ -63,6 +63,8 @@ up() {
     kc=$(kubeconfig_of "$c")
     # --take-ownership: the CRDs may already exist, applied by tests or an earlier kubectl apply.
     "$helm" upgrade --install --take-ownership kstretch-crds "$ROOT/charts/kstretch-crds" --kubeconfig "$kc" >/dev/null
+    "$kubectl" --kubeconfig "$kc" apply --server-side --field-manager kstretch-sandbox \
+      -f "$ROOT/examples/mcs-serviceexport-crd.yaml" >/dev/null
     "$kubectl" --kubeconfig "$kc" create namespace "$NAMESPACE" --dry-run=client -o yaml |
       "$kubectl" --kubeconfig "$kc" apply -f - >/dev/null
   done
@@ -76,6 +78,7 @@ up() {
     --kubeconfig "$(kubeconfig_of "$central_cluster")" --namespace "$NAMESPACE" \
     --http-addr "127.0.0.1:$CENTRAL_HTTP" --grpc-addr "127.0.0.1:$CENTRAL_GRPC" \
     --link-addr "127.0.0.1:$CENTRAL_LINK" \
+    --cluster-alias "$central_cluster" --member-clusters "$(IFS=,; echo "${CLUSTERS[*]}")" \
     --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/central.pem" --tls-key "$PKI/central-key.pem"
   for i in "${!CLUSTERS[@]}"; do
     c=${CLUSTERS[$i]}
@@ -101,6 +104,9 @@ up() {
     ((agents_up >= ${#CLUSTERS[@]})) && break
     sleep 0.5
   done
+  "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" wait kafka/my-cluster \
+    --for condition=Ready --timeout 120s >/dev/null ||
+    { tail_log sandbox-central; die "the example Kafka did not become ready"; }
 
   cat <<EOM
 
@@ -120,6 +126,10 @@ $("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" agents | sed 's/^/ 
 
 Resources in cluster '$central_cluster', namespace '$NAMESPACE':
 $("$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" get k,knp,kt 2>&1 | sed 's/^/  /')
+$(for c in "${CLUSTERS[@]}"; do
+    printf "\nKafka pods in cluster '%s' (kwok nodes: scheduled and Ready, no JVM runs):\n" "$c"
+    "$kubectl" --kubeconfig "$(kubeconfig_of "$c")" -n "$NAMESPACE" get sps,pods 2>&1 | sed 's/^/  /'
+  done)
 
 Look around:
   export KUBECONFIG=$KSTRETCH_KUBECONFIG PATH=$KSTRETCH_BIN_DIR:\$PATH

@@ -102,6 +102,9 @@ pub const KAFKA_VERSION: &str = "strimzi.io/kafka-version";
 /// `KafkaTopic` annotation: `"false"` detaches the resource from the topic in Kafka (the topic
 /// is neither changed nor deleted any more).
 pub const MANAGED: &str = "strimzi.io/managed";
+/// kstretch's label on the Services that expose one node each (`loadbalancer` and `nodeport`
+/// addressing); agents report where these are reachable.
+pub const NODE_SERVICE: &str = "kstretch.io/node-service";
 /// `KafkaNodePool` annotation naming the Kubernetes cluster the pool runs in (from Strimzi's
 /// stretch-cluster proposal); no annotation means the central cluster itself.
 pub const STRETCH_CLUSTER_ALIAS: &str = "strimzi.io/stretch-cluster-alias";

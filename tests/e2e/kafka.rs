@@ -390,6 +390,7 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
 
     // An unknown member cluster: refused, nothing changes.
     let pods_before = podset_pods(&stretch, ALPHA, "my-cluster-dual").await;
+    assert_eq!(pods_before, ["my-cluster-dual-10", "my-cluster-dual-12"]);
     stretch
         .apply(pool("far", &["broker"], 1, Some("gamma"), json!({})))
         .await;
@@ -420,7 +421,65 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
     pools.delete("far", &Default::default()).await.unwrap();
     wait_kafka(&stretch, "ready again", is_ready).await;
 
+    // Moving node 12 to another pool, by the annotation procedure: the old pool removes it,
+    // then the new pool takes it.
+    annotate(
+        &pools,
+        "dual",
+        json!({"strimzi.io/remove-node-ids": "[12]"}),
+    )
+    .await;
+    scale(&stretch, "dual", 1).await;
+    wait_pool(&stretch, "dual", "node 12 leaves dual", |p| {
+        node_ids(p) == [10]
+    })
+    .await;
+    stretch
+        .apply(pool(
+            "movers",
+            &["broker"],
+            1,
+            None,
+            json!({"strimzi.io/next-node-ids": "[12]"}),
+        ))
+        .await;
+    wait_pool(&stretch, "movers", "node 12 joins movers", |p| {
+        node_ids(p) == [12]
+    })
+    .await;
+    wait_kafka(&stretch, "ready after the move", is_ready).await;
+    assert!(
+        pod_names(&stretch, ALPHA)
+            .await
+            .contains("my-cluster-movers-12")
+    );
+
+    // Two pools claiming one ID: refused, nothing changes.
+    let movers_pods = podset_pods(&stretch, ALPHA, "my-cluster-movers").await;
+    let duplicate = json!({"status": {"nodeIds": [10]}});
+    pools
+        .patch_status("movers", &PatchParams::default(), &Patch::Merge(&duplicate))
+        .await
+        .unwrap();
+    let k = wait_kafka(&stretch, "DuplicateNodeId", |k| {
+        ready_reason(k).as_deref() == Some("DuplicateNodeId")
+    })
+    .await;
+    let message = condition(&kafka_conditions(&k), "Ready")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
+    assert!(message.contains("node ID 10"), "{message}");
+    assert_eq!(
+        podset_pods(&stretch, ALPHA, "my-cluster-movers").await,
+        movers_pods
+    );
+    pools.delete("movers", &Default::default()).await.unwrap();
+    wait_kafka(&stretch, "ready without the duplicate", is_ready).await;
+
     // A pool that belongs to another Kafka cluster ID.
+    let pods_before = podset_pods(&stretch, ALPHA, "my-cluster-dual").await;
     let status_patch = json!({"status": {"clusterId": "AAAAAAAAAAAAAAAAAAAAAA"}});
     pools
         .patch_status(
@@ -683,5 +742,136 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
         .get("data-0-my-cluster-dual-0")
         .await
         .expect("claims stay without deleteClaim");
+    stretch.finish().await;
+}
+
+/// `loadbalancer` addressing: every node gets a LoadBalancer Service in its cluster first; its
+/// configuration waits (`AddressPending`) until the load balancer has an address — here set on
+/// the Service's status the way a cloud controller does — and then advertises it.
+#[tokio::test]
+async fn per_node_load_balancers_are_created_first_and_their_addresses_configured() {
+    let stretch = Stretch::start("kafka-lb", &[]).await;
+    stretch
+        .apply(kafka(json!({"kstretch.io/addressing": "loadbalancer"})))
+        .await;
+    stretch
+        .apply(pool("dual", &["controller", "broker"], 1, None, json!({})))
+        .await;
+    stretch
+        .apply(pool("brokers", &["broker"], 1, Some(BETA), json!({})))
+        .await;
+    let k = wait_kafka(&stretch, "AddressPending", |k| {
+        ready_reason(k).as_deref() == Some("AddressPending")
+    })
+    .await;
+    let message = condition(&kafka_conditions(&k), "Ready")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
+    assert!(message.contains("per-node Services"), "{message}");
+
+    // Brokers pool sorts first: brokers-0 in beta, dual-1 in alpha.
+    for (alias, name, ip) in [
+        (BETA, "my-cluster-brokers-0", "192.0.2.10"),
+        (ALPHA, "my-cluster-dual-1", "192.0.2.11"),
+    ] {
+        let services: Api<Service> = stretch.api(alias);
+        let svc = wait_for(&format!("Service {name} in {alias}"), TIMEOUT, || async {
+            match services.get_opt(name).await {
+                Ok(Some(s)) => Seen::Done(s),
+                other => Seen::NotYet(format!("{other:?}\n{}", stretch.logs())),
+            }
+        })
+        .await;
+        let spec = svc.spec.unwrap();
+        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+        assert_eq!(spec.selector.unwrap()["strimzi.io/pod-name"], name);
+        let pods: Api<Pod> = stretch.api(alias);
+        assert!(
+            pods.get_opt(name).await.unwrap().is_none(),
+            "no pod before its address is known"
+        );
+        services
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}})),
+            )
+            .await
+            .unwrap();
+    }
+    wait_kafka(&stretch, "ready with load balancer addresses", is_ready).await;
+    let cms: Api<ConfigMap> = stretch.api(ALPHA);
+    let config =
+        cms.get("my-cluster-dual-1").await.unwrap().data.unwrap()["server.properties"].clone();
+    assert!(
+        config.contains("REPLICATION-9091\\://192.0.2.11\\:9091")
+            || config.contains("REPLICATION-9091://192.0.2.11:9091"),
+        "{config}"
+    );
+    assert!(config.contains("1@192.0.2.11"), "{config}");
+    stretch.finish().await;
+}
+
+/// `nodeport` addressing: per-node NodePort Services, whose ports the apiserver allocates, are
+/// advertised at each member cluster's host from `kstretch.io/node-port-hosts`.
+#[tokio::test]
+async fn per_node_node_ports_are_advertised_at_the_cluster_host() {
+    let stretch = Stretch::start("kafka-nodeport", &[]).await;
+    stretch
+        .apply(kafka(json!({"kstretch.io/addressing": "nodeport",
+                            "kstretch.io/node-port-hosts": "alpha=nodes.alpha.example,beta=nodes.beta.example"})))
+        .await;
+    stretch
+        .apply(pool("dual", &["controller", "broker"], 1, None, json!({})))
+        .await;
+    stretch
+        .apply(pool("brokers", &["broker"], 1, Some(BETA), json!({})))
+        .await;
+    wait_kafka(&stretch, "ready with node ports", is_ready).await;
+    let services: Api<Service> = stretch.api(BETA);
+    let svc = services.get("my-cluster-brokers-0").await.unwrap();
+    let node_port = svc
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .iter()
+        .find(|p| p.name.as_deref() == Some("tcp-replication"))
+        .unwrap()
+        .node_port
+        .unwrap();
+    let cms: Api<ConfigMap> = stretch.api(BETA);
+    let config =
+        cms.get("my-cluster-brokers-0").await.unwrap().data.unwrap()["server.properties"].clone();
+    let advertised = config
+        .lines()
+        .find(|l| l.starts_with("advertised.listeners"))
+        .unwrap()
+        .replace('\\', "");
+    assert!(
+        advertised.contains(&format!(
+            "REPLICATION-9091://nodes.beta.example:{node_port}"
+        )),
+        "{advertised}"
+    );
+
+    // A cluster without a host is refused.
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    kafkas
+        .patch("my-cluster", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"kstretch.io/node-port-hosts": "alpha=nodes.alpha.example"}}})))
+        .await
+        .unwrap();
+    let k = wait_kafka(&stretch, "InvalidAddressing", |k| {
+        ready_reason(k).as_deref() == Some("InvalidAddressing")
+    })
+    .await;
+    let message = condition(&kafka_conditions(&k), "Ready")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
+    assert!(message.contains("no host for cluster(s) beta"), "{message}");
     stretch.finish().await;
 }

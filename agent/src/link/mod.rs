@@ -144,7 +144,13 @@ pub fn start(
             None => Scope::All,
         };
         let restarter = restart::Restarter::new(client.clone(), scope.clone(), caches.pods.clone());
-        let status = StatusSource::new(caches);
+        let (services, services_watch) = status::NodeServices::start(
+            client.clone(),
+            identity.namespace.as_deref(),
+            shutdown.clone(),
+        );
+        tokio::spawn(services_watch);
+        let status = StatusSource::new(caches, services);
         let applier = Applier::new(client, scope.clone(), metrics.clone());
         let (snapshots_tx, snapshots_rx) = watch::channel::<Option<Arc<Snapshot>>>(None);
         let (reports_tx, reports_rx) = watch::channel::<Option<Arc<ApplyReport>>>(None);

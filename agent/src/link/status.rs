@@ -1,14 +1,23 @@
 //! What the agent tells central about its podsets: per podset the counts its controller wrote
-//! into `.status`, and per listed pod whether it exists (its UID), its phase and readiness.
-//! The report is computed from watch caches by a pure function, and sent only when it changed.
+//! into `.status`, and per listed pod whether it exists (its UID), its phase, readiness and
+//! revision; and where each per-node Service is reachable (load balancer ingress, node ports).
+//! The report is computed from watch caches by pure functions, and sent only when it changed.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kstretch_api::StrimziPodSet;
-use kstretch_proto::agent::v1::{PodSetStatus, PodStatus, StatusReport};
+use kstretch_proto::agent::v1::{
+    PodSetStatus, PodStatus, ServicePort, ServiceStatus, StatusReport,
+};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
 
 use crate::podset::Caches;
 
@@ -66,7 +75,100 @@ pub fn report(
         })
         .collect();
     out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    StatusReport { podsets: out }
+    StatusReport {
+        podsets: out,
+        services: Vec::new(),
+    }
+}
+
+/// Label central puts on per-node Services; only those are watched and reported.
+pub const NODE_SERVICE_LABEL: &str = kstretch_api::names::NODE_SERVICE;
+
+/// Where `services` are reachable, ordered by namespace and name.
+pub fn service_statuses(services: &[Arc<Service>]) -> Vec<ServiceStatus> {
+    let mut out: Vec<ServiceStatus> = services
+        .iter()
+        .map(|svc| {
+            let spec = svc.spec.as_ref();
+            ServiceStatus {
+                namespace: svc.namespace().unwrap_or_default(),
+                name: svc.name_any(),
+                r#type: spec.and_then(|s| s.type_.clone()).unwrap_or_default(),
+                ingress: svc
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.load_balancer.as_ref())
+                    .and_then(|lb| lb.ingress.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| i.ip.clone().or_else(|| i.hostname.clone()))
+                    .collect(),
+                ports: spec
+                    .and_then(|s| s.ports.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .map(|p| ServicePort {
+                        name: p.name.clone().unwrap_or_default(),
+                        port: p.port,
+                        node_port: p.node_port.unwrap_or_default(),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out
+}
+
+/// A watch of the per-node Services in the agent's namespace (or all).
+#[derive(Debug, Clone)]
+pub struct NodeServices {
+    store: Store<Service>,
+    synced: Arc<AtomicBool>,
+}
+
+impl NodeServices {
+    /// Starts the watch; it runs until the returned future ends with `shutdown`.
+    pub fn start(
+        client: Client,
+        namespace: Option<&str>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
+        let api: Api<Service> = match namespace {
+            Some(ns) => Api::namespaced(client, ns),
+            None => Api::all(client),
+        };
+        let (store, writer) = reflector::store();
+        let synced = Arc::new(AtomicBool::new(false));
+        let flag = synced.clone();
+        let config = watcher::Config::default().labels(&format!("{NODE_SERVICE_LABEL}=true"));
+        let task = async move {
+            let stream = watcher(api, config)
+                .default_backoff()
+                .reflect(writer)
+                .for_each(move |event| {
+                    match event {
+                        Ok(watcher::Event::InitDone) => flag.store(true, Ordering::Relaxed),
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "per-node service watch failed; retrying")
+                        }
+                    }
+                    async {}
+                });
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = stream => {}
+            }
+        };
+        (Self { store, synced }, task)
+    }
+
+    fn report(&self) -> Option<Vec<ServiceStatus>> {
+        self.synced
+            .load(Ordering::Relaxed)
+            .then(|| service_statuses(&self.store.state()))
+    }
 }
 
 /// True when the pod's `Ready` condition is `True` and it is not being deleted.
@@ -84,11 +186,12 @@ pub fn is_ready(pod: &Pod) -> bool {
 #[derive(Debug, Clone)]
 pub struct StatusSource {
     caches: Caches,
+    services: NodeServices,
 }
 
 impl StatusSource {
-    pub fn new(caches: Caches) -> Self {
-        Self { caches }
+    pub fn new(caches: Caches, services: NodeServices) -> Self {
+        Self { caches, services }
     }
 
     /// The current report, or `None` until both caches hold a complete list (a report of
@@ -98,9 +201,12 @@ impl StatusSource {
             return None;
         }
         let pods = &self.caches.pods;
-        Some(report(&self.caches.podsets.state(), |ns, name| {
+        let services = self.services.report()?;
+        let mut report = report(&self.caches.podsets.state(), |ns, name| {
             pods.get(&ObjectRef::new(name).within(ns))
-        }))
+        });
+        report.services = services;
+        Some(report)
     }
 }
 

@@ -15,7 +15,7 @@ use kstretch_core::node_ids::Role;
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
-use super::resolve::{Resolved, ResolvedPool};
+use super::resolve::{PerNode, Resolved, ResolvedPool};
 
 /// Kafka version run when `Kafka.spec.kafka.version` is not set.
 pub const DEFAULT_KAFKA_VERSION: &str = "4.1.2";
@@ -145,6 +145,9 @@ pub fn build(
             );
         }
         out.push(pod_set(&ctx, pool, pods));
+    }
+    for (alias, services) in per_node_services(&name, &namespace, resolved, ids) {
+        objects.entry(alias).or_default().extend(services);
     }
     // Services wherever the cluster has nodes, so every member resolves the same names.
     let aliases: Vec<String> = objects.keys().cloned().collect();
@@ -518,6 +521,70 @@ fn bootstrap_service(ctx: &Ctx<'_>) -> Value {
         "metadata": ctx.meta(&kraft::bootstrap_service_name(ctx.kafka), labels),
         "spec": {"type": "ClusterIP", "selector": selector, "ports": service_ports(ctx, false)}
     })
+}
+
+/// With `loadbalancer` or `nodeport` addressing, one Service per node (named like its pod) in
+/// the node's member cluster, by alias; nothing otherwise. They exist before the nodes'
+/// configuration can be rendered: their addresses go into it.
+pub fn per_node_services(
+    kafka: &str,
+    namespace: &str,
+    resolved: &Resolved,
+    ids: &BTreeMap<String, BTreeSet<i32>>,
+) -> BTreeMap<String, Vec<Value>> {
+    let mut out: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let type_ = match &resolved.per_node {
+        Some(PerNode::LoadBalancer) => "LoadBalancer",
+        Some(PerNode::NodePort { .. }) => "NodePort",
+        None => return out,
+    };
+    let ctx = Ctx {
+        kafka,
+        namespace,
+        cluster_id: "",
+        image: "",
+        version: "",
+        metadata_version: None,
+        listener_ports: resolved
+            .listeners
+            .iter()
+            .map(|l| (l.name.clone(), l.port))
+            .collect(),
+    };
+    for pool in &resolved.pools {
+        for &id in ids.get(&pool.name).into_iter().flatten() {
+            let pod = kraft::pod_name(kafka, &pool.name, id);
+            let mut ports = Vec::new();
+            if pool.roles.contains(&Role::Controller) {
+                ports.push((kraft::CONTROLPLANE_LISTENER.to_owned(), CONTROLPLANE_PORT));
+            }
+            if pool.roles.contains(&Role::Broker) {
+                ports.push((kraft::REPLICATION_LISTENER.to_owned(), REPLICATION_PORT));
+                ports.extend(resolved.listeners.iter().map(|l| (l.config_name(), l.port)));
+            }
+            let ports: Vec<Value> = ports
+                .iter()
+                .map(|(listener, port)| {
+                    json!({"name": super::addresses::port_name(listener), "port": port,
+                           "targetPort": port, "protocol": "TCP"})
+                })
+                .collect();
+            let mut labels = ctx.pool_labels(&pool.name);
+            labels.insert(names::NODE_SERVICE.to_owned(), json!("true"));
+            out.entry(pool.alias.clone()).or_default().push(json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": ctx.meta(&kraft::per_node_service_name(kafka, &pool.name, id), labels),
+                "spec": {
+                    "type": type_,
+                    "selector": {names::CLUSTER: kafka, names::POD_NAME: pod},
+                    // The quorum forms before any node is ready: it must be reachable then.
+                    "publishNotReadyAddresses": true,
+                    "ports": ports,
+                }
+            }));
+        }
+    }
+    out
 }
 
 /// KEP-1645: exporting the service makes `<svc>.<ns>.svc.clusterset.local` (and, for the

@@ -2,6 +2,7 @@
 //! desired state of every member cluster, node IDs, rolling, scale-down checks, unregistration
 //! and status. `reconcile` holds the pipeline; this file wires it into a controller.
 
+pub mod addresses;
 pub mod build;
 pub mod checks;
 pub mod error;

@@ -16,6 +16,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 
+use super::addresses::{self, NodeRef};
 use super::build::{self, Built};
 use super::checks::{self, KafkaAccess};
 use super::error::Error;
@@ -229,6 +230,29 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         .await;
     }
 
+    if let Some(per_node) = effective.per_node.clone() {
+        let pending = address_nodes(&ctx, &kafka, &mut effective, &ids, &per_node);
+        if !pending.is_empty() {
+            let fresh = kafka_status.registered_node_ids.is_empty()
+                && pools
+                    .iter()
+                    .all(|p| p.status.as_ref().is_none_or(|s| s.node_ids.is_empty()));
+            publish_services_first(&ctx, &kafka, &owner, &effective, &ids, fresh)?;
+            let message = format!(
+                "waiting for the addresses of the per-node Services: {}",
+                pending.join("; ")
+            );
+            kafka_status.conditions = status::conditions(
+                &kafka_status.conditions,
+                status::not_ready("AddressPending", message),
+                &warnings,
+                &now,
+            );
+            status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
+            return Ok(Action::requeue(BUSY_REQUEUE));
+        }
+    }
+
     let built = match build::build(&kafka, &effective, &ids, &cluster_id) {
         Ok(b) => b,
         Err(e) => {
@@ -289,6 +313,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     }
 
     warnings.extend(rejected_objects(&ctx.agents, &kafka, &built));
+    // With per-node Services the bootstrap is known only now that their addresses are.
+    let bootstrap =
+        bootstrap.or_else(|| kraft::bootstrap_servers(&built.cluster, REPLICATION_LISTENER).ok());
 
     let views = node_views(&ctx.agents, &kafka, &built, &connected);
     let step = roll::next(&views);
@@ -589,6 +616,83 @@ fn current_or_spec_roles(pool: &resolve::ResolvedPool) -> BTreeSet<Role> {
     } else {
         pool.ids.current_roles.clone()
     }
+}
+
+/// Fills in the per-node Service addresses the agents reported; returns the nodes still waiting.
+fn address_nodes(
+    ctx: &Context,
+    kafka: &Kafka,
+    effective: &mut Resolved,
+    ids: &PoolIdsByName,
+    per_node: &super::resolve::PerNode,
+) -> Vec<String> {
+    let nodes: Vec<NodeRef> = effective
+        .pools
+        .iter()
+        .flat_map(|p| {
+            ids.get(&p.name).into_iter().flatten().map(|&id| NodeRef {
+                id,
+                pool: p.name.clone(),
+                alias: p.alias.clone(),
+            })
+        })
+        .collect();
+    let reported: BTreeMap<String, Vec<_>> = nodes
+        .iter()
+        .map(|n| n.alias.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|alias| ctx.agents.get(&alias).map(|r| (alias, r.services)))
+        .collect();
+    let (addresses, pending) = addresses::node_addresses(
+        &kafka.name_any(),
+        &kafka.namespace().unwrap_or_default(),
+        &nodes,
+        per_node,
+        &effective.listeners,
+        &reported,
+    );
+    effective.addressing = kraft::Addressing::PerNodeService { addresses };
+    pending
+}
+
+/// While per-node addresses are pending, the per-node Services must exist (their addresses go
+/// into the configuration) and everything that runs must stay: the Services are added to this
+/// `Kafka`'s last contribution. Without one, a new cluster gets only its Services, and a
+/// cluster central knows nothing of yet (just after a restart) is retained as it is.
+fn publish_services_first(
+    ctx: &Context,
+    kafka: &Kafka,
+    owner: &Owner,
+    effective: &Resolved,
+    ids: &PoolIdsByName,
+    fresh: bool,
+) -> Result<(), Error> {
+    let services = build::per_node_services(
+        &kafka.name_any(),
+        &kafka.namespace().unwrap_or_default(),
+        effective,
+        ids,
+    );
+    let mut objects = match ctx.owners.get(owner) {
+        Some(Part::Objects(objects)) => objects,
+        _ if fresh => BTreeMap::new(),
+        _ => return keep_or_retain(&ctx.owners, owner),
+    };
+    for (alias, list) in services {
+        let existing = objects.entry(alias).or_default();
+        for service in list {
+            let same = |o: &serde_json::Value| {
+                o["kind"] == service["kind"] && o["metadata"]["name"] == service["metadata"]["name"]
+            };
+            match existing.iter_mut().find(|o| same(o)) {
+                Some(slot) => *slot = service,
+                None => existing.push(service),
+            }
+        }
+    }
+    ctx.owners.put(owner.clone(), Part::Objects(objects))?;
+    Ok(())
 }
 
 /// Objects of this `Kafka` that an agent could not apply (or delete), from its last report.

@@ -16,9 +16,24 @@ use kstretch_core::node_ids::{PoolIds, Role};
 use kube::ResourceExt;
 
 /// `Kafka` annotation choosing how nodes in different member clusters reach each other:
-/// `cluster-dns` (one cluster only) or `mcs` (Multi-Cluster Services). Without it: cluster DNS
-/// when every pool runs in one cluster, MCS otherwise.
+/// `cluster-dns` (one cluster only), `mcs` (Multi-Cluster Services), `loadbalancer` (a
+/// LoadBalancer Service per node) or `nodeport` (a NodePort Service per node, reached through
+/// the host of each member cluster given in [`NODE_PORT_HOSTS_ANNOTATION`]). Without it:
+/// cluster DNS when every pool runs in one cluster, MCS otherwise.
 pub const ADDRESSING_ANNOTATION: &str = "kstretch.io/addressing";
+/// `Kafka` annotation for `nodeport` addressing: `alias=host,...`, the address (any node, or a
+/// name for all of them) at which each member cluster's node ports are reached.
+pub const NODE_PORT_HOSTS_ANNOTATION: &str = "kstretch.io/node-port-hosts";
+
+/// Each node exposed by a Service of its own, whose address is known once it exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PerNode {
+    LoadBalancer,
+    /// The host of each member cluster's node ports, by alias.
+    NodePort {
+        hosts: BTreeMap<String, String>,
+    },
+}
 /// `Kafka` annotation with the bootstrap servers central's admin client uses instead of the
 /// cluster's own replication listener (for a central that cannot resolve the cluster's DNS
 /// names, and for tests against a Kafka that runs outside Kubernetes).
@@ -58,7 +73,10 @@ pub struct Resolved {
     pub pools: Vec<ResolvedPool>,
     pub listeners: Vec<Listener>,
     pub config: BTreeMap<String, String>,
+    /// With per-node Services, `PerNodeService` with the addresses known so far (filled in by
+    /// the reconciler from what agents report).
     pub addressing: Addressing,
+    pub per_node: Option<PerNode>,
     pub warnings: Vec<String>,
 }
 
@@ -79,6 +97,14 @@ pub enum Invalid {
         "Kafka {kafka} uses {ADDRESSING_ANNOTATION}=cluster-dns but its pools run in several clusters ({aliases}); use mcs"
     )]
     ClusterDnsAcrossClusters { kafka: String, aliases: String },
+    #[error(
+        "annotation {NODE_PORT_HOSTS_ANNOTATION}={value:?} on Kafka {kafka} is not a comma-separated list of alias=host; {problem}"
+    )]
+    InvalidNodePortHosts {
+        kafka: String,
+        value: String,
+        problem: String,
+    },
     #[error("listener {name} has port {port}, which is not a valid TCP port")]
     InvalidListenerPort { name: String, port: i32 },
     #[error(
@@ -92,9 +118,9 @@ impl Invalid {
         match self {
             Self::Pools(p) => p.reason(),
             Self::ReplicasWithoutNodePools { .. } => "NodePoolsRequired",
-            Self::UnknownAddressing { .. } | Self::ClusterDnsAcrossClusters { .. } => {
-                "InvalidAddressing"
-            }
+            Self::UnknownAddressing { .. }
+            | Self::ClusterDnsAcrossClusters { .. }
+            | Self::InvalidNodePortHosts { .. } => "InvalidAddressing",
             Self::InvalidListenerPort { .. } => "InvalidListener",
             Self::NegativeReplicas { .. } => "InvalidReplicas",
         }
@@ -209,6 +235,7 @@ pub fn resolve(
     }
 
     let aliases: BTreeSet<&str> = resolved.iter().map(|p| p.alias.as_str()).collect();
+    let mut per_node = None;
     let addressing = match kafka
         .annotations()
         .get(ADDRESSING_ANNOTATION)
@@ -217,6 +244,35 @@ pub fn resolve(
         None if aliases.len() <= 1 => Some(Addressing::ClusterDns),
         None | Some("mcs") => Some(Addressing::multi_cluster_services()),
         Some("cluster-dns") if aliases.len() <= 1 => Some(Addressing::ClusterDns),
+        Some("loadbalancer") => {
+            per_node = Some(PerNode::LoadBalancer);
+            Some(Addressing::PerNodeService {
+                addresses: BTreeMap::new(),
+            })
+        }
+        Some("nodeport") => {
+            let value = kafka
+                .annotations()
+                .get(NODE_PORT_HOSTS_ANNOTATION)
+                .cloned()
+                .unwrap_or_default();
+            match node_port_hosts(&value, &aliases) {
+                Ok(hosts) => {
+                    per_node = Some(PerNode::NodePort { hosts });
+                    Some(Addressing::PerNodeService {
+                        addresses: BTreeMap::new(),
+                    })
+                }
+                Err(problem) => {
+                    invalid.push(Invalid::InvalidNodePortHosts {
+                        kafka: kafka_name.clone(),
+                        value,
+                        problem,
+                    });
+                    None
+                }
+            }
+        }
         Some("cluster-dns") => {
             invalid.push(Invalid::ClusterDnsAcrossClusters {
                 kafka: kafka_name.clone(),
@@ -239,10 +295,36 @@ pub fn resolve(
             listeners,
             config: config_strings(spec.config.as_ref()),
             addressing,
+            per_node,
             warnings: Vec::new(),
         }),
         _ => Err(invalid),
     }
+}
+
+/// Parses `alias=host,...`; every cluster the pools run in needs a host.
+fn node_port_hosts(
+    value: &str,
+    aliases: &BTreeSet<&str>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut hosts = BTreeMap::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (alias, host) = entry
+            .split_once('=')
+            .map(|(a, h)| (a.trim(), h.trim()))
+            .filter(|(a, h)| !a.is_empty() && !h.is_empty())
+            .ok_or_else(|| format!("{entry:?} is not alias=host"))?;
+        hosts.insert(alias.to_owned(), host.to_owned());
+    }
+    let missing: Vec<&str> = aliases
+        .iter()
+        .copied()
+        .filter(|a| !hosts.contains_key(*a))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("no host for cluster(s) {}", missing.join(", ")));
+    }
+    Ok(hosts)
 }
 
 fn shape(pool: &ResolvedPool, members: &Members) -> PoolShape {
@@ -460,6 +542,43 @@ pub(crate) mod tests {
                 "InvalidAddressing"
             ]
         );
+    }
+
+    #[test]
+    fn per_node_modes_need_their_hosts() {
+        let beta = pool(
+            "b",
+            &["controller", "broker"],
+            1,
+            json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}}}),
+        );
+        let a = pool("a", &["controller", "broker"], 1, json!({}));
+        let lb =
+            kafka(json!({"metadata": {"annotations": {ADDRESSING_ANNOTATION: "loadbalancer"}}}));
+        assert_eq!(
+            resolve(&lb, &[&a, &beta], &members()).unwrap().per_node,
+            Some(PerNode::LoadBalancer)
+        );
+
+        let np = kafka(json!({"metadata": {"annotations": {
+            ADDRESSING_ANNOTATION: "nodeport",
+            NODE_PORT_HOSTS_ANNOTATION: "alpha=10.0.0.1, beta=nodes.beta.example"}}}));
+        let resolved = resolve(&np, &[&a, &beta], &members()).unwrap();
+        let Some(PerNode::NodePort { hosts }) = resolved.per_node else {
+            panic!("nodeport expected");
+        };
+        assert_eq!(hosts["beta"], "nodes.beta.example");
+
+        for (value, problem) in [
+            ("alpha=10.0.0.1", "no host for cluster(s) beta"),
+            ("alpha", "is not alias=host"),
+        ] {
+            let bad = kafka(json!({"metadata": {"annotations": {
+                ADDRESSING_ANNOTATION: "nodeport", NODE_PORT_HOSTS_ANNOTATION: value}}}));
+            let err = resolve(&bad, &[&a, &beta], &members()).unwrap_err();
+            assert_eq!(err[0].reason(), "InvalidAddressing");
+            assert!(err[0].to_string().contains(problem), "{}", err[0]);
+        }
     }
 
     #[test]

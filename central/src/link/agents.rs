@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, Mismatch, PodSetStatus};
+use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, Mismatch, PodSetStatus, ServiceStatus};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +37,8 @@ pub struct AgentRecord {
     pub last_apply: Option<ApplyReport>,
     pub last_apply_at: Option<SystemTime>,
     pub podsets: Vec<PodSetStatus>,
+    /// Per-node Services and where they are reachable.
+    pub services: Vec<ServiceStatus>,
 }
 
 impl AgentRecord {
@@ -68,6 +70,7 @@ impl AgentRecord {
             last_apply: None,
             last_apply_at: None,
             podsets: Vec::new(),
+            services: Vec::new(),
         }
     }
 }
@@ -130,6 +133,7 @@ impl Agents {
             record.last_apply = previous.last_apply.clone();
             record.last_apply_at = previous.last_apply_at;
             record.podsets = previous.podsets.clone();
+            record.services = previous.services.clone();
         }
         state.records.insert(alias, record);
         drop(state);

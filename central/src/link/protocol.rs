@@ -116,6 +116,16 @@ pub fn classify(message: AgentMessage, phase: Phase) -> Result<Incoming, Violati
                     p.namespace, p.name
                 )));
             }
+            if let Some(s) = report
+                .services
+                .iter()
+                .find(|s| s.name.is_empty() || s.namespace.is_empty())
+            {
+                return Err(Violation::Invalid(format!(
+                    "service status without a name or namespace ({:?}/{:?})",
+                    s.namespace, s.name
+                )));
+            }
             Ok(Incoming::StatusReport(report))
         }
         (Phase::Established { .. }, Body::Error(error)) => Ok(Incoming::PeerError(error)),
@@ -253,11 +263,22 @@ mod tests {
                 namespace: "ns".into(),
                 ..PodSetStatus::default()
             }],
+            services: vec![],
         }));
         assert_eq!(
             classify(report, READY).unwrap_err().reason(),
             "invalid-message"
         );
+        let nameless_service = msg(Body::StatusReport(StatusReport {
+            podsets: vec![],
+            services: vec![kstretch_proto::agent::v1::ServiceStatus {
+                namespace: "ns".into(),
+                ..Default::default()
+            }],
+        }));
+        let err = classify(nameless_service, READY).unwrap_err();
+        assert_eq!(err.reason(), "invalid-message");
+        assert!(err.to_string().contains("service status"), "{err}");
     }
 
     #[test]

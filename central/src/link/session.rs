@@ -346,8 +346,10 @@ fn record(link: &Link, alias: &str, stream: u64, incoming: Incoming) {
         }
         Incoming::StatusReport(report) => {
             tracing::debug!(podsets = report.podsets.len(), "agent reported status");
-            link.agents
-                .update(alias, stream, |r| r.podsets = report.podsets);
+            link.agents.update(alias, stream, |r| {
+                r.podsets = report.podsets;
+                r.services = report.services;
+            });
             link.agents.notify();
         }
         Incoming::RestartResult(result) => link.restarts.resolve(result),
