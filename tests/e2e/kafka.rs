@@ -23,7 +23,8 @@ fn kafka(extra_annotations: Value) -> Value {
         "metadata": {"name": "my-cluster", "annotations": extra_annotations},
         "spec": {"kafka": {
             "listeners": [{"name": "plain", "port": 9092, "type": "internal", "tls": false}],
-            "config": {"offsets.topic.replication.factor": 3}
+            "config": {"offsets.topic.replication.factor": 3},
+            "resources": {"requests": {"memory": "1Gi"}}
         }}
     })
 }
@@ -742,6 +743,66 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
         .get("data-0-my-cluster-dual-0")
         .await
         .expect("claims stay without deleteClaim");
+    stretch.finish().await;
+}
+
+/// Resources that cannot make a cluster are refused with a condition that names every problem
+/// and says what to fix; nothing is created for them.
+#[tokio::test]
+async fn invalid_layouts_are_refused_with_every_problem_named() {
+    let stretch = Stretch::start("kafka-invalid", &[]).await;
+    stretch.apply(kafka(json!({}))).await;
+    let k = wait_kafka(&stretch, "NoNodePools", |k| {
+        ready_reason(k).as_deref() == Some("NoNodePools")
+    })
+    .await;
+    let message = condition(&kafka_conditions(&k), "Ready")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
+    assert!(
+        message.contains("strimzi.io/cluster=my-cluster"),
+        "{message}"
+    );
+
+    stretch
+        .apply(pool("brokers", &["broker"], 2, None, json!({})))
+        .await;
+    stretch
+        .apply(pool(
+            "a-pool-name-that-is-far-too-long-for-the-derived-pod-names",
+            &["broker"],
+            1,
+            None,
+            json!({}),
+        ))
+        .await;
+    let message_of = |k: &Kafka| {
+        condition(&kafka_conditions(k), "Ready")
+            .and_then(|c| c.message.clone())
+            .unwrap_or_default()
+    };
+    let k = wait_kafka(&stretch, "both problems named", |k| {
+        let m = message_of(k);
+        m.contains("no node with the controller role") && m.contains("more than 63")
+    })
+    .await;
+    assert_eq!(
+        ready_reason(&k).as_deref(),
+        Some("NameTooLong"),
+        "the first problem gives the reason"
+    );
+    let podsets: Api<StrimziPodSet> = stretch.api(ALPHA);
+    assert!(
+        podsets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "nothing was created"
+    );
     stretch.finish().await;
 }
 
