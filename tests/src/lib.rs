@@ -18,6 +18,7 @@ pub mod fixtures;
 pub mod kafka;
 pub mod kraft;
 pub mod process;
+pub mod rawlink;
 pub mod stretch;
 pub mod wait;
 
