@@ -152,6 +152,7 @@ async fn main() -> anyhow::Result<()> {
         members: members.clone(),
         kafka: KafkaAccess::default(),
         metrics: kafka_metrics,
+        registration_checks: Default::default(),
     });
     let (kafkas, pools_api) = match args.namespace.as_deref() {
         Some(ns) => (

@@ -45,6 +45,30 @@ pub struct Context {
     pub members: Members,
     pub kafka: KafkaAccess,
     pub metrics: KafkaMetrics,
+    pub registration_checks: RegistrationChecks,
+}
+
+/// When each `Kafka`'s registered nodes were last listed: without a removal to finish, Kafka is
+/// asked only every [`IDLE_REQUEUE`], so reconciles stay fast (and quiet) when it is slow or
+/// unreachable.
+#[derive(Debug, Clone, Default)]
+pub struct RegistrationChecks {
+    last: Arc<std::sync::Mutex<BTreeMap<Owner, std::time::Instant>>>,
+}
+
+impl RegistrationChecks {
+    /// Whether a check of `owner` is due now; if so, records it as done now.
+    fn due(&self, owner: &Owner) -> bool {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        match last.get(owner) {
+            Some(at) if now.duration_since(*at) < IDLE_REQUEUE => false,
+            _ => {
+                last.insert(owner.clone(), now);
+                true
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Context {
@@ -317,19 +341,40 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let bootstrap =
         bootstrap.or_else(|| kraft::bootstrap_servers(&built.cluster, REPLICATION_LISTENER).ok());
 
-    let views = node_views(&ctx.agents, &kafka, &built, &connected);
+    let applied: BTreeSet<String> = built
+        .objects
+        .keys()
+        .filter(|alias| {
+            let published = ctx.owners.published_hash(alias);
+            let last = ctx
+                .agents
+                .get(alias)
+                .and_then(|r| r.last_apply)
+                .map(|a| a.hash);
+            published.is_some() && published == last
+        })
+        .cloned()
+        .collect();
+    let views = node_views(&ctx.agents, &kafka, &built, &connected, &applied);
     let step = roll::next(&views);
     let rolled = roll_one(&ctx, &step, &views, bootstrap.as_deref(), &mut warnings).await;
 
     let all_ids: BTreeSet<i32> = ids.values().flatten().copied().collect();
-    let pending_unregistration = unregister(
-        &ctx,
-        bootstrap.as_deref(),
-        &all_ids,
-        &kafka_status.registered_node_ids,
-        &mut warnings,
-    )
-    .await;
+    let recorded: BTreeSet<i32> = kafka_status.registered_node_ids.iter().copied().collect();
+    // A removal to finish is checked every time; otherwise only now and then (KIP-1073 lists
+    // registrations central never recorded, e.g. from before it ran).
+    let pending_unregistration = if recorded != all_ids || ctx.registration_checks.due(&owner) {
+        unregister(
+            &ctx,
+            bootstrap.as_deref(),
+            &all_ids,
+            &kafka_status.registered_node_ids,
+            &mut warnings,
+        )
+        .await
+    } else {
+        BTreeSet::new()
+    };
     kafka_status.registered_node_ids = all_ids.union(&pending_unregistration).copied().collect();
 
     for alias in built.objects.keys().filter(|a| !connected.contains(*a)) {
@@ -736,6 +781,7 @@ fn node_views(
     kafka: &Kafka,
     built: &Built,
     connected: &BTreeSet<String>,
+    applied: &BTreeSet<String>,
 ) -> Vec<NodeView> {
     let ns = kafka.namespace().unwrap_or_default();
     let mut reports: BTreeMap<String, Vec<kstretch_proto::agent::v1::PodSetStatus>> =
@@ -768,6 +814,7 @@ fn node_views(
                 desired_revision: n.revision.clone(),
                 reported,
                 connected: connected.contains(&n.alias),
+                applied: applied.contains(&n.alias),
             }
         })
         .collect()

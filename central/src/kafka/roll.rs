@@ -27,6 +27,9 @@ pub struct NodeView {
     pub reported: Option<Reported>,
     /// Whether the agent of the node's cluster is connected now.
     pub connected: bool,
+    /// Whether that agent has applied the desired state published now: until it has, a
+    /// restarted pod would come back with its old definition.
+    pub applied: bool,
 }
 
 impl NodeView {
@@ -61,6 +64,12 @@ pub fn next(nodes: &[NodeView]) -> Step {
         .map(|n| n.alias.as_str())
         .collect();
     let reachable: Vec<&NodeView> = nodes.iter().filter(|n| n.connected).collect();
+    if let Some(n) = reachable.iter().find(|n| !n.applied && !n.is_current()) {
+        return Step::Wait(format!(
+            "cluster {} has not applied the current desired state yet",
+            n.alias
+        ));
+    }
 
     // A stale pod that is down anyway is restarted first: that cannot make things worse.
     let stale_down: Vec<i32> = reachable
@@ -176,6 +185,7 @@ mod tests {
                 revision: r.into(),
             }),
             connected: true,
+            applied: true,
         }
     }
 
@@ -254,6 +264,14 @@ mod tests {
             next(&[node(0, CB, Some("old"), true)]),
             Step::Restart(vec![0])
         );
+    }
+
+    #[test]
+    fn nothing_rolls_before_the_cluster_has_the_new_definition() {
+        let mut behind = node(1, B, Some("old"), false);
+        behind.applied = false;
+        let nodes = [node(0, CB, Some("new"), true), behind];
+        assert!(matches!(next(&nodes), Step::Wait(w) if w.contains("not applied")));
     }
 
     #[test]

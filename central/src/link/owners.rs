@@ -92,6 +92,11 @@ impl Owners {
         self.lock().parts.get(owner).cloned()
     }
 
+    /// The hash of the snapshot published for `alias`, if any.
+    pub fn published_hash(&self, alias: &str) -> Option<String> {
+        self.desired.get(alias).map(|s| s.hash.clone())
+    }
+
     /// Every owner with a contribution.
     pub fn owners(&self) -> Vec<Owner> {
         self.lock().parts.keys().cloned().collect()
