@@ -936,3 +936,107 @@ async fn per_node_node_ports_are_advertised_at_the_cluster_host() {
     assert!(message.contains("no host for cluster(s) beta"), "{message}");
     stretch.finish().await;
 }
+
+/// A removed node's claims go only with `deleteClaim: true`; deleting a whole pool removes its
+/// podset, pods and node IDs, and keeps claims without `deleteClaim`.
+#[tokio::test]
+async fn claims_go_with_their_node_only_when_delete_claim_is_set() {
+    let stretch = Stretch::start("kafka-claims", &[]).await;
+    stretch
+        .apply(kafka(
+            json!({"strimzi.io/skip-broker-scaledown-check": "true",
+                            "kstretch.io/admin-bootstrap-servers": env_bootstrap()}),
+        ))
+        .await;
+    stretch
+        .apply(pool(
+            "dual",
+            &["controller", "broker"],
+            1,
+            None,
+            json!({"strimzi.io/next-node-ids": "[70]"}),
+        ))
+        .await;
+    let mut disposable = pool(
+        "disposable",
+        &["broker"],
+        2,
+        Some(BETA),
+        json!({"strimzi.io/next-node-ids": "[80-81]"}),
+    );
+    disposable["spec"]["storage"] = json!({"type": "jbod", "volumes": [
+        {"id": 0, "type": "persistent-claim", "size": "1Gi", "deleteClaim": true},
+        {"id": 1, "type": "persistent-claim", "size": "1Gi", "deleteClaim": false}]});
+    stretch.apply(disposable).await;
+    wait_kafka(&stretch, "ready", is_ready).await;
+    let claims: Api<PersistentVolumeClaim> = stretch.api(BETA);
+    let claim_names = || async {
+        claims
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter_map(|c| c.metadata.name)
+            .collect::<BTreeSet<_>>()
+    };
+    assert_eq!(
+        claim_names().await,
+        set(&[
+            "data-0-my-cluster-disposable-80",
+            "data-0-my-cluster-disposable-81",
+            "data-1-my-cluster-disposable-80",
+            "data-1-my-cluster-disposable-81"
+        ])
+    );
+
+    scale(&stretch, "disposable", 1).await;
+    wait_for("node 81's deleteClaim volume to go", TIMEOUT, || async {
+        let names = claim_names().await;
+        if names
+            == set(&[
+                "data-0-my-cluster-disposable-80",
+                "data-1-my-cluster-disposable-80",
+                "data-1-my-cluster-disposable-81",
+            ])
+        {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("{names:?}\n{}", stretch.logs()))
+        }
+    })
+    .await;
+
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    pools
+        .delete("disposable", &Default::default())
+        .await
+        .unwrap();
+    wait_kafka(&stretch, "the pool's nodes gone from the Kafka", |k| {
+        let ids = &k.status.as_ref().unwrap().registered_node_ids;
+        is_ready(k) && ids.contains(&70) && !ids.contains(&80)
+    })
+    .await;
+    wait_for(
+        "the pool's pods and deleteClaim claims to go",
+        TIMEOUT,
+        || async {
+            let pods = pod_names(&stretch, BETA).await;
+            let names = claim_names().await;
+            if pods.is_empty()
+                && names
+                    == set(&[
+                        "data-1-my-cluster-disposable-80",
+                        "data-1-my-cluster-disposable-81",
+                    ])
+            {
+                Seen::Done(())
+            } else {
+                Seen::NotYet(format!("pods {pods:?}, claims {names:?}"))
+            }
+        },
+    )
+    .await;
+    stretch.finish().await;
+}
