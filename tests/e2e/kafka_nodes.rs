@@ -104,19 +104,7 @@ fn warning(k: &Kafka, reason: &str) -> Option<String> {
 }
 
 async fn wait_kafka(stretch: &Stretch, what: &str, check: impl Fn(&Kafka) -> bool) -> Kafka {
-    let api: Api<Kafka> = stretch.api(ALPHA);
-    wait_for(what, TIMEOUT, || async {
-        match api.get_opt("my-cluster").await {
-            Ok(Some(k)) if check(&k) => Seen::Done(k),
-            Ok(other) => Seen::NotYet(format!(
-                "status: {:#?}\n{}",
-                other.and_then(|k| k.status),
-                stretch.logs()
-            )),
-            Err(e) => Seen::NotYet(e.to_string()),
-        }
-    })
-    .await
+    stretch.wait_kafka("my-cluster", what, TIMEOUT, check).await
 }
 
 /// `(uid, revision)` of every pod in alpha by name.

@@ -187,6 +187,30 @@ impl Stretch {
         .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
     }
 
+    /// Waits until the `Kafka` `name` in alpha satisfies `check`; on timeout shows its status
+    /// and the logs.
+    pub async fn wait_kafka(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: std::time::Duration,
+        check: impl Fn(&kstretch_api::Kafka) -> bool,
+    ) -> kstretch_api::Kafka {
+        let api: Api<kstretch_api::Kafka> = self.api(ALPHA);
+        crate::wait::wait_for(what, timeout, || async {
+            match api.get_opt(name).await {
+                Ok(Some(k)) if check(&k) => crate::wait::Seen::Done(k),
+                Ok(other) => crate::wait::Seen::NotYet(format!(
+                    "status: {:#?}\n{}",
+                    other.and_then(|k| k.status),
+                    self.logs()
+                )),
+                Err(e) => crate::wait::Seen::NotYet(e.to_string()),
+            }
+        })
+        .await
+    }
+
     /// The last lines of central's and the agents' logs, for failure messages.
     pub fn logs(&self) -> String {
         let mut out = String::new();

@@ -120,6 +120,13 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     }
     let all_pools = ctx.pools.state();
     let pools = resolve::pools_of(&kafka, &all_pools);
+    let refuser = Refuser {
+        ctx: &ctx,
+        kafka: &kafka,
+        pools: &pools,
+        owner: &owner,
+        now: &now,
+    };
     let resolved = match resolve::resolve(&kafka, &pools, &ctx.members) {
         Ok(r) => r,
         Err(invalid) => {
@@ -129,17 +136,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            return refuse(
-                &ctx,
-                &kafka,
-                &pools,
-                &owner,
-                kafka_status,
-                reason,
-                &message,
-                &now,
-            )
-            .await;
+            return refuser.refuse(kafka_status, reason, &message).await;
         }
     };
 
@@ -169,17 +166,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             pool.cluster_id.as_deref().unwrap_or_default(),
             kafka.name_any()
         );
-        return refuse(
-            &ctx,
-            &kafka,
-            &pools,
-            &owner,
-            kafka_status,
-            "ClusterIdMismatch",
-            &message,
-            &now,
-        )
-        .await;
+        return refuser
+            .refuse(kafka_status, "ClusterIdMismatch", &message)
+            .await;
     }
 
     let pool_ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
@@ -187,17 +176,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         Ok(a) => a,
         Err(e) => {
             let message = e.to_string();
-            return refuse(
-                &ctx,
-                &kafka,
-                &pools,
-                &owner,
-                kafka_status,
-                e.reason(),
-                &message,
-                &now,
-            )
-            .await;
+            return refuser.refuse(kafka_status, e.reason(), &message).await;
         }
     };
     let mut warnings: Vec<(String, String)> = assignments
@@ -241,17 +220,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             kafka.name_any(),
             name.len()
         );
-        return refuse(
-            &ctx,
-            &kafka,
-            &pools,
-            &owner,
-            kafka_status,
-            "NameTooLong",
-            &message,
-            &now,
-        )
-        .await;
+        return refuser.refuse(kafka_status, "NameTooLong", &message).await;
     }
 
     if let Some(per_node) = effective.per_node.clone() {
@@ -281,17 +250,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         Ok(b) => b,
         Err(e) => {
             let message = e.to_string();
-            return refuse(
-                &ctx,
-                &kafka,
-                &pools,
-                &owner,
-                kafka_status,
-                e.reason(),
-                &message,
-                &now,
-            )
-            .await;
+            return refuser.refuse(kafka_status, e.reason(), &message).await;
         }
     };
     warnings.extend(
@@ -428,41 +387,53 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     }))
 }
 
-/// The resources cannot be used: `Ready=False` on the `Kafka` and its pools, and nothing in
-/// the member clusters changes (the last desired state stands, or is retained).
-#[allow(clippy::too_many_arguments)]
-async fn refuse(
-    ctx: &Context,
-    kafka: &Kafka,
-    pools: &[&KafkaNodePool],
-    owner: &Owner,
-    mut kafka_status: KafkaStatus,
-    reason: &str,
-    message: &str,
-    now: &str,
-) -> Result<Action, Error> {
-    tracing::warn!(%reason, %message, "Kafka cannot be reconciled as it is");
-    ctx.metrics.invalid(reason);
-    keep_or_retain(&ctx.owners, owner)?;
-    kafka_status.conditions = status::conditions(
-        &kafka_status.conditions,
-        status::not_ready(reason, message),
-        &[],
-        now,
-    );
-    status::apply_kafka(&ctx.client, kafka, kafka_status).await?;
-    for pool in pools {
-        let mut pool_status = pool.status.clone().unwrap_or_default();
-        pool_status.observed_generation = pool.metadata.generation;
-        pool_status.conditions = status::conditions(
-            &pool_status.conditions,
+/// Refuses resources that cannot be used: `Ready=False` on the `Kafka` and its pools, and
+/// nothing in the member clusters changes (the last desired state stands, or is retained).
+struct Refuser<'a> {
+    ctx: &'a Context,
+    kafka: &'a Kafka,
+    pools: &'a [&'a KafkaNodePool],
+    owner: &'a Owner,
+    now: &'a str,
+}
+
+impl Refuser<'_> {
+    async fn refuse(
+        &self,
+        mut kafka_status: KafkaStatus,
+        reason: &str,
+        message: &str,
+    ) -> Result<Action, Error> {
+        let Refuser {
+            ctx,
+            kafka,
+            pools,
+            owner,
+            now,
+        } = self;
+        tracing::warn!(%reason, %message, "Kafka cannot be reconciled as it is");
+        ctx.metrics.invalid(reason);
+        keep_or_retain(&ctx.owners, owner)?;
+        kafka_status.conditions = status::conditions(
+            &kafka_status.conditions,
             status::not_ready(reason, message),
             &[],
             now,
         );
-        status::apply_pool(&ctx.client, pool, pool_status).await?;
+        status::apply_kafka(&ctx.client, kafka, kafka_status).await?;
+        for pool in pools.iter() {
+            let mut pool_status = pool.status.clone().unwrap_or_default();
+            pool_status.observed_generation = pool.metadata.generation;
+            pool_status.conditions = status::conditions(
+                &pool_status.conditions,
+                status::not_ready(reason, message),
+                &[],
+                now,
+            );
+            status::apply_pool(&ctx.client, pool, pool_status).await?;
+        }
+        Ok(Action::await_change())
     }
-    Ok(Action::await_change())
 }
 
 /// Keeps the owner's last contribution; an owner with none yet is retained as it is in every

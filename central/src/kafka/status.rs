@@ -54,21 +54,7 @@ pub fn now() -> String {
 
 /// Applies `status` to `kafka` unless it is what the resource already has.
 pub async fn apply_kafka(client: &Client, kafka: &Kafka, status: KafkaStatus) -> Result<(), Error> {
-    if kafka.status.as_ref() == Some(&status) {
-        return Ok(());
-    }
-    let api: Api<Kafka> = Api::namespaced(client.clone(), &kafka.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
-        "status": serde_json::to_value(&status)?,
-    });
-    api.patch_status(
-        &kafka.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(())
+    apply(client, kafka, status, |k| k.status.as_ref()).await
 }
 
 /// Applies `status` to `pool` unless it is what the resource already has.
@@ -77,17 +63,34 @@ pub async fn apply_pool(
     pool: &KafkaNodePool,
     status: KafkaNodePoolStatus,
 ) -> Result<(), Error> {
-    if pool.status.as_ref() == Some(&status) {
+    apply(client, pool, status, |p| p.status.as_ref()).await
+}
+
+/// Server-side applies `.status` of a namespaced `kafka.strimzi.io/v1` resource.
+async fn apply<K, S>(
+    client: &Client,
+    resource: &K,
+    status: S,
+    current: impl Fn(&K) -> Option<&S>,
+) -> Result<(), Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    S: PartialEq + serde::Serialize,
+{
+    if current(resource) == Some(&status) {
         return Ok(());
     }
-    let api: Api<KafkaNodePool> =
-        Api::namespaced(client.clone(), &pool.namespace().unwrap_or_default());
+    let api: Api<K> = Api::namespaced(client.clone(), &resource.namespace().unwrap_or_default());
     let patch = json!({
-        "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaNodePool",
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
         "status": serde_json::to_value(&status)?,
     });
     api.patch_status(
-        &pool.name_any(),
+        &resource.name_any(),
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(&patch),
     )
