@@ -4,3 +4,4 @@
 pub mod cluster;
 pub mod kraft;
 pub mod node_ids;
+pub mod topics;
