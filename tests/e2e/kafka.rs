@@ -67,7 +67,9 @@ fn kafka_conditions(k: &Kafka) -> Vec<kstretch_api::Condition> {
 
 /// Waits until the `Kafka` satisfies `check`; shows its status and the logs otherwise.
 async fn wait_kafka(stretch: &Stretch, what: &str, check: impl Fn(&Kafka) -> bool) -> Kafka {
-    stretch.wait_kafka("my-cluster", what, TIMEOUT, check).await
+    stretch
+        .wait_in_alpha("my-cluster", what, TIMEOUT, check)
+        .await
 }
 
 async fn wait_pool(
@@ -76,19 +78,7 @@ async fn wait_pool(
     what: &str,
     check: impl Fn(&KafkaNodePool) -> bool,
 ) -> KafkaNodePool {
-    let api: Api<KafkaNodePool> = stretch.api(ALPHA);
-    wait_for(what, TIMEOUT, || async {
-        match api.get_opt(name).await {
-            Ok(Some(p)) if check(&p) => Seen::Done(p),
-            Ok(other) => Seen::NotYet(format!(
-                "status: {:#?}\n{}",
-                other.and_then(|p| p.status),
-                stretch.logs()
-            )),
-            Err(e) => Seen::NotYet(e.to_string()),
-        }
-    })
-    .await
+    stretch.wait_in_alpha(name, what, TIMEOUT, check).await
 }
 
 fn is_ready(k: &Kafka) -> bool {
@@ -271,6 +261,13 @@ async fn a_stretched_kafka_runs_its_pools_in_their_clusters_and_reports_status()
     stretch.finish().await;
 }
 
+/// A `Kafka` whose nodes (kwok pods) run no Kafka: the broker scale-down check is skipped,
+/// and the environment's Kafka (which knows none of these IDs) answers the roll checks.
+fn kafka_without_its_own_brokers() -> Value {
+    kafka(json!({"strimzi.io/skip-broker-scaledown-check": "true",
+                 "kstretch.io/admin-bootstrap-servers": env_bootstrap()}))
+}
+
 fn env_bootstrap() -> String {
     kstretch_tests::TestEnv::get().kafka_bootstrap.clone()
 }
@@ -319,14 +316,7 @@ async fn podset_pods(stretch: &Stretch, alias: &str, podset: &str) -> Vec<String
 #[tokio::test]
 async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
     let stretch = Stretch::start("kafka-ids", &[]).await;
-    // No Kafka runs for these nodes: the broker scale-down check is skipped, and the
-    // environment's Kafka (which knows none of these IDs) answers the roll checks.
-    stretch
-        .apply(kafka(
-            json!({"strimzi.io/skip-broker-scaledown-check": "true",
-                            "kstretch.io/admin-bootstrap-servers": env_bootstrap()}),
-        ))
-        .await;
+    stretch.apply(kafka_without_its_own_brokers()).await;
     stretch
         .apply(pool(
             "dual",
@@ -597,14 +587,7 @@ async fn a_scale_down_is_reverted_while_the_broker_holds_replicas() {
 #[tokio::test]
 async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
     let mut stretch = Stretch::start("kafka-unreachable", &[]).await;
-    // No Kafka runs for these nodes: the broker scale-down check is skipped, and the
-    // environment's Kafka (which knows none of these IDs) answers the roll checks.
-    stretch
-        .apply(kafka(
-            json!({"strimzi.io/skip-broker-scaledown-check": "true",
-                            "kstretch.io/admin-bootstrap-servers": env_bootstrap()}),
-        ))
-        .await;
+    stretch.apply(kafka_without_its_own_brokers()).await;
     stretch
         .apply(pool(
             "controllers",
@@ -930,12 +913,7 @@ async fn per_node_node_ports_are_advertised_at_the_cluster_host() {
 #[tokio::test]
 async fn claims_go_with_their_node_only_when_delete_claim_is_set() {
     let stretch = Stretch::start("kafka-claims", &[]).await;
-    stretch
-        .apply(kafka(
-            json!({"strimzi.io/skip-broker-scaledown-check": "true",
-                            "kstretch.io/admin-bootstrap-servers": env_bootstrap()}),
-        ))
-        .await;
+    stretch.apply(kafka_without_its_own_brokers()).await;
     stretch
         .apply(pool(
             "dual",

@@ -104,7 +104,9 @@ fn warning(k: &Kafka, reason: &str) -> Option<String> {
 }
 
 async fn wait_kafka(stretch: &Stretch, what: &str, check: impl Fn(&Kafka) -> bool) -> Kafka {
-    stretch.wait_kafka("my-cluster", what, TIMEOUT, check).await
+    stretch
+        .wait_in_alpha("my-cluster", what, TIMEOUT, check)
+        .await
 }
 
 /// `(uid, revision)` of every pod in alpha by name.

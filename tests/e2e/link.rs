@@ -28,6 +28,7 @@ use kstretch_tests::certs::{CertFiles, Pki};
 use kstretch_tests::cluster::TestNamespace;
 use kstretch_tests::crds::{self, FIELD_MANAGER};
 use kstretch_tests::process::{Spawned, binary, free_port};
+use kstretch_tests::stretch::agent_command;
 use kstretch_tests::wait::{Seen, wait_for, wait_for_deletion};
 use kstretch_tests::{Cluster, TestEnv, wait_for_object};
 use kube::Api;
@@ -54,22 +55,16 @@ impl Agent {
     fn start(namespace: &str, claimed: &str, cert: &CertFiles, central_url: &str) -> Agent {
         let env = TestEnv::get();
         let http_port = free_port();
-        let mut command = Command::new(binary("kstretch-agent"));
-        command
-            .arg("--kubeconfig")
-            .arg(&env.clusters[BETA].kubeconfig)
-            .args(["--cluster-alias", claimed])
-            .args(["--namespace", namespace])
-            .args(["--http-addr", &format!("127.0.0.1:{http_port}")])
-            .args(["--central", central_url])
-            .arg("--tls-ca")
-            .arg(&cert.ca)
-            .arg("--tls-cert")
-            .arg(&cert.cert)
-            .arg("--tls-key")
-            .arg(&cert.key)
-            .args(["--reconnect-max-delay", "1s"])
-            .env("RUST_LOG", "info,kstretch_agent=debug");
+        let mut command = agent_command(
+            &binary("kstretch-agent"),
+            &env.clusters[BETA].kubeconfig,
+            claimed,
+            namespace,
+            central_url,
+            cert,
+            http_port,
+        );
+        command.env("RUST_LOG", "info,kstretch_agent=debug");
         Agent {
             process: Spawned::start(&format!("agent-{claimed}"), command),
             http: format!("http://127.0.0.1:{http_port}"),

@@ -10,7 +10,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use serde_json::{Value, json};
 
-use crate::certs::Pki;
+use crate::certs::{CertFiles, Pki};
 use crate::cluster::{TEST_NAMESPACE_LABEL, TestNamespace};
 use crate::crds::{self, FIELD_MANAGER};
 use crate::process::{Spawned, binary, free_port};
@@ -108,26 +108,16 @@ impl Stretch {
             .iter()
             .find(|c| c.name == alias)
             .unwrap_or_else(|| panic!("no cluster {alias}"));
-        let cert = self.pki.agent(alias);
-        let mut command = Command::new(binary("kstretch-agent"));
-        command
-            .arg("--kubeconfig")
-            .arg(&cluster.kubeconfig)
-            .args(["--cluster-alias", alias])
-            .args(["--namespace", &self.ns])
-            .args(["--http-addr", &format!("127.0.0.1:{}", free_port())])
-            .args([
-                "--central",
-                &format!("https://127.0.0.1:{}", self.link_port),
-            ])
-            .arg("--tls-ca")
-            .arg(&cert.ca)
-            .arg("--tls-cert")
-            .arg(&cert.cert)
-            .arg("--tls-key")
-            .arg(&cert.key)
-            .args(["--reconnect-max-delay", "1s"])
-            .env("RUST_LOG", "info,kstretch_agent=debug");
+        let mut command = agent_command(
+            &binary("kstretch-agent"),
+            &cluster.kubeconfig,
+            alias,
+            &self.ns,
+            &format!("https://127.0.0.1:{}", self.link_port),
+            &self.pki.agent(alias),
+            free_port(),
+        );
+        command.env("RUST_LOG", "info,kstretch_agent=debug");
         self.agents.insert(
             alias.to_owned(),
             Spawned::start(&format!("agent-{alias}"), command),
@@ -187,24 +177,26 @@ impl Stretch {
         .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
     }
 
-    /// Waits until the `Kafka` `name` in alpha satisfies `check`; on timeout shows its status
-    /// and the logs.
-    pub async fn wait_kafka(
+    /// Waits until the `K` `name` in alpha satisfies `check`; on timeout shows it and the
+    /// logs.
+    pub async fn wait_in_alpha<K>(
         &self,
         name: &str,
         what: &str,
         timeout: std::time::Duration,
-        check: impl Fn(&kstretch_api::Kafka) -> bool,
-    ) -> kstretch_api::Kafka {
-        let api: Api<kstretch_api::Kafka> = self.api(ALPHA);
+        check: impl Fn(&K) -> bool,
+    ) -> K
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = self.api(ALPHA);
         crate::wait::wait_for(what, timeout, || async {
             match api.get_opt(name).await {
                 Ok(Some(k)) if check(&k) => crate::wait::Seen::Done(k),
-                Ok(other) => crate::wait::Seen::NotYet(format!(
-                    "status: {:#?}\n{}",
-                    other.and_then(|k| k.status),
-                    self.logs()
-                )),
+                Ok(other) => crate::wait::Seen::NotYet(format!("{other:#?}\n{}", self.logs())),
                 Err(e) => crate::wait::Seen::NotYet(e.to_string()),
             }
         })
@@ -254,6 +246,36 @@ impl Stretch {
             ns.delete().await;
         }
     }
+}
+
+/// The command of a `kstretch-agent` (at `binary`) that claims cluster `alias`, works in
+/// `namespace` of the cluster of `kubeconfig`, links to `central_url` with `cert`, serves HTTP
+/// on `http_port` and reconnects fast; callers add the log level.
+pub fn agent_command(
+    binary: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    alias: &str,
+    namespace: &str,
+    central_url: &str,
+    cert: &CertFiles,
+    http_port: u16,
+) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--cluster-alias", alias])
+        .args(["--namespace", namespace])
+        .args(["--http-addr", &format!("127.0.0.1:{http_port}")])
+        .args(["--central", central_url])
+        .arg("--tls-ca")
+        .arg(&cert.ca)
+        .arg("--tls-cert")
+        .arg(&cert.cert)
+        .arg("--tls-key")
+        .arg(&cert.key)
+        .args(["--reconnect-max-delay", "1s"]);
+    command
 }
 
 /// The namespace `name` in `cluster` (created, labelled as a test namespace).

@@ -97,8 +97,10 @@ pub fn build(
         .clone()
         .unwrap_or_else(|| format!("apache/kafka:{version}"));
     let ctx = Ctx {
-        kafka: &name,
-        namespace: &namespace,
+        names: Names {
+            kafka: &name,
+            namespace: &namespace,
+        },
         cluster_id,
         image: &image,
         version: &version,
@@ -170,9 +172,16 @@ pub fn build(
     })
 }
 
-struct Ctx<'a> {
+/// What naming and labelling any object of the cluster needs.
+#[derive(Clone, Copy)]
+struct Names<'a> {
     kafka: &'a str,
     namespace: &'a str,
+}
+
+/// What building the pods needs besides the names.
+struct Ctx<'a> {
+    names: Names<'a>,
     cluster_id: &'a str,
     image: &'a str,
     version: &'a str,
@@ -180,7 +189,15 @@ struct Ctx<'a> {
     listener_ports: Vec<(String, u16)>,
 }
 
-impl Ctx<'_> {
+impl<'a> std::ops::Deref for Ctx<'a> {
+    type Target = Names<'a>;
+
+    fn deref(&self) -> &Names<'a> {
+        &self.names
+    }
+}
+
+impl Names<'_> {
     /// `strimzi.io/name` of the cluster's Kafka pods.
     fn component(&self) -> String {
         format!("{}-kafka", self.kafka)
@@ -214,21 +231,26 @@ impl Ctx<'_> {
     }
 }
 
-/// Volumes of one of the pool's nodes, as the configuration sees them.
-fn volumes(pool: &ResolvedPool) -> Vec<Volume> {
+/// The pool's volumes, each with how the configuration sees it: a JBOD volume by its ID, a
+/// single volume without one.
+fn pool_volumes(pool: &ResolvedPool) -> Vec<(SingleVolumeStorage, Volume)> {
     let jbod = matches!(pool.storage, kstretch_api::Storage::Jbod(_));
     pool.storage
         .volumes()
-        .iter()
-        .map(|v| Volume {
-            id: if jbod {
-                Some(v.id().unwrap_or(0))
-            } else {
-                None
-            },
-            kraft_metadata: v.kraft_metadata().is_some(),
+        .into_iter()
+        .map(|v| {
+            let volume = Volume {
+                id: jbod.then(|| v.id().unwrap_or(0)),
+                kraft_metadata: v.kraft_metadata().is_some(),
+            };
+            (v, volume)
         })
         .collect()
+}
+
+/// Volumes of one of the pool's nodes, as the configuration sees them.
+fn volumes(pool: &ResolvedPool) -> Vec<Volume> {
+    pool_volumes(pool).into_iter().map(|(_, v)| v).collect()
 }
 
 /// The Kubernetes volume name of a data volume (Strimzi's).
@@ -253,16 +275,10 @@ fn config_map(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str, text: &str) -> Valu
 }
 
 fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {
-    let jbod = matches!(pool.storage, kstretch_api::Storage::Jbod(_));
-    pool.storage
-        .volumes()
-        .iter()
-        .filter_map(|v| match v {
+    pool_volumes(pool)
+        .into_iter()
+        .filter_map(|(storage, volume)| match storage {
             SingleVolumeStorage::PersistentClaim(claim) => {
-                let volume = Volume {
-                    id: if jbod { Some(claim.id.unwrap_or(0)) } else { None },
-                    kraft_metadata: claim.kraft_metadata.is_some(),
-                };
                 let mut metadata = ctx.meta(&claim_name(&volume, pod), ctx.pool_labels(&pool.name));
                 metadata["annotations"] = json!({
                     names::DELETE_CLAIM: claim.delete_claim.unwrap_or(false).to_string()
@@ -354,16 +370,7 @@ fn pod(
 
     let mut mounts = vec![json!({"name": "kafka-config", "mountPath": CONFIG_DIR})];
     let mut volumes = vec![json!({"name": "kafka-config", "configMap": {"name": pod_name}})];
-    let jbod = matches!(pool.storage, kstretch_api::Storage::Jbod(_));
-    for v in pool.storage.volumes() {
-        let volume = Volume {
-            id: if jbod {
-                Some(v.id().unwrap_or(0))
-            } else {
-                None
-            },
-            kraft_metadata: v.kraft_metadata().is_some(),
-        };
+    for (v, volume) in pool_volumes(pool) {
         let name = volume_name(&volume);
         mounts.push(json!({"name": name, "mountPath": volume.mount_path()}));
         volumes.push(match &v {
@@ -538,19 +545,7 @@ pub fn per_node_services(
         Some(PerNode::NodePort { .. }) => "NodePort",
         None => return out,
     };
-    let ctx = Ctx {
-        kafka,
-        namespace,
-        cluster_id: "",
-        image: "",
-        version: "",
-        metadata_version: None,
-        listener_ports: resolved
-            .listeners
-            .iter()
-            .map(|l| (l.name.clone(), l.port))
-            .collect(),
-    };
+    let naming = Names { kafka, namespace };
     for pool in &resolved.pools {
         for &id in ids.get(&pool.name).into_iter().flatten() {
             let pod = kraft::pod_name(kafka, &pool.name, id);
@@ -569,11 +564,11 @@ pub fn per_node_services(
                            "targetPort": port, "protocol": "TCP"})
                 })
                 .collect();
-            let mut labels = ctx.pool_labels(&pool.name);
+            let mut labels = naming.pool_labels(&pool.name);
             labels.insert(names::NODE_SERVICE.to_owned(), json!("true"));
             out.entry(pool.alias.clone()).or_default().push(json!({
                 "apiVersion": "v1", "kind": "Service",
-                "metadata": ctx.meta(&kraft::per_node_service_name(kafka, &pool.name, id), labels),
+                "metadata": naming.meta(&kraft::per_node_service_name(kafka, &pool.name, id), labels),
                 "spec": {
                     "type": type_,
                     "selector": {names::CLUSTER: kafka, names::POD_NAME: pod},

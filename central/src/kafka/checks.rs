@@ -65,37 +65,30 @@ pub async fn brokers_holding_replicas(
     Ok(out)
 }
 
-/// Partitions the broker `broker` replicates, as `(name, replication factor, ISR,
+/// One partition as the roll check needs it: `(name, replication factor, ISR,
 /// min.insync.replicas)`, for [`super::roll::partitions_blocking_restart`].
-pub async fn partitions_of(
-    admin: &AdminClient,
-    broker: i32,
-) -> Result<Vec<(String, usize, Vec<i32>, usize)>, Error> {
+pub type PartitionIsr = (String, usize, Vec<i32>, usize);
+
+/// Every partition of the cluster with its ISR and its topic's `min.insync.replicas`, in two
+/// requests (metadata, then the configs of every topic).
+pub async fn partitions(admin: &AdminClient) -> Result<Vec<PartitionIsr>, Error> {
     let topics = admin.describe_topics(None).await?;
-    let relevant: Vec<_> = topics
-        .iter()
-        .filter(|t| t.partitions.iter().any(|p| p.replicas.contains(&broker)))
-        .collect();
-    if relevant.is_empty() {
+    if topics.is_empty() {
         return Ok(Vec::new());
     }
-    let resources: Vec<ConfigResource> = relevant
+    let resources: Vec<ConfigResource> = topics
         .iter()
         .map(|t| ConfigResource::Topic(t.name.clone()))
         .collect();
     let configs = admin.describe_configs(&resources).await?;
     let mut out = Vec::new();
-    for (topic, config) in relevant.iter().zip(configs) {
+    for (topic, config) in topics.iter().zip(configs) {
         let min_isr = config
             .get("min.insync.replicas")
             .and_then(|e| e.value.as_deref())
             .and_then(|v| v.parse::<usize>().ok())
             .unwrap_or(1);
-        for p in topic
-            .partitions
-            .iter()
-            .filter(|p| p.replicas.contains(&broker))
-        {
+        for p in &topic.partitions {
             out.push((
                 format!("{}-{}", topic.name, p.index),
                 p.replicas.len(),
@@ -105,14 +98,4 @@ pub async fn partitions_of(
         }
     }
     Ok(out)
-}
-
-/// The broker IDs KRaft has registered, fenced ones included. `None` when the brokers cannot
-/// list fenced brokers (before Kafka 4.0): the caller falls back to the IDs it recorded.
-pub async fn registered_brokers(admin: &AdminClient) -> Result<Option<BTreeSet<i32>>, Error> {
-    match admin.describe_cluster(true).await {
-        Ok(description) => Ok(Some(description.brokers.iter().map(|b| b.id).collect())),
-        Err(Error::Unsupported { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
 }

@@ -36,18 +36,14 @@ pub async fn run(
     kafkas: Api<Kafka>,
     pools: Api<KafkaNodePool>,
     ctx: Arc<Context>,
-    mut agent_changes: watch::Receiver<u64>,
+    agent_changes: watch::Receiver<u64>,
     shutdown: CancellationToken,
 ) {
     let controller = Controller::new(kafkas.clone(), watcher::Config::default())
         .with_config(controller::Config::default().debounce(Duration::from_millis(300)));
     let store = controller.store();
-    let agent_ticks = async_stream(move |tx| async move {
-        while agent_changes.changed().await.is_ok() {
-            if tx.send(()).await.is_err() {
-                break;
-            }
-        }
+    let agent_ticks = futures::stream::unfold(agent_changes, |mut changes| async move {
+        changes.changed().await.ok().map(|()| ((), changes))
     });
     let opener = open_and_forget_deleted(store, ctx.clone(), shutdown.clone());
     let run = controller
@@ -145,15 +141,4 @@ async fn open_and_forget_deleted(
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
     }
-}
-
-/// A stream fed by `producer` through a channel.
-fn async_stream<F, Fut>(producer: F) -> impl futures::Stream<Item = ()> + Send
-where
-    F: FnOnce(tokio::sync::mpsc::Sender<()>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-    tokio::spawn(producer(tx));
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }

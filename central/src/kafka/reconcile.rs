@@ -25,7 +25,7 @@ use super::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Members, Resolved};
 use super::roll::{self, NodeView, Reported, Step};
 use super::status;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
-use crate::link::{Agents, Owner, Owners, Part};
+use crate::link::{AgentRecord, Agents, Owner, Owners, Part};
 
 /// Requeue while something is under way (pods starting, a roll, a pending unregistration).
 const BUSY_REQUEUE: Duration = Duration::from_secs(5);
@@ -295,28 +295,36 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         status::apply_pool(&ctx.client, pool, pool_status).await?;
     }
 
-    warnings.extend(rejected_objects(&ctx.agents, &kafka, &built));
+    // What each member cluster's agent last reported, read once for this reconciliation.
+    let records: BTreeMap<String, AgentRecord> = built
+        .objects
+        .keys()
+        .filter_map(|alias| ctx.agents.get(alias).map(|r| (alias.clone(), r)))
+        .collect();
+    warnings.extend(rejected_objects(&records, &kafka));
     // With per-node Services the bootstrap is known only now that their addresses are.
     let bootstrap =
         bootstrap.or_else(|| kraft::bootstrap_servers(&built.cluster, REPLICATION_LISTENER).ok());
 
-    let applied: BTreeSet<String> = built
-        .objects
-        .keys()
-        .filter(|alias| {
+    let applied: BTreeSet<String> = records
+        .iter()
+        .filter(|(alias, r)| {
             let published = ctx.owners.published_hash(alias);
-            let last = ctx
-                .agents
-                .get(alias)
-                .and_then(|r| r.last_apply)
-                .map(|a| a.hash);
-            published.is_some() && published == last
+            published.is_some() && published == r.last_apply.as_ref().map(|a| a.hash.clone())
         })
-        .cloned()
+        .map(|(alias, _)| alias.clone())
         .collect();
-    let views = node_views(&ctx.agents, &kafka, &built, &connected, &applied);
+    let views = node_views(&records, &kafka, &built, &connected, &applied);
     let step = roll::next(&views);
-    let rolled = roll_one(&ctx, &step, &views, bootstrap.as_deref(), &mut warnings).await;
+    let rolled = roll_one(
+        &ctx,
+        &kafka.namespace().unwrap_or_default(),
+        &step,
+        &views,
+        bootstrap.as_deref(),
+        &mut warnings,
+    )
+    .await;
 
     let all_ids: BTreeSet<i32> = ids.values().flatten().copied().collect();
     let recorded: BTreeSet<i32> = kafka_status.registered_node_ids.iter().copied().collect();
@@ -712,13 +720,16 @@ fn publish_services_first(
 }
 
 /// Objects of this `Kafka` that an agent could not apply (or delete), from its last report.
-fn rejected_objects(agents: &Agents, kafka: &Kafka, built: &Built) -> Vec<(String, String)> {
+fn rejected_objects(
+    records: &BTreeMap<String, AgentRecord>,
+    kafka: &Kafka,
+) -> Vec<(String, String)> {
     use kstretch_proto::agent::v1::Outcome;
     let ns = kafka.namespace().unwrap_or_default();
     let prefix = format!("{}-", kafka.name_any());
     let mut out = Vec::new();
-    for alias in built.objects.keys() {
-        let Some(report) = agents.get(alias).and_then(|r| r.last_apply) else {
+    for (alias, record) in records {
+        let Some(report) = &record.last_apply else {
             continue;
         };
         let failed: Vec<String> = report
@@ -748,28 +759,25 @@ fn rejected_objects(agents: &Agents, kafka: &Kafka, built: &Built) -> Vec<(Strin
 
 /// Every built node with what its agent last reported.
 fn node_views(
-    agents: &Agents,
+    records: &BTreeMap<String, AgentRecord>,
     kafka: &Kafka,
     built: &Built,
     connected: &BTreeSet<String>,
     applied: &BTreeSet<String>,
 ) -> Vec<NodeView> {
     let ns = kafka.namespace().unwrap_or_default();
-    let mut reports: BTreeMap<String, Vec<kstretch_proto::agent::v1::PodSetStatus>> =
-        BTreeMap::new();
-    for alias in built.objects.keys() {
-        if let Some(record) = agents.get(alias) {
-            reports.insert(alias.clone(), record.podsets);
-        }
-    }
     built
         .nodes
         .values()
         .map(|n| {
             let podset = format!("{}-{}", kafka.name_any(), n.pool);
-            let reported = reports
+            let reported = records
                 .get(&n.alias)
-                .and_then(|sets| sets.iter().find(|s| s.namespace == ns && s.name == podset))
+                .and_then(|r| {
+                    r.podsets
+                        .iter()
+                        .find(|s| s.namespace == ns && s.name == podset)
+                })
                 .and_then(|s| s.pods_status.iter().find(|p| p.name == n.pod))
                 .filter(|p| !p.uid.is_empty())
                 .map(|p| Reported {
@@ -794,6 +802,7 @@ fn node_views(
 /// Restarts the first candidate that is safe; returns what it did or why it waits.
 async fn roll_one(
     ctx: &Context,
+    namespace: &str,
     step: &Step,
     views: &[NodeView],
     bootstrap: Option<&str>,
@@ -803,6 +812,8 @@ async fn roll_one(
         return None;
     };
     let mut held_back = Vec::new();
+    // Kafka's partitions, asked once for every broker candidate.
+    let mut partitions: Option<Result<Vec<checks::PartitionIsr>, String>> = None;
     for id in candidates {
         let Some(node) = views.iter().find(|n| n.id == *id) else {
             continue;
@@ -812,18 +823,22 @@ async fn roll_one(
         };
         // A broker that is up is restarted only if no partition drops below its minimum ISR.
         if reported.ready && node.roles.contains(&Role::Broker) {
-            let blocking = match bootstrap {
-                Some(b) => match ctx.kafka.client(b).await {
-                    Ok(admin) => match checks::partitions_of(&admin, node.id).await {
-                        Ok(parts) => roll::partitions_blocking_restart(node.id, &parts),
-                        Err(e) => {
+            if partitions.is_none() {
+                partitions = Some(match bootstrap {
+                    Some(b) => match ctx.kafka.client(b).await {
+                        Ok(admin) => checks::partitions(&admin).await.map_err(|e| {
                             ctx.kafka.forget(b);
-                            vec![format!("cannot check its partitions: {e}")]
-                        }
+                            format!("cannot check its partitions: {e}")
+                        }),
+                        Err(e) => Err(format!("cannot reach Kafka: {e}")),
                     },
-                    Err(e) => vec![format!("cannot reach Kafka: {e}")],
-                },
-                None => vec!["no bootstrap address for the admin client".to_owned()],
+                    None => Err("no bootstrap address for the admin client".to_owned()),
+                });
+            }
+            let blocking = match &partitions {
+                Some(Ok(parts)) => roll::partitions_blocking_restart(node.id, parts),
+                Some(Err(e)) => vec![e.clone()],
+                None => Vec::new(),
             };
             if !blocking.is_empty() {
                 held_back.push(format!("{} ({})", node.pod, blocking.join(", ")));
@@ -831,7 +846,7 @@ async fn roll_one(
             }
         }
         let pod = PodToRestart {
-            namespace: String::new(),
+            namespace: namespace.to_owned(),
             name: node.pod.clone(),
             uid: reported.uid.clone(),
             reason: "its revision changed".to_owned(),
@@ -850,17 +865,7 @@ async fn roll_one(
     Some("pods run an outdated revision; waiting until one can be restarted safely".to_owned())
 }
 
-async fn restart(ctx: &Context, node: &NodeView, mut pod: PodToRestart) -> String {
-    pod.namespace = ctx
-        .agents
-        .get(&node.alias)
-        .and_then(|r| {
-            r.podsets
-                .iter()
-                .find(|s| s.pods_status.iter().any(|p| p.name == node.pod))
-                .map(|s| s.namespace.clone())
-        })
-        .unwrap_or_default();
+async fn restart(ctx: &Context, node: &NodeView, pod: PodToRestart) -> String {
     match ctx
         .restarts
         .restart(&node.alias, pod, RESTART_TIMEOUT)

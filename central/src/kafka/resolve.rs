@@ -171,7 +171,7 @@ pub fn resolve(
                 0
             }
         };
-        let roles = roles(&pool.spec.roles);
+        let roles = roles_of(&pool.spec.roles);
         let status = pool.status.as_ref();
         let current_roles = status.map(|s| roles_of(&s.roles)).unwrap_or_default();
         let alias = pool
@@ -343,10 +343,6 @@ fn shape(pool: &ResolvedPool, members: &Members) -> PoolShape {
             .filter(|v| v.kraft_metadata().is_some())
             .count(),
     }
-}
-
-pub fn roles(roles: &[ProcessRole]) -> BTreeSet<Role> {
-    roles_of(roles)
 }
 
 fn roles_of(roles: &[ProcessRole]) -> BTreeSet<Role> {

@@ -135,12 +135,21 @@ impl DesiredStates {
         &self,
         alias: &str,
         objects: Vec<Value>,
+        retained: Vec<Retained>,
+    ) -> Result<SetOutcome, DesiredError> {
+        self.set_prepared(alias, prepare(objects)?, retained)
+    }
+
+    /// Like [`DesiredStates::set_retaining`], with objects already [`prepare`]d.
+    pub fn set_prepared(
+        &self,
+        alias: &str,
+        objects: Vec<DesiredObject>,
         mut retained: Vec<Retained>,
     ) -> Result<SetOutcome, DesiredError> {
         if !is_valid_alias(alias) {
             return Err(DesiredError::InvalidAlias(alias.to_owned()));
         }
-        let objects = prepare(objects)?;
         retained.sort();
         retained.dedup();
         let hash = content_hash(&objects, &retained);

@@ -117,10 +117,6 @@ impl Owners {
         self.publish(&mut state)
     }
 
-    pub fn is_open(&self) -> bool {
-        self.lock().open
-    }
-
     fn publish(&self, state: &mut State) -> Result<(), DesiredError> {
         let (objects, retained) = assemble(&state.parts);
         let aliases: BTreeSet<String> = self
@@ -130,14 +126,15 @@ impl Owners {
             .chain(state.published.iter())
             .cloned()
             .collect();
-        // Check every cluster's objects first, so that a bad object changes no cluster.
-        for objects in objects.values() {
-            super::desired::prepare(objects.clone())?;
-        }
+        // Prepare every cluster's objects first, so that a bad object changes no cluster.
+        let mut prepared = objects
+            .into_iter()
+            .map(|(alias, objects)| Ok((alias, super::desired::prepare(objects)?)))
+            .collect::<Result<BTreeMap<_, _>, DesiredError>>()?;
         for alias in aliases {
-            let objects = objects.get(&alias).cloned().unwrap_or_default();
+            let objects = prepared.remove(&alias).unwrap_or_default();
             self.desired
-                .set_retaining(&alias, objects, retained.clone())?;
+                .set_prepared(&alias, objects, retained.clone())?;
             state.published.insert(alias);
         }
         Ok(())

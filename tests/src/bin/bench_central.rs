@@ -275,23 +275,16 @@ fn start_agent(
     pki: &Pki,
     link: &str,
 ) -> Proc {
-    let cert = pki.agent(alias);
-    let mut command = Command::new(&opts.agent);
-    command
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--cluster-alias", alias])
-        .args(["--namespace", ns])
-        .args(["--http-addr", &format!("127.0.0.1:{}", free_port())])
-        .args(["--central", link])
-        .arg("--tls-ca")
-        .arg(&cert.ca)
-        .arg("--tls-cert")
-        .arg(&cert.cert)
-        .arg("--tls-key")
-        .arg(&cert.key)
-        .args(["--reconnect-max-delay", "1s"])
-        .env("RUST_LOG", "info");
+    let mut command = kstretch_tests::stretch::agent_command(
+        &opts.agent,
+        kubeconfig,
+        alias,
+        ns,
+        link,
+        &pki.agent(alias),
+        free_port(),
+    );
+    command.env("RUST_LOG", "info");
     Proc::start(&format!("agent-{alias}"), command)
 }
 
