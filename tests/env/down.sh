@@ -57,7 +57,7 @@ if ((${#names[@]})); then
   }
   mapfile -t g1 < <(by_suffix 'connect')
   mapfile -t g2 < <(by_suffix '*-kwok'; by_suffix '*-scheduler'; by_suffix '*-controller-manager')
-  mapfile -t g3 < <(by_suffix 'kafka-[1-9]*')
+  mapfile -t g3 < <(by_suffix 'kafka-[1-9]*'; by_suffix "$KAFKA_NODELETE")
   mapfile -t g4 < <(by_suffix '*-apiserver'; by_suffix 'kafka-0')
   stop_group "${g1[@]}"
   stop_group "${g2[@]}"

@@ -21,6 +21,9 @@ KUBECTL=$K8S_DIR/kubectl
 read -r -a CLUSTERS <<<"$KSTRETCH_CLUSTERS"
 KAFKA_NODES=(0 1 2 3)          # 0 = controller-only, 1..3 = broker-only
 KAFKA_BROKERS=(1 2 3)
+# The nodelete cluster: one node (id 0 of its own cluster), process name kafka-nodelete.
+KAFKA_NODELETE=kafka-nodelete
+KAFKA_NODELETE_DIR=$STATE/kafka-nodelete
 
 log() { printf '[%s %s] %s\n' "${LOG_TAG:-env}" "$(date +%H:%M:%S)" "$*" >&2; }
 die() {
@@ -220,7 +223,7 @@ upper() { printf '%s' "$1" | tr '[:lower:]-' '[:upper:]_'; }
 
 # ---------------------------------------------------------------- health checks
 # Checks of one component each; the cluster ones use CUR_C (name) and CUR_I (index),
-# the Kafka one KAFKA_N (node id).
+# the main Kafka cluster's KAFKA_N (node id).
 CUR_C="" CUR_I="" KAFKA_N=""
 ETCD_URL=http://127.0.0.1:$KSTRETCH_ETCD_CLIENT_PORT
 etcd_check() { curl -sf -m 2 "$ETCD_URL/health" | grep -q '"health":"true"'; }
@@ -241,6 +244,11 @@ kwok_check() { curl -sf -m 3 "http://127.0.0.1:$(cluster_port "$KSTRETCH_KWOK_BA
 kafka_node_check() {
   grep -q "\[KafkaRaftServer nodeId=$KAFKA_N\] Kafka Server started" "$LOG_DIR/kafka-$KAFKA_N.log" 2>/dev/null &&
     tcp_open $((KSTRETCH_KAFKA_BASE_PORT + KAFKA_N))
+}
+# The same check for the nodelete cluster's single combined node (node id 0 there).
+kafka_nodelete_check() {
+  grep -q "\[KafkaRaftServer nodeId=0\] Kafka Server started" "$LOG_DIR/$KAFKA_NODELETE.log" 2>/dev/null &&
+    tcp_open "$KSTRETCH_KAFKA_NODELETE_PORT"
 }
 CONNECT_URL=http://127.0.0.1:$KSTRETCH_CONNECT_PORT
 # /health (KIP-1017) turns 200 once the worker has joined its group and read its config

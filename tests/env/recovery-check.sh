@@ -11,6 +11,10 @@ here=$ENV_DIR
 
 mapfile -t victims < <(all_pids_of_ours)
 ((${#victims[@]} > 0)) || die "the environment is not running: start it with tests/env/up.sh"
+# The nodelete cluster is a cluster of its own: make sure it is among the crashed too.
+nodelete_pid=$(live_pid "$KAFKA_NODELETE" kafka.Kafka) ||
+  die "$KAFKA_NODELETE is not running: start the environment with tests/env/up.sh"
+[[ " ${victims[*]} " == *" $nodelete_pid "* ]] || die "$KAFKA_NODELETE (pid $nodelete_pid) is not among the processes to kill"
 log "crash: SIGKILL to ${#victims[@]} processes"
 kill -KILL "${victims[@]}" 2>/dev/null || true
 for _ in $(seq 50); do
@@ -21,7 +25,10 @@ done
 t=$SECONDS
 "$here/up.sh" >/dev/null
 "$here/status.sh" >/dev/null || { "$here/status.sh" || true; die "up.sh after a crash left the environment unhealthy"; }
-log "up.sh recovered from the crash in $((SECONDS - t))s"
+if ! new_pid=$(live_pid "$KAFKA_NODELETE" kafka.Kafka) || [[ $new_pid == "$nodelete_pid" ]] || ! kafka_nodelete_check; then
+  die "$KAFKA_NODELETE was not restarted healthy after the crash"
+fi
+log "up.sh recovered from the crash in $((SECONDS - t))s (incl. $KAFKA_NODELETE: pid $nodelete_pid -> $new_pid)"
 
 "$here/down.sh" >/dev/null
 left=$(all_pids_of_ours)

@@ -4,8 +4,10 @@
 # nodes, a Pod that becomes Running+Ready on a kwok node, garbage collection of a Pod
 # owned by a deleted ConfigMap, a PVC bound by kwok's volume stages. Kafka: a topic
 # with replication factor 3. Connect: both FileStream connectors listed, and a
-# FileStreamSource connector that runs and moves a line into a topic.
-# Everything it creates has a unique name and is deleted again.
+# FileStreamSource connector that runs and moves a line into a topic. Kafka nodelete:
+# deleting a topic is refused (TopicDeletionDisabledException).
+# Everything it creates has a unique name and is deleted again, except the nodelete
+# cluster's topic `smoke-nodelete`, which cannot be deleted and is reused by every run.
 set -euo pipefail
 LOG_TAG=smoke # used by log() in lib.sh
 # shellcheck source=lib.sh
@@ -74,6 +76,20 @@ kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$KSTRETCH_KAFKA_BO
 kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$KSTRETCH_KAFKA_BOOTSTRAP" --list | grep -qx "$ID" ||
   die "topic $ID not listed"
 ok "Kafka: topic $ID (RF 3) created and listed"
+
+# The nodelete cluster refuses topic deletion: DeleteTopics -> TOPIC_DELETION_DISABLED.
+NODELETE_TOPIC=smoke-nodelete
+kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$KSTRETCH_KAFKA_NODELETE_BOOTSTRAP" \
+  --create --if-not-exists --topic "$NODELETE_TOPIC" --partitions 1 --replication-factor 1 >/dev/null
+if out=$(kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$KSTRETCH_KAFKA_NODELETE_BOOTSTRAP" \
+  --delete --topic "$NODELETE_TOPIC" 2>&1); then
+  die "Kafka nodelete: deleting topic $NODELETE_TOPIC succeeded: $out"
+fi
+grep -q TopicDeletionDisabledException <<<"$out" ||
+  die "Kafka nodelete: deleting topic $NODELETE_TOPIC failed, but not because deletion is disabled: $out"
+kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$KSTRETCH_KAFKA_NODELETE_BOOTSTRAP" --list |
+  grep -qx "$NODELETE_TOPIC" || die "Kafka nodelete: topic $NODELETE_TOPIC is gone after a refused deletion"
+ok "Kafka nodelete: deleting topic $NODELETE_TOPIC refused (TopicDeletionDisabledException), topic kept"
 
 plugins=$(curl -sf "$KSTRETCH_CONNECT_URL/connector-plugins")
 if ! grep -q FileStreamSourceConnector <<<"$plugins" || ! grep -q FileStreamSinkConnector <<<"$plugins"; then

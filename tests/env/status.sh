@@ -31,6 +31,7 @@ done
 for KAFKA_N in "${KAFKA_NODES[@]}"; do
   row "kafka-$KAFKA_N" kafka_node_check kafka.Kafka
 done
+row "$KAFKA_NODELETE" kafka_nodelete_check kafka.Kafka
 row connect connect_check ConnectDistributed
 [[ -f $STATE/env ]] && echo "env file: $STATE/env"
 exit "$bad"

@@ -23,6 +23,9 @@ KSTRETCH_SCHED_BASE_PORT=17100       # kube-scheduler secure port (healthz)
 KSTRETCH_KWOK_BASE_PORT=17200        # kwok server (healthz, fake kubelet port)
 KSTRETCH_KAFKA_BASE_PORT=19090       # Kafka node n -> 19090+n (0 = controller, 1..3 brokers)
 KSTRETCH_CONNECT_PORT=18083          # Kafka Connect REST
+# The second, independent Kafka cluster: one combined node with delete.topic.enable=false.
+KSTRETCH_KAFKA_NODELETE_PORT=19095             # its broker listener (PLAINTEXT)
+KSTRETCH_KAFKA_NODELETE_CONTROLLER_PORT=19096  # its controller listener
 
 export KSTRETCH_K8S_VERSION KSTRETCH_ETCD_VERSION KSTRETCH_KWOK_VERSION \
   KSTRETCH_HELM_VERSION KSTRETCH_KAFKA_VERSION KSTRETCH_CACHE KSTRETCH_STATE_DIR KSTRETCH_CLUSTERS

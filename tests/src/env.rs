@@ -20,6 +20,12 @@ pub struct TestEnv {
     pub kafka_broker_ids: Vec<i32>,
     pub kafka_cluster_id: String,
     pub connect_url: String,
+    /// `KSTRETCH_KAFKA_NODELETE_BOOTSTRAP`: the second, independent Kafka cluster (one
+    /// combined node) whose nodes run with `delete.topic.enable=false`, so DeleteTopics is
+    /// answered with TOPIC_DELETION_DISABLED.
+    pub kafka_nodelete_bootstrap: String,
+    /// `KSTRETCH_KAFKA_NODELETE_CLUSTER_ID`: that cluster's id.
+    pub kafka_nodelete_cluster_id: String,
     pub log_dir: PathBuf,
     /// `KSTRETCH_KAFKA_LIBS`: the Kafka jars (for private clusters and Kafka tools).
     pub kafka_libs: Option<PathBuf>,
@@ -94,6 +100,8 @@ impl TestEnv {
             kafka_broker_ids,
             kafka_cluster_id: get("KSTRETCH_KAFKA_CLUSTER_ID")?,
             connect_url: get("KSTRETCH_CONNECT_URL")?,
+            kafka_nodelete_bootstrap: get("KSTRETCH_KAFKA_NODELETE_BOOTSTRAP")?,
+            kafka_nodelete_cluster_id: get("KSTRETCH_KAFKA_NODELETE_CLUSTER_ID")?,
             log_dir: PathBuf::from(get("KSTRETCH_LOG_DIR")?),
             kafka_libs: vars.get("KSTRETCH_KAFKA_LIBS").map(PathBuf::from),
             bin_dir: vars.get("KSTRETCH_BIN_DIR").map(PathBuf::from),
@@ -168,6 +176,8 @@ KSTRETCH_KAFKA_BROKER_IDS=1,2,3
 KSTRETCH_KAFKA_CLUSTER_ID=abc
 KSTRETCH_CONNECT_URL=http://127.0.0.1:18083
 KSTRETCH_KAFKA_LIBS=/c/kafka/libs
+KSTRETCH_KAFKA_NODELETE_BOOTSTRAP=127.0.0.1:19095
+KSTRETCH_KAFKA_NODELETE_CLUSTER_ID=nodel
 "#;
 
     #[test]
@@ -184,6 +194,8 @@ KSTRETCH_KAFKA_LIBS=/c/kafka/libs
         assert_eq!(env.broker_address(7), None);
         assert_eq!(env.kafka_libs(), PathBuf::from("/c/kafka/libs"));
         assert_eq!(env.bin_dir, None);
+        assert_eq!(env.kafka_nodelete_bootstrap, "127.0.0.1:19095");
+        assert_eq!(env.kafka_nodelete_cluster_id, "nodel");
     }
 
     #[test]
@@ -191,6 +203,9 @@ KSTRETCH_KAFKA_LIBS=/c/kafka/libs
         let text = SAMPLE.replace("KSTRETCH_KUBECONFIG_BETA=/s/beta/kubeconfig\n", "");
         let err = TestEnv::parse(Path::new("/s/env"), &text).unwrap_err();
         assert_eq!(err, "KSTRETCH_KUBECONFIG_BETA is missing");
+        let text = SAMPLE.replace("KSTRETCH_KAFKA_NODELETE_BOOTSTRAP=127.0.0.1:19095\n", "");
+        let err = TestEnv::parse(Path::new("/s/env"), &text).unwrap_err();
+        assert_eq!(err, "KSTRETCH_KAFKA_NODELETE_BOOTSTRAP is missing");
     }
 
     #[test]
