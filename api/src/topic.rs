@@ -72,6 +72,11 @@ pub struct KafkaTopicSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub config: Option<ConfigValues>,
+    /// `false` stops managing the topic: the operator leaves it alone, and deleting the
+    /// KafkaTopic then leaves the topic in Kafka. Strimzi's `strimzi.io/managed: "false"`
+    /// annotation does the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed: Option<bool>,
 }
 
 /// Observed state of a topic.
@@ -91,6 +96,10 @@ pub struct KafkaTopicStatus {
     /// The topic's ID in Kafka.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic_id: Option<String>,
+    /// ID of the Kafka cluster the topic was reconciled with: a resource carrying another
+    /// cluster's ID is left alone (another operator instance manages it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
     /// A change of the replication factor in progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_change: Option<ReplicasChangeStatus>,
@@ -126,6 +135,18 @@ pub enum ReplicasChangeState {
 }
 
 impl KafkaTopic {
+    /// Whether the operator manages the topic: neither `spec.managed: false` nor the
+    /// `strimzi.io/managed: "false"` annotation.
+    pub fn is_managed(&self) -> bool {
+        self.spec.managed != Some(false)
+            && self
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::names::MANAGED))
+                .is_none_or(|v| v != "false")
+    }
+
     /// The topic's name in Kafka: `spec.topicName`, or `metadata.name` when absent.
     pub fn kafka_topic_name(&self) -> Option<&str> {
         self.spec

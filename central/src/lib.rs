@@ -7,3 +7,4 @@ pub mod grpc;
 pub mod inventory;
 pub mod kafka;
 pub mod link;
+pub mod topic;

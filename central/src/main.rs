@@ -9,7 +9,7 @@ use clap::Parser;
 use kstretch_central::kafka::{self, checks::KafkaAccess, metrics::KafkaMetrics, resolve::Members};
 use kstretch_central::link::Owners;
 use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
-use kstretch_central::{admin, inventory};
+use kstretch_central::{admin, inventory, topic};
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 
@@ -26,6 +26,9 @@ struct Args {
 
     #[command(flatten)]
     observability: ObservabilityArgs,
+
+    #[command(flatten)]
+    topics: topic::TopicArgs,
 
     /// Address of the gRPC server (admin API).
     #[arg(long, env = "KSTRETCH_GRPC_ADDR", default_value = "0.0.0.0:9090")]
@@ -83,6 +86,9 @@ async fn main() -> anyhow::Result<()> {
     let watch_metrics = WatchMetrics::register(&mut registry);
     let link_metrics = LinkMetrics::register(&mut registry);
     let kafka_metrics = KafkaMetrics::register(&mut registry);
+    let topic_metrics = topic::TopicMetrics::register(&mut registry);
+    // An illegal namespace policy must stop central before it touches anything.
+    let topic_settings = topic::TopicSettings::from_args(&args.topics, args.namespace.as_deref())?;
     let mut all_members: std::collections::BTreeSet<String> = args
         .member_clusters
         .iter()
@@ -143,6 +149,7 @@ async fn main() -> anyhow::Result<()> {
         ..LinkConfig::default()
     };
     let link = Link::new(desired, link_metrics, config, shutdown.clone());
+    let kafka_access = KafkaAccess::default();
     let ctx = std::sync::Arc::new(kafka::Context {
         client: client.clone(),
         pools: node_pools,
@@ -150,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
         agents: link.agents.clone(),
         restarts: link.restarts.clone(),
         members: members.clone(),
-        kafka: KafkaAccess::default(),
+        kafka: kafka_access.clone(),
         metrics: kafka_metrics,
         registration_checks: Default::default(),
     });
@@ -164,6 +171,16 @@ async fn main() -> anyhow::Result<()> {
             kube::Api::all(client.clone()),
         ),
     };
+    health.set_ready("topics", false, "filling the KafkaTopic caches");
+    tasks.spawn(topic::run(
+        client.clone(),
+        kafkas.clone(),
+        topic_settings,
+        kafka_access,
+        topic_metrics,
+        health.clone(),
+        shutdown.clone(),
+    ));
     tasks.spawn(kafka::run(
         kafkas,
         pools_api,

@@ -20,6 +20,7 @@ pub mod kraft;
 pub mod process;
 pub mod rawlink;
 pub mod stretch;
+pub mod topics;
 pub mod wait;
 
 pub use cluster::{Cluster, TestNamespace};

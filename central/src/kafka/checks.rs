@@ -9,13 +9,35 @@ use std::time::Duration;
 
 use kstretch_kadmin::{AdminClient, AdminConfig, ConfigResource, Error};
 
-/// Admin clients by bootstrap servers.
+/// Admin clients by bootstrap servers, and where each `Kafka` is reached (shared by the `Kafka`
+/// reconciler, which works it out, and the topic operator).
 #[derive(Debug, Clone, Default)]
 pub struct KafkaAccess {
     clients: Arc<Mutex<HashMap<String, AdminClient>>>,
+    bootstraps: Arc<Mutex<HashMap<(String, String), String>>>,
 }
 
 impl KafkaAccess {
+    /// Records the bootstrap servers of the `Kafka` `namespace/name`.
+    pub fn set_bootstrap(&self, namespace: &str, name: &str, bootstrap: &str) {
+        self.bootstraps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                (namespace.to_owned(), name.to_owned()),
+                bootstrap.to_owned(),
+            );
+    }
+
+    /// The bootstrap servers of the `Kafka` `namespace/name`, once its reconciler worked them out.
+    pub fn bootstrap(&self, namespace: &str, name: &str) -> Option<String> {
+        self.bootstraps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
     /// The client for `bootstrap` (comma-separated `host:port`), connecting if needed.
     pub async fn client(&self, bootstrap: &str) -> Result<AdminClient, Error> {
         if let Some(client) = self.lock().get(bootstrap).cloned() {

@@ -305,6 +305,14 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     // With per-node Services the bootstrap is known only now that their addresses are.
     let bootstrap =
         bootstrap.or_else(|| kraft::bootstrap_servers(&built.cluster, REPLICATION_LISTENER).ok());
+    // The topic operator reaches this cluster where the reconciler does.
+    if let Some(bootstrap) = &bootstrap {
+        ctx.kafka.set_bootstrap(
+            &kafka.namespace().unwrap_or_default(),
+            &kafka.name_any(),
+            bootstrap,
+        );
+    }
 
     let applied: BTreeSet<String> = records
         .iter()

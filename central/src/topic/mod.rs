@@ -1,0 +1,289 @@
+//! The unidirectional topic operator: `KafkaTopic`s in the watched namespaces are the source of
+//! truth for the topics they name. This file wires the watches, the queue, the batch workers
+//! and the timed pass; `batch` runs one batch, `decide` and `sync` hold its decisions and its
+//! Kafka side.
+
+pub mod batch;
+pub mod clusters;
+pub mod decide;
+pub mod metrics;
+pub mod queue;
+pub mod settings;
+pub mod sync;
+pub mod write;
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kstretch_api::{Kafka, KafkaTopic, names};
+use kstretch_core::topics::ResourceRef;
+use kstretch_runtime::Health;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::kafka::checks::KafkaAccess;
+pub use clusters::ClusterIds;
+pub use metrics::TopicMetrics;
+pub use queue::TopicQueue;
+pub use settings::{TopicArgs, TopicSettings};
+
+/// Everything a batch needs; shared by the workers.
+pub struct Context {
+    pub client: Client,
+    pub settings: TopicSettings,
+    pub kafka: KafkaAccess,
+    pub kafkas: Store<Kafka>,
+    pub topics: TopicStores,
+    pub queue: TopicQueue,
+    pub metrics: TopicMetrics,
+    pub cluster_ids: ClusterIds,
+    /// Per resource, what the last batch saw (see [`fingerprint`]).
+    seen: Mutex<HashMap<ResourceRef, u64>>,
+    /// Per resource, consecutive transient failures (for the backoff).
+    attempts: Mutex<HashMap<ResourceRef, u32>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// Records that a batch is reconciling `kt` as it is now, so the events of the batch's own
+    /// writes (finalizer, status) do not queue it again.
+    fn seen(&self, kt: &KafkaTopic) {
+        lock(&self.seen).insert(decide::key_of(kt), fingerprint(kt));
+    }
+
+    fn is_news(&self, kt: &KafkaTopic) -> bool {
+        lock(&self.seen).get(&decide::key_of(kt)) != Some(&fingerprint(kt))
+    }
+
+    fn forget(&self, key: &ResourceRef) {
+        lock(&self.seen).remove(key);
+        lock(&self.attempts).remove(key);
+    }
+
+    fn forget_attempts(&self, key: &ResourceRef) {
+        lock(&self.attempts).remove(key);
+    }
+
+    /// 1 s doubling to 60 s, with jitter so failed batches do not come back together.
+    fn backoff(&self, key: &ResourceRef) -> Duration {
+        let mut attempts = lock(&self.attempts);
+        let n = attempts.entry(key.clone()).or_default();
+        *n = n.saturating_add(1);
+        let secs = 1u64 << (*n - 1).min(6);
+        Duration::from_millis(secs.min(60) * 1000 + fastrand::u64(0..500))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What makes a watch event worth a reconciliation: the resource itself (UID), its spec
+/// (generation), deletion, and the labels and annotations that change what the operator does.
+/// Status and finalizer changes, which the operator makes itself, are left out.
+fn fingerprint(kt: &KafkaTopic) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    kt.uid().hash(&mut h);
+    kt.metadata.generation.hash(&mut h);
+    kt.metadata.deletion_timestamp.is_some().hash(&mut h);
+    kt.labels().get(names::CLUSTER).hash(&mut h);
+    for a in [names::PAUSE_RECONCILIATION, names::MANAGED] {
+        kt.annotations().get(a).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The `KafkaTopic` caches, one per watched namespace (or one for all).
+#[derive(Clone, Debug)]
+pub struct TopicStores {
+    stores: Vec<(Option<String>, Store<KafkaTopic>)>,
+}
+
+impl TopicStores {
+    pub fn get(&self, key: &ResourceRef) -> Option<Arc<KafkaTopic>> {
+        let object = ObjectRef::new(&key.name).within(&key.namespace);
+        self.stores
+            .iter()
+            .filter(|(ns, _)| ns.as_ref().is_none_or(|ns| *ns == key.namespace))
+            .find_map(|(_, s)| s.get(&object))
+    }
+
+    pub fn all(&self) -> Vec<Arc<KafkaTopic>> {
+        self.stores.iter().flat_map(|(_, s)| s.state()).collect()
+    }
+}
+
+/// Runs the topic operator until `shutdown`.
+pub async fn run(
+    client: Client,
+    kafkas_api: Api<Kafka>,
+    settings: TopicSettings,
+    kafka: KafkaAccess,
+    metrics: TopicMetrics,
+    health: Health,
+    shutdown: CancellationToken,
+) {
+    let (kafkas, kafka_writer) = reflector::store();
+    let kafka_watch = reflector::reflector(
+        kafka_writer,
+        watcher(kafkas_api, watcher::Config::default()).default_backoff(),
+    )
+    .for_each(|_| async {});
+
+    let apis: Vec<(Option<String>, Api<KafkaTopic>)> = match &settings.namespaces {
+        Some(list) => list
+            .iter()
+            .map(|ns| (Some(ns.clone()), Api::namespaced(client.clone(), ns)))
+            .collect(),
+        None => vec![(None, Api::all(client.clone()))],
+    };
+    let queue = TopicQueue::new(settings.queue_capacity);
+    let mut stores = Vec::new();
+    let mut writers = Vec::new();
+    for (ns, api) in apis {
+        let (store, writer) = reflector::store();
+        stores.push((ns, store));
+        writers.push((api, writer));
+    }
+    let ctx = Arc::new(Context {
+        client,
+        kafka,
+        kafkas,
+        topics: TopicStores { stores },
+        queue: queue.clone(),
+        metrics,
+        cluster_ids: ClusterIds::default(),
+        seen: Mutex::default(),
+        attempts: Mutex::default(),
+        settings,
+    });
+    tracing::info!(
+        namespaces = ?ctx.settings.namespaces,
+        batch_size = ctx.settings.batch_size,
+        batches_in_flight = ctx.settings.batches_in_flight,
+        full_reconcile = ?ctx.settings.full_reconcile,
+        "topic operator starting"
+    );
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for (api, writer) in writers {
+        tasks.spawn(watch_topics(api, writer, ctx.clone()));
+    }
+    for _ in 0..ctx.settings.batches_in_flight {
+        let ctx = ctx.clone();
+        tasks.spawn(async move {
+            while let Some(keys) = ctx
+                .queue
+                .next_batch(ctx.settings.batch_size, ctx.settings.linger)
+                .await
+            {
+                batch::run(&ctx, keys).await;
+            }
+        });
+    }
+    tasks.spawn(timed_pass(ctx.clone(), health));
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = kafka_watch => {}
+    }
+    queue.close();
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Feeds one `KafkaTopic` watch into its cache and the queue. `push` waits while the queue is
+/// full, which pauses reading the watch: backpressure, never an exit.
+async fn watch_topics(
+    api: Api<KafkaTopic>,
+    writer: reflector::store::Writer<KafkaTopic>,
+    ctx: Arc<Context>,
+) {
+    let mut events = std::pin::pin!(reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff()
+    ));
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(kt) | watcher::Event::InitApply(kt)) => {
+                if ctx.is_news(&kt)
+                    && ctx.queue.push(decide::key_of(&kt)).await == queue::Pushed::Deferred
+                {
+                    ctx.metrics.locked();
+                }
+            }
+            Ok(watcher::Event::Delete(kt)) => {
+                let key = decide::key_of(&kt);
+                ctx.forget(&key);
+                // Another resource naming the same topic may have waited on this one.
+                if let Some(topic) = kt.kafka_topic_name() {
+                    for other in ctx
+                        .topics
+                        .all()
+                        .iter()
+                        .filter(|o| o.kafka_topic_name() == Some(topic))
+                    {
+                        ctx.queue.push_now(decide::key_of(other));
+                    }
+                }
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Err(e) => tracing::warn!(error = %e, "KafkaTopic watch error; retrying"),
+        }
+    }
+}
+
+/// Reconciles every `KafkaTopic` once per `full_reconcile` interval, a slice each second so the
+/// load is spread over the interval rather than one burst; it is how changes made directly in
+/// Kafka are reverted. Also keeps the resource and queue gauges current.
+async fn timed_pass(ctx: Arc<Context>, health: Health) {
+    const TICK: Duration = Duration::from_secs(1);
+    let ticks_per_pass = (ctx.settings.full_reconcile.as_secs_f64() / TICK.as_secs_f64()).max(1.0);
+    for (_, store) in &ctx.topics.stores {
+        if store.wait_until_ready().await.is_err() {
+            return;
+        }
+    }
+    health.set_ready("topics", true, "KafkaTopic caches filled");
+    let mut keys: Vec<ResourceRef> = Vec::new();
+    let mut cursor = 0usize;
+    let mut interval = tokio::time::interval(TICK);
+    // The watch's initial events just reconciled everything: the first pass starts one
+    // interval later, and each pass starts one interval after the previous one.
+    let mut next_pass = tokio::time::Instant::now() + ctx.settings.full_reconcile;
+    loop {
+        interval.tick().await;
+        let all = ctx.topics.all();
+        let paused = all.iter().filter(|t| decide::is_paused(t)).count();
+        ctx.metrics.resources(all.len(), paused);
+        ctx.metrics
+            .queue(ctx.queue.waiting(), ctx.queue.take_max_waiting());
+        if cursor >= keys.len() {
+            if tokio::time::Instant::now() < next_pass {
+                continue;
+            }
+            next_pass += ctx.settings.full_reconcile;
+            keys = all.iter().map(|t| decide::key_of(t)).collect();
+            keys.sort();
+            cursor = 0;
+        }
+        // Rounded up, so every key is covered within the interval.
+        let slice = ((keys.len() as f64) / ticks_per_pass).ceil() as usize;
+        let end = (cursor + slice.max(1)).min(keys.len());
+        for key in &keys[cursor..end] {
+            ctx.queue.push(key.clone()).await;
+        }
+        cursor = end;
+    }
+}

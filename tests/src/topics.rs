@@ -1,0 +1,342 @@
+//! The topic operator under test: the real `kstretch-central` (no agents) watching test
+//! namespaces of cluster alpha, a `Kafka` resource that points it at a real Kafka, and reads of
+//! what that Kafka really has through `rdkafka`.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use kstretch_api::KafkaTopic;
+use kstretch_api::condition::Condition;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use rdkafka::admin::{AdminOptions, AlterConfig, NewPartitions, ResourceSpecifier};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use serde_json::{Value, json};
+
+use crate::cluster::TestNamespace;
+use crate::crds::{self, FIELD_MANAGER};
+use crate::process::{Spawned, binary, free_port};
+use crate::wait::{Seen, wait_for};
+use crate::{Cluster, TestEnv};
+
+/// The `Kafka` every test topic names.
+pub const KAFKA: &str = "my-cluster";
+
+/// Central as a topic operator, killed when dropped.
+#[derive(Debug)]
+pub struct TopicOperator {
+    pub cluster: Cluster,
+    pub namespaces: Vec<TestNamespace>,
+    pub bootstrap: String,
+    pub central: Option<Spawned>,
+    pub http: String,
+    /// Central's extra arguments.
+    pub args: Vec<String>,
+}
+
+impl TopicOperator {
+    /// Starts central for test `test` watching `namespaces` fresh namespaces (the first holds
+    /// the `Kafka`, reached at `bootstrap`), with `extra` arguments.
+    pub async fn start(test: &str, namespaces: usize, bootstrap: &str, extra: &[&str]) -> Self {
+        let mut op = Self::prepare(test, namespaces, bootstrap, extra).await;
+        op.start_central();
+        op
+    }
+
+    /// Like [`start`](Self::start), without starting central yet.
+    pub async fn prepare(test: &str, namespaces: usize, bootstrap: &str, extra: &[&str]) -> Self {
+        let env = TestEnv::get();
+        let cluster = Cluster::connect(&env.clusters[0]).await;
+        crds::install(&cluster).await;
+        let mut list = Vec::new();
+        for _ in 0..namespaces.max(1) {
+            list.push(cluster.namespace(test).await);
+        }
+        let op = TopicOperator {
+            cluster,
+            namespaces: list,
+            bootstrap: bootstrap.to_owned(),
+            central: None,
+            http: String::new(),
+            args: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        op.apply(
+            0,
+            json!({
+                "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
+                "metadata": {"name": KAFKA, "annotations": {
+                    "kstretch.io/admin-bootstrap-servers": bootstrap}},
+                "spec": {"kafka": {"listeners": [
+                    {"name": "plain", "port": 9092, "type": "internal", "tls": false}]}}
+            }),
+        )
+        .await;
+        op
+    }
+
+    pub fn ns(&self, i: usize) -> &str {
+        &self.namespaces[i].name
+    }
+
+    /// Starts (or restarts) central.
+    pub fn start_central(&mut self) {
+        let env = TestEnv::get();
+        let http_port = free_port();
+        let namespaces: Vec<&str> = self.namespaces.iter().map(|n| n.name.as_str()).collect();
+        let mut command = Command::new(binary("kstretch-central"));
+        command
+            .arg("--kubeconfig")
+            .arg(&env.clusters[0].kubeconfig)
+            .args(["--namespace", &self.namespaces[0].name])
+            .args(["--topic-namespaces", &namespaces.join(",")])
+            .args(["--http-addr", &format!("127.0.0.1:{http_port}")])
+            .args(["--grpc-addr", &format!("127.0.0.1:{}", free_port())])
+            .args(&self.args)
+            .env("RUST_LOG", "info,kstretch_central=debug");
+        self.central = Some(Spawned::start("central", command));
+        self.http = format!("http://127.0.0.1:{http_port}");
+    }
+
+    pub fn stop_central(&mut self) {
+        if let Some(mut central) = self.central.take() {
+            central.stop();
+        }
+    }
+
+    pub fn topics(&self, i: usize) -> Api<KafkaTopic> {
+        self.namespaces[i].api()
+    }
+
+    /// Server-side applies `object` in namespace `i`, as `kubectl apply --server-side` would.
+    pub async fn apply(&self, i: usize, mut object: Value) {
+        object["metadata"]["namespace"] = json!(self.ns(i));
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_owned();
+        let kind = object["kind"].as_str().expect("kind").to_owned();
+        let gvk = kube::core::GroupVersionKind::gvk("kafka.strimzi.io", "v1", &kind);
+        let resource = kube::core::ApiResource::from_gvk_with_plural(
+            &gvk,
+            &format!("{}s", kind.to_lowercase()),
+        );
+        let api: Api<kube::core::DynamicObject> =
+            Api::namespaced_with(self.cluster.client.clone(), self.ns(i), &resource);
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
+    }
+
+    /// Applies a `KafkaTopic` `name` of the test's Kafka with `spec` (and `metadata` merged).
+    pub async fn apply_topic(&self, i: usize, name: &str, spec: Value, metadata: Value) {
+        let mut meta = json!({"name": name, "labels": {"strimzi.io/cluster": KAFKA}});
+        if let Value::Object(extra) = metadata {
+            for (k, v) in extra {
+                meta[k] = v;
+            }
+        }
+        self.apply(
+            i,
+            json!({"apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaTopic",
+                   "metadata": meta, "spec": spec}),
+        )
+        .await;
+    }
+
+    /// Waits until `KafkaTopic` `name` in namespace `i` satisfies `check`.
+    pub async fn wait_topic(
+        &self,
+        i: usize,
+        name: &str,
+        what: &str,
+        check: impl Fn(&KafkaTopic) -> bool,
+    ) -> KafkaTopic {
+        let api = self.topics(i);
+        wait_for(what, Duration::from_secs(60), || async {
+            match api.get_opt(name).await {
+                Ok(Some(kt)) if check(&kt) => Seen::Done(kt),
+                Ok(other) => Seen::NotYet(format!("{other:#?}\n{}", self.logs())),
+                Err(e) => Seen::NotYet(e.to_string()),
+            }
+        })
+        .await
+    }
+
+    /// Waits until `name` has reconciled its current generation with `Ready=True`.
+    pub async fn wait_ready(&self, i: usize, name: &str) -> KafkaTopic {
+        self.wait_topic(i, name, &format!("KafkaTopic {name} Ready"), |kt| {
+            reconciled(kt) && condition(kt, "Ready").is_some_and(|c| c.status == "True")
+        })
+        .await
+    }
+
+    /// Waits until `name` has reconciled its current generation with `Ready=False` and
+    /// `reason`.
+    pub async fn wait_not_ready(&self, i: usize, name: &str, reason: &str) -> KafkaTopic {
+        self.wait_topic(
+            i,
+            name,
+            &format!("KafkaTopic {name} Ready=False {reason}"),
+            |kt| {
+                reconciled(kt)
+                    && condition(kt, "Ready")
+                        .is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some(reason))
+            },
+        )
+        .await
+    }
+
+    /// Deletes `KafkaTopic` `name` and waits until it is gone (its finalizer released).
+    pub async fn delete_topic(&self, i: usize, name: &str) {
+        let api = self.topics(i);
+        let _ = api.delete(name, &DeleteParams::default()).await;
+        crate::wait::wait_for_deletion(&api, name, Duration::from_secs(60)).await;
+    }
+
+    pub fn logs(&self) -> String {
+        let Some(central) = &self.central else {
+            return String::new();
+        };
+        let text = central.log_text();
+        let lines: Vec<&str> = text.lines().collect();
+        format!(
+            "--- central ---\n{}",
+            lines[lines.len().saturating_sub(30)..].join("\n")
+        )
+    }
+
+    /// A series of central's /metrics (the first line starting with `series`).
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        let body = reqwest::get(format!("{}/metrics", self.http))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        body.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// Deletes every `KafkaTopic` (so their topics leave Kafka), then stops central and deletes
+    /// the namespaces. Call at the end of a passing test.
+    pub async fn finish(mut self) {
+        for i in 0..self.namespaces.len() {
+            let api = self.topics(i);
+            let names: Vec<String> = api
+                .list(&Default::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .filter_map(|t| t.metadata.name)
+                        .collect()
+                })
+                .unwrap_or_default();
+            for name in names {
+                self.delete_topic(i, &name).await;
+            }
+        }
+        self.stop_central();
+        for ns in std::mem::take(&mut self.namespaces) {
+            ns.delete().await;
+        }
+    }
+}
+
+/// Whether the status describes the current generation.
+pub fn reconciled(kt: &KafkaTopic) -> bool {
+    kt.status.as_ref().and_then(|s| s.observed_generation) == kt.metadata.generation
+}
+
+/// The condition of `type_`.
+pub fn condition<'a>(kt: &'a KafkaTopic, type_: &str) -> Option<&'a Condition> {
+    kt.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+}
+
+/// The `Warning` condition with `reason`.
+pub fn warning<'a>(kt: &'a KafkaTopic, reason: &str) -> Option<&'a Condition> {
+    kt.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Warning" && c.reason.as_deref() == Some(reason))
+    })
+}
+
+/// A topic as Kafka reports it through rdkafka: each partition's replicas, by partition index.
+pub fn replicas(bootstrap: &str, topic: &str) -> Option<Vec<Vec<i32>>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("consumer");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let t = metadata.topics().first()?;
+    if t.error().is_some() {
+        return None;
+    }
+    let mut partitions: Vec<_> = t.partitions().iter().collect();
+    partitions.sort_by_key(|p| p.id());
+    Some(partitions.iter().map(|p| p.replicas().to_vec()).collect())
+}
+
+/// The configs Kafka set on the topic itself (not inherited), through rdkafka.
+pub async fn topic_configs(bootstrap: &str, topic: &str) -> BTreeMap<String, String> {
+    let admin = crate::kafka::admin(bootstrap);
+    let results = admin
+        .describe_configs(
+            [&ResourceSpecifier::Topic(topic)],
+            &AdminOptions::new().request_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .expect("DescribeConfigs");
+    let resource = results
+        .into_iter()
+        .next()
+        .expect("one result")
+        .expect("described");
+    resource
+        .entries
+        .into_iter()
+        .filter(|e| e.source == rdkafka::admin::ConfigSource::DynamicTopic)
+        .filter_map(|e| Some((e.name, e.value?)))
+        .collect()
+}
+
+/// Replaces the topic's own configs with `configs`, out of band (AlterConfigs through rdkafka).
+pub async fn set_topic_configs(bootstrap: &str, topic: &str, configs: &BTreeMap<String, String>) {
+    let admin = crate::kafka::admin(bootstrap);
+    let mut alter = AlterConfig::new(ResourceSpecifier::Topic(topic));
+    for (k, v) in configs {
+        alter = alter.set(k, v);
+    }
+    let results = admin
+        .alter_configs([&alter], &AdminOptions::new())
+        .await
+        .expect("AlterConfigs");
+    for r in results {
+        r.unwrap_or_else(|(_, code)| panic!("Kafka refused AlterConfigs on {topic}: {code}"));
+    }
+}
+
+/// Adds partitions out of band, through rdkafka.
+pub async fn add_partitions(bootstrap: &str, topic: &str, total: usize) {
+    let admin = crate::kafka::admin(bootstrap);
+    let results = admin
+        .create_partitions([&NewPartitions::new(topic, total)], &AdminOptions::new())
+        .await
+        .expect("CreatePartitions");
+    for r in results {
+        r.unwrap_or_else(|(_, code)| panic!("Kafka refused CreatePartitions on {topic}: {code}"));
+    }
+}
