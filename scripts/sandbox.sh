@@ -61,8 +61,9 @@ up() {
 
   for c in "${CLUSTERS[@]}"; do
     kc=$(kubeconfig_of "$c")
-    # --take-ownership: the CRDs may already exist, applied by tests or an earlier kubectl apply.
-    "$helm" upgrade --install --take-ownership kstretch-crds "$ROOT/charts/kstretch-crds" --kubeconfig "$kc" >/dev/null
+    # --take-ownership and --force-conflicts: the CRDs may already exist, applied by tests or an
+    # earlier kubectl apply, which then own fields of them; the chart's version wins.
+    "$helm" upgrade --install --take-ownership --force-conflicts kstretch-crds "$ROOT/charts/kstretch-crds" --kubeconfig "$kc" >/dev/null
     "$kubectl" --kubeconfig "$kc" apply --server-side --field-manager kstretch-sandbox \
       -f "$ROOT/examples/mcs-serviceexport-crd.yaml" >/dev/null
     "$kubectl" --kubeconfig "$kc" create namespace "$NAMESPACE" --dry-run=client -o yaml |
@@ -98,6 +99,10 @@ up() {
 
   "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" apply --server-side \
     --field-manager kstretch-sandbox -f "$ROOT/examples/kafka-stretch.yaml" >/dev/null
+  # kwok runs no JVMs, so central's admin client (topics, scale-down checks) is pointed at the
+  # environment's real Kafka: the example topic is a real topic there.
+  "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" annotate --overwrite \
+    kafka/my-cluster "kstretch.io/admin-bootstrap-servers=$KSTRETCH_KAFKA_BOOTSTRAP" >/dev/null
   local agents_up=0
   for _ in $(seq 40); do
     agents_up=$("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" agents 2>/dev/null | awk '$2 == "yes"' | wc -l)
@@ -107,6 +112,9 @@ up() {
   "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" wait kafka/my-cluster \
     --for condition=Ready --timeout 120s >/dev/null ||
     { tail_log sandbox-central; die "the example Kafka did not become ready"; }
+  "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" wait kafkatopic/orders \
+    --for condition=Ready --timeout 60s >/dev/null ||
+    { tail_log sandbox-central; die "the example KafkaTopic did not become ready"; }
 
   cat <<EOM
 
@@ -114,7 +122,7 @@ kstretch sandbox is up ($((SECONDS - t0))s). Central runs in cluster '$central_c
 
   central       http://127.0.0.1:$CENTRAL_HTTP/{healthz,readyz,metrics}  admin gRPC 127.0.0.1:$CENTRAL_GRPC  agent link (mTLS) 127.0.0.1:$CENTRAL_LINK
 $(for i in "${!CLUSTERS[@]}"; do printf '  agent %-7s http://127.0.0.1:%s/{healthz,readyz,metrics}\n' "${CLUSTERS[$i]}" "$((AGENT_HTTP_BASE + i))"; done)
-  Kafka         $KSTRETCH_KAFKA_BOOTSTRAP   (the environment's own Kafka, for tests)
+  Kafka         $KSTRETCH_KAFKA_BOOTSTRAP   (the environment's own Kafka: central's admin client uses it, so the example's topics are real)
   Connect       $KSTRETCH_CONNECT_URL
   logs          $LOG_DIR/
 
