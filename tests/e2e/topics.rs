@@ -1,17 +1,22 @@
 //! End-to-end tests of the topic operator: the real central against cluster alpha's apiserver
 //! and the environment's real Kafka, with Kafka's state read independently through `rdkafka`.
 //!
-//! Topic names carry the test namespace, which is unique per run, so tests share the Kafka.
+//! Topic names carry the test namespace, which is unique per run, so tests share the Kafka
+//! (and the delete.topic.enable=false Kafka, whose topics stay forever). The replication
+//! throttle one test sets on the shared brokers slows only its own topic's replicas, and is
+//! taken off even when the test fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kstretch_api::KafkaTopic;
+use kstretch_api::topic::ReplicasChangeState;
 use kstretch_tests::TestEnv;
 use kstretch_tests::topics::{
-    self, KAFKA, TopicOperator, add_partitions, condition, replicas, set_topic_configs,
-    topic_configs, warning,
+    self, BrokerThrottle, KAFKA, TopicOperator, add_partitions, condition, in_sync_replicas,
+    reconciled, replicas, set_topic_configs, topic_configs, warning,
 };
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::api::{Patch, PatchParams};
@@ -485,5 +490,441 @@ async fn alterable_configs_warns_about_ignored_keys() {
         .then_some(())
     })
     .await;
+    op.finish().await;
+}
+
+/// The `Ready` condition's message (empty when there is none).
+fn ready_message(kt: &KafkaTopic) -> String {
+    condition(kt, "Ready")
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// How many times central made Admin call `call`, successful or not (`None`: never).
+async fn calls(op: &TopicOperator, call: &str) -> Option<f64> {
+    let series = "kstretch_central_topic_call_duration_seconds_count";
+    let mut total = None;
+    for outcome in ["ok", "error"] {
+        let labels = format!("{{call=\"{call}\",outcome=\"{outcome}\"}}");
+        if let Some(n) = op.metric(&format!("{series}{labels}")).await {
+            total = Some(total.unwrap_or(0.0) + n);
+        }
+    }
+    total
+}
+
+fn is_ready(kt: &KafkaTopic) -> bool {
+    reconciled(kt) && condition(kt, "Ready").is_some_and(|c| c.status == "True")
+}
+
+/// Waits until `name` (namespace 0) is Ready with no replication-factor change left in its
+/// status, and Kafka shows every partition of `topic` with `rf` replicas.
+async fn wait_replication_factor(op: &TopicOperator, name: &str, topic: &str, rf: usize) {
+    let bootstrap = bootstrap();
+    op.wait_topic(
+        0,
+        name,
+        &format!("{name} Ready with replication factor {rf} in Kafka"),
+        |kt| {
+            is_ready(kt)
+                && kt.status.as_ref().unwrap().replicas_change.is_none()
+                && replicas(&bootstrap, topic)
+                    .is_some_and(|p| !p.is_empty() && p.iter().all(|r| r.len() == rf))
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_disabled_in_kafka_leaves_the_topic_unmanaged() {
+    let env = TestEnv::get();
+    let op = TopicOperator::start("topics-nodelete", 1, &env.kafka_nodelete_bootstrap, &[]).await;
+    // The namespace is unique per run, and so is the topic, which can never be deleted.
+    let topic = format!("{}-undeletable", op.ns(0));
+    op.apply_topic(
+        0,
+        "undeletable",
+        json!({"topicName": topic, "partitions": 1, "replicas": 1}),
+        json!({}),
+    )
+    .await;
+    let kt = op.wait_ready(0, "undeletable").await;
+    assert_eq!(
+        kt.status.as_ref().unwrap().cluster_id.as_deref(),
+        Some(env.kafka_nodelete_cluster_id.as_str())
+    );
+    assert!(replicas(&env.kafka_nodelete_bootstrap, &topic).is_some());
+
+    // Kafka answers TOPIC_DELETION_DISABLED: the finalizer goes all the same, the topic stays.
+    op.delete_topic(0, "undeletable").await;
+    assert!(
+        replicas(&env.kafka_nodelete_bootstrap, &topic).is_some(),
+        "the topic stays in the cluster that refuses deletion"
+    );
+    op.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_topic_one_resource_across_namespaces() {
+    let op = TopicOperator::start("topics-conflict", 2, &bootstrap(), &[]).await;
+    let ns0 = op.ns(0).to_owned();
+    let topic = format!("{ns0}-shared");
+    let spec = json!({"topicName": topic, "partitions": 1, "replicas": 1});
+    op.apply_topic(0, "first", spec.clone(), json!({})).await;
+    op.wait_ready(0, "first").await;
+
+    // Creation timestamps have one-second resolution: "second" is strictly younger.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The Kafka lives in namespace 0; the label resolves to the only Kafka of that name.
+    op.apply_topic(1, "second", spec.clone(), json!({})).await;
+    let kt = op.wait_not_ready(1, "second", "ResourceConflict").await;
+    let message = ready_message(&kt);
+    assert!(message.contains(&format!("{ns0}/first")), "{message}");
+    assert!(message.contains(&topic), "{message}");
+    let first = op.topics(0).get("first").await.unwrap();
+    assert!(is_ready(&first), "{:?}", first.status);
+
+    // Several resources name the topic: deleting the owner does not delete the topic.
+    op.delete_topic(0, "first").await;
+    assert!(
+        replicas(&bootstrap(), &topic).is_some(),
+        "the topic stays while another KafkaTopic names it"
+    );
+    // The conflict clears without a change to "second".
+    let generation = kt.metadata.generation;
+    let kt = op.wait_ready(1, "second").await;
+    assert_eq!(kt.metadata.generation, generation);
+    assert_eq!(
+        kt.status.as_ref().unwrap().topic_name.as_deref(),
+        Some(topic.as_str())
+    );
+
+    // The last one deleted takes the topic with it.
+    op.delete_topic(1, "second").await;
+    wait_kafka("the shared topic deleted", &topic, |p, _| {
+        p.is_none().then_some(())
+    })
+    .await;
+    op.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_policy_refuses_only_the_violating_resource() {
+    let mut op = TopicOperator::prepare("topics-policy", 2, &bootstrap(), &[]).await;
+    let (ns0, ns1) = (op.ns(0).to_owned(), op.ns(1).to_owned());
+    let dir = std::env::temp_dir().join(format!("kstretch-{ns0}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "- namespace: {ns0}\n  topicNamePrefixes: [\"{ns0}-a.\"]\n\
+             - namespace: {ns1}\n  otherTopics: true\n"
+        ),
+    )
+    .unwrap();
+    op.args.push("--topic-namespace-policy".into());
+    op.args.push(policy.display().to_string());
+    op.start_central();
+    let allowed = format!("{ns0}-a.x");
+
+    // Namespace 1 names a topic of namespace 0's prefix: refused, nothing in Kafka.
+    op.apply_topic(
+        1,
+        "intruder",
+        json!({"topicName": allowed, "partitions": 1, "replicas": 1}),
+        json!({}),
+    )
+    .await;
+    let kt = op
+        .wait_not_ready(1, "intruder", "TopicNamespacePolicy")
+        .await;
+    let message = ready_message(&kt);
+    assert!(message.contains(&ns0), "{message}");
+    assert!(message.contains(&allowed), "{message}");
+    assert!(replicas(&bootstrap(), &allowed).is_none());
+
+    // Namespace 0 may: the refused resource does not block it (no ResourceConflict).
+    op.apply_topic(
+        0,
+        "owner",
+        json!({"topicName": allowed, "partitions": 1, "replicas": 1}),
+        json!({}),
+    )
+    .await;
+    op.wait_ready(0, "owner").await;
+    assert!(replicas(&bootstrap(), &allowed).is_some());
+
+    // Namespace 0 outside its prefixes: refused.
+    let outside = format!("{ns0}-b");
+    op.apply_topic(
+        0,
+        "outside",
+        json!({"topicName": outside, "partitions": 1, "replicas": 1}),
+        json!({}),
+    )
+    .await;
+    let kt = op
+        .wait_not_ready(0, "outside", "TopicNamespacePolicy")
+        .await;
+    let message = ready_message(&kt);
+    assert!(message.contains(&outside), "{message}");
+    assert!(message.contains(&ns0), "{message}");
+    assert!(replicas(&bootstrap(), &outside).is_none());
+
+    // The refused resource keeps its refusal; deleting it leaves the owner's topic alone.
+    let kt = op.topics(1).get("intruder").await.unwrap();
+    assert_eq!(
+        condition(&kt, "Ready").unwrap().reason.as_deref(),
+        Some("TopicNamespacePolicy")
+    );
+    op.delete_topic(1, "intruder").await;
+    assert!(replicas(&bootstrap(), &allowed).is_some());
+    op.finish().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_illegal_namespace_policy_stops_central_at_start_up() {
+    let env = TestEnv::get();
+    let dir = std::env::temp_dir().join(format!(
+        "kstretch-illegal-policy-{}-{}",
+        std::process::id(),
+        kstretch_tests::process::free_port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("overlapping.yaml");
+    std::fs::write(
+        &policy,
+        "- namespace: team-a\n  topicNamePrefixes: [x.]\n\
+         - namespace: team-b\n  topicNamePrefixes: [x.y]\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(kstretch_tests::process::binary("kstretch-central"))
+        .arg("--kubeconfig")
+        .arg(&env.clusters[0].kubeconfig)
+        .arg("--topic-namespace-policy")
+        .arg(&policy)
+        .args([
+            "--http-addr",
+            &format!("127.0.0.1:{}", kstretch_tests::process::free_port()),
+        ])
+        .args([
+            "--grpc-addr",
+            &format!("127.0.0.1:{}", kstretch_tests::process::free_port()),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start central");
+    let exited = wait_for("central to exit", Duration::from_secs(10), || {
+        let status = child.try_wait().expect("try_wait");
+        async move {
+            match status {
+                Some(status) => Seen::Done(status),
+                None => Seen::NotYet("still running".into()),
+            }
+        }
+    })
+    .await;
+    let output = child.wait_with_output().expect("central's output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!exited.success(), "{exited}: {text}");
+    assert!(text.contains("overlapping.yaml"), "{text}");
+    assert!(text.contains("disjoint"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_of_another_cluster_is_ignored() {
+    let op = TopicOperator::start(
+        "topics-foreign",
+        1,
+        &bootstrap(),
+        &["--topic-full-reconcile-secs", "2"],
+    )
+    .await;
+    let topic = format!("{}-foreign", op.ns(0));
+    let spec =
+        |partitions: i32| json!({"topicName": topic, "partitions": partitions, "replicas": 1});
+    op.apply_topic(0, "foreign", spec(1), json!({})).await;
+    op.wait_ready(0, "foreign").await;
+    let status_cluster = |id: &str| Patch::Merge(json!({"status": {"clusterId": id}}));
+
+    // Another operator instance, managing another Kafka cluster, wrote the status: central
+    // leaves the resource alone, spec changes and timed passes included.
+    op.topics(0)
+        .patch_status(
+            "foreign",
+            &PatchParams::default(),
+            &status_cluster("another-cluster"),
+        )
+        .await
+        .unwrap();
+    op.apply_topic(0, "foreign", spec(3), json!({})).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(replicas(&bootstrap(), &topic).unwrap().len(), 1);
+    let kt = op.topics(0).get("foreign").await.unwrap();
+    let status = kt.status.as_ref().unwrap();
+    assert_eq!(status.cluster_id.as_deref(), Some("another-cluster"));
+    assert_ne!(
+        status.observed_generation, kt.metadata.generation,
+        "not even the status is written"
+    );
+    assert!(
+        op.metric("kstretch_central_topic_foreign_cluster_resources_total")
+            .await
+            .unwrap_or(0.0)
+            > 0.0
+    );
+
+    // The status names this cluster again: the next timed pass takes the resource back.
+    op.topics(0)
+        .patch_status(
+            "foreign",
+            &PatchParams::default(),
+            &status_cluster(&TestEnv::get().kafka_cluster_id),
+        )
+        .await
+        .unwrap();
+    op.wait_ready(0, "foreign").await;
+    assert_eq!(replicas(&bootstrap(), &topic).unwrap().len(), 3);
+    op.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_factor_changes_by_reassignment() {
+    let op = TopicOperator::start("topics-rf", 1, &bootstrap(), &[]).await;
+    let topic = format!("{}-rf", op.ns(0));
+    let spec = |replicas: i32, min_insync_replicas: Option<i32>| {
+        let mut spec = json!({"topicName": topic, "partitions": 3, "replicas": replicas});
+        if let Some(n) = min_insync_replicas {
+            spec["config"] = json!({"min.insync.replicas": n});
+        }
+        spec
+    };
+    op.apply_topic(0, "rf", spec(1, None), json!({})).await;
+    wait_replication_factor(&op, "rf", &topic, 1).await;
+
+    // Up, then down.
+    op.apply_topic(0, "rf", spec(3, None), json!({})).await;
+    wait_replication_factor(&op, "rf", &topic, 3).await;
+    op.apply_topic(0, "rf", spec(2, None), json!({})).await;
+    wait_replication_factor(&op, "rf", &topic, 2).await;
+
+    // Fewer replicas than min.insync.replicas: applied, with a warning.
+    op.apply_topic(0, "rf", spec(2, Some(3)), json!({})).await;
+    let kt = op
+        .wait_topic(0, "rf", "ReplicasBelowMinInsyncReplicas warning", |kt| {
+            reconciled(kt) && warning(kt, "ReplicasBelowMinInsyncReplicas").is_some()
+        })
+        .await;
+    assert!(is_ready(&kt), "{:?}", kt.status);
+    let message = warning(&kt, "ReplicasBelowMinInsyncReplicas")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
+    assert!(message.contains("min.insync.replicas (3)"), "{message}");
+
+    // More replicas than brokers (the Kafka has 3): pending, with the reason.
+    op.apply_topic(0, "rf", spec(4, None), json!({})).await;
+    let kt = op.wait_not_ready(0, "rf", "NotEnoughBrokers").await;
+    assert!(warning(&kt, "ReplicasBelowMinInsyncReplicas").is_none());
+    let change = kt.status.as_ref().unwrap().replicas_change.clone().unwrap();
+    assert_eq!(change.state, Some(ReplicasChangeState::Pending));
+    assert_eq!(change.target_replicas, Some(4));
+    let message = change.message.unwrap_or_default();
+    assert!(message.contains("only 3"), "{message}");
+    assert!(
+        replicas(&bootstrap(), &topic)
+            .unwrap()
+            .iter()
+            .all(|r| r.len() == 2)
+    );
+
+    // Back within reach: Ready, the pending change gone.
+    op.apply_topic(0, "rf", spec(2, None), json!({})).await;
+    wait_replication_factor(&op, "rf", &topic, 2).await;
+    op.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replication_factor_change_in_progress_survives_a_restart_of_central() {
+    let mut op = TopicOperator::start("topics-rf-restart", 1, &bootstrap(), &[]).await;
+    let topic = format!("{}-slow", op.ns(0));
+    // Central removes topic configs the spec does not name, so the throttled replicas are in
+    // the spec.
+    let spec = |replicas: i32| {
+        json!({"topicName": topic, "partitions": 3, "replicas": replicas,
+               "config": {"leader.replication.throttled.replicas": "*",
+                          "follower.replication.throttled.replicas": "*"}})
+    };
+    op.apply_topic(0, "slow", spec(1), json!({})).await;
+    wait_replication_factor(&op, "slow", &topic, 1).await;
+
+    // Data to copy (10 MiB), copied at 1 KiB/s: the reassignment runs until the throttle goes.
+    let value = "x".repeat(64 * 1024);
+    let records: Vec<(String, String)> =
+        (0..160).map(|i| (format!("k{i}"), value.clone())).collect();
+    kstretch_tests::kafka::produce(&bootstrap(), &topic, &records).await;
+    let throttle = BrokerThrottle::start(&bootstrap(), 1024).await;
+
+    op.apply_topic(0, "slow", spec(2), json!({})).await;
+    let ongoing = |kt: &KafkaTopic| {
+        reconciled(kt)
+            && kt
+                .status
+                .as_ref()
+                .and_then(|s| s.replicas_change.as_ref())
+                .is_some_and(|c| {
+                    c.state == Some(ReplicasChangeState::Ongoing) && c.target_replicas == Some(2)
+                })
+    };
+    op.wait_topic(0, "slow", "replicasChange ongoing", ongoing)
+        .await;
+    let behind = |isr: Option<Vec<Vec<i32>>>| isr.unwrap().iter().any(|p| p.len() < 2);
+    assert!(
+        behind(in_sync_replicas(&bootstrap(), &topic)),
+        "a new replica is still catching up"
+    );
+    assert!(calls(&op, "alter_reassignments").await.is_some());
+
+    // A new central learns the change from Kafka: still ongoing, nothing submitted again.
+    op.stop_central();
+    op.start_central();
+    wait_for(
+        "the new central to look at the reassignments",
+        Duration::from_secs(60),
+        || async {
+            match calls(&op, "list_reassignments").await {
+                Some(n) if n >= 2.0 => Seen::Done(()),
+                other => Seen::NotYet(format!("{other:?}\n{}", op.logs())),
+            }
+        },
+    )
+    .await;
+    let kt = op.topics(0).get("slow").await.unwrap();
+    assert!(ongoing(&kt), "{:?}", kt.status);
+    assert!(behind(in_sync_replicas(&bootstrap(), &topic)));
+    assert!(
+        calls(&op, "alter_reassignments").await.is_none(),
+        "the running reassignment is not submitted again"
+    );
+
+    // Throttle off: the copy ends, and so does the change.
+    throttle.remove().await;
+    wait_replication_factor(&op, "slow", &topic, 2).await;
+    assert!(
+        in_sync_replicas(&bootstrap(), &topic)
+            .unwrap()
+            .iter()
+            .all(|p| p.len() == 2)
+    );
     op.finish().await;
 }

@@ -274,6 +274,17 @@ pub fn warning<'a>(kt: &'a KafkaTopic, reason: &str) -> Option<&'a Condition> {
 
 /// A topic as Kafka reports it through rdkafka: each partition's replicas, by partition index.
 pub fn replicas(bootstrap: &str, topic: &str) -> Option<Vec<Vec<i32>>> {
+    partitions(bootstrap, topic).map(|p| p.into_iter().map(|(replicas, _)| replicas).collect())
+}
+
+/// Each partition's in-sync replicas, by partition index, through rdkafka.
+pub fn in_sync_replicas(bootstrap: &str, topic: &str) -> Option<Vec<Vec<i32>>> {
+    partitions(bootstrap, topic).map(|p| p.into_iter().map(|(_, isr)| isr).collect())
+}
+
+/// Each partition's (replicas, in-sync replicas), by partition index; `None` when Kafka has no
+/// such topic.
+fn partitions(bootstrap: &str, topic: &str) -> Option<Vec<(Vec<i32>, Vec<i32>)>> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -287,7 +298,12 @@ pub fn replicas(bootstrap: &str, topic: &str) -> Option<Vec<Vec<i32>>> {
     }
     let mut partitions: Vec<_> = t.partitions().iter().collect();
     partitions.sort_by_key(|p| p.id());
-    Some(partitions.iter().map(|p| p.replicas().to_vec()).collect())
+    Some(
+        partitions
+            .iter()
+            .map(|p| (p.replicas().to_vec(), p.isr().to_vec()))
+            .collect(),
+    )
 }
 
 /// The configs Kafka set on the topic itself (not inherited), through rdkafka.
@@ -338,5 +354,116 @@ pub async fn add_partitions(bootstrap: &str, topic: &str, total: usize) {
         .expect("CreatePartitions");
     for r in results {
         r.unwrap_or_else(|(_, code)| panic!("Kafka refused CreatePartitions on {topic}: {code}"));
+    }
+}
+
+/// The broker configs that cap the bandwidth of throttled replication.
+const THROTTLE_RATES: [&str; 2] = [
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+];
+
+/// Replication throttled on every broker of a Kafka cluster (the `*.replication.throttled.rate`
+/// broker configs; only the replicas a topic lists in its `*.replication.throttled.replicas`
+/// configs are slowed). The cluster is shared: [`remove`](Self::remove) takes the throttle off,
+/// and so does dropping it, when a test fails before that.
+#[derive(Debug)]
+pub struct BrokerThrottle {
+    bootstrap: String,
+    brokers: Vec<i32>,
+    active: bool,
+}
+
+impl BrokerThrottle {
+    /// Caps throttled replication at `bytes_per_sec` on every broker.
+    pub async fn start(bootstrap: &str, bytes_per_sec: u64) -> Self {
+        let brokers: Vec<i32> = crate::kafka::broker_ids(bootstrap)
+            .expect("broker IDs")
+            .into_iter()
+            .collect();
+        let throttle = BrokerThrottle {
+            bootstrap: bootstrap.to_owned(),
+            brokers,
+            active: true,
+        };
+        set_throttle_rates(&throttle.bootstrap, &throttle.brokers, Some(bytes_per_sec)).await;
+        throttle
+    }
+
+    /// Takes the throttle off every broker.
+    pub async fn remove(mut self) {
+        set_throttle_rates(&self.bootstrap, &self.brokers, None).await;
+        self.active = false;
+    }
+}
+
+impl Drop for BrokerThrottle {
+    fn drop(&mut self) {
+        if !self.active {
+            return;
+        }
+        let bootstrap = self.bootstrap.clone();
+        let brokers = self.brokers.clone();
+        // Drop cannot await, and may run on the test's runtime: a thread of its own.
+        let removed = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(set_throttle_rates(&bootstrap, &brokers, None));
+        })
+        .join();
+        if removed.is_err() {
+            eprintln!(
+                "could not remove the replication throttle from brokers {:?} of {}: remove \
+                 {THROTTLE_RATES:?} by hand",
+                self.brokers, self.bootstrap
+            );
+        }
+    }
+}
+
+/// Sets (or, with `None`, removes) the throttle rates on `brokers`. AlterConfigs replaces a
+/// broker's whole dynamic config, so every other dynamic broker config is sent back as it was.
+/// One broker per request: librdkafka sends a broker's configs to that broker.
+async fn set_throttle_rates(bootstrap: &str, brokers: &[i32], rate: Option<u64>) {
+    let admin = crate::kafka::admin(bootstrap);
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(20)));
+    let rate = rate.map(|r| r.to_string());
+    for broker in brokers {
+        let resource = ResourceSpecifier::Broker(*broker);
+        let described = admin
+            .describe_configs([&resource], &options)
+            .await
+            .unwrap_or_else(|e| panic!("DescribeConfigs of broker {broker} failed: {e}"))
+            .into_iter()
+            .next()
+            .expect("one result")
+            .unwrap_or_else(|e| panic!("cannot describe broker {broker}: {e}"));
+        let kept: Vec<(String, String)> = described
+            .entries
+            .into_iter()
+            .filter(|e| e.source == rdkafka::admin::ConfigSource::DynamicBroker)
+            .filter(|e| !THROTTLE_RATES.contains(&e.name.as_str()))
+            .filter_map(|e| Some((e.name, e.value?)))
+            .collect();
+        let mut alter = AlterConfig::new(resource);
+        for (k, v) in &kept {
+            alter = alter.set(k, v);
+        }
+        if let Some(rate) = &rate {
+            for k in THROTTLE_RATES {
+                alter = alter.set(k, rate);
+            }
+        }
+        let results = admin
+            .alter_configs([&alter], &options)
+            .await
+            .unwrap_or_else(|e| panic!("AlterConfigs of broker {broker} failed: {e}"));
+        for r in results {
+            r.unwrap_or_else(|(_, code)| {
+                panic!("Kafka refused AlterConfigs on broker {broker}: {code}")
+            });
+        }
     }
 }
