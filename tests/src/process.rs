@@ -68,6 +68,13 @@ impl Spawned {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The last `lines` lines of the log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = self.log_text();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
     /// Kills the process and waits for it.
     pub fn stop(&mut self) {
         let _ = self.child.kill();
@@ -87,4 +94,19 @@ impl Drop for Spawned {
             );
         }
     }
+}
+
+/// The value of the first series of the Prometheus endpoint `<http>/metrics` whose line starts
+/// with `series`.
+pub async fn metric(http: &str, series: &str) -> Option<f64> {
+    let body = reqwest::get(format!("{http}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    body.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }

@@ -206,34 +206,18 @@ impl Stretch {
     /// The last lines of central's and the agents' logs, for failure messages.
     pub fn logs(&self) -> String {
         let mut out = String::new();
-        let tail = |text: String| {
-            let lines: Vec<&str> = text.lines().collect();
-            lines[lines.len().saturating_sub(25)..].join("\n")
-        };
         if let Some(central) = &self.central {
-            out.push_str(&format!("--- central ---\n{}\n", tail(central.log_text())));
+            out.push_str(&format!("--- central ---\n{}\n", central.log_tail(25)));
         }
         for (alias, agent) in &self.agents {
-            out.push_str(&format!(
-                "--- agent {alias} ---\n{}\n",
-                tail(agent.log_text())
-            ));
+            out.push_str(&format!("--- agent {alias} ---\n{}\n", agent.log_tail(25)));
         }
         out
     }
 
     /// A series of central's /metrics (the first line starting with `series`).
     pub async fn central_metric(&self, series: &str) -> Option<f64> {
-        let body = reqwest::get(format!("{}/metrics", self.central_http))
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        body.lines()
-            .find(|l| l.starts_with(series))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
+        crate::process::metric(&self.central_http, series).await
     }
 
     /// Stops everything and deletes the namespaces (call at the end of a passing test).

@@ -200,29 +200,15 @@ impl TopicOperator {
     }
 
     pub fn logs(&self) -> String {
-        let Some(central) = &self.central else {
-            return String::new();
-        };
-        let text = central.log_text();
-        let lines: Vec<&str> = text.lines().collect();
-        format!(
-            "--- central ---\n{}",
-            lines[lines.len().saturating_sub(30)..].join("\n")
-        )
+        self.central
+            .as_ref()
+            .map(|c| format!("--- central ---\n{}", c.log_tail(30)))
+            .unwrap_or_default()
     }
 
     /// A series of central's /metrics (the first line starting with `series`).
     pub async fn metric(&self, series: &str) -> Option<f64> {
-        let body = reqwest::get(format!("{}/metrics", self.http))
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        body.lines()
-            .find(|l| l.starts_with(series))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
+        crate::process::metric(&self.http, series).await
     }
 
     /// Deletes every `KafkaTopic` (so their topics leave Kafka), then stops central and deletes
