@@ -212,7 +212,9 @@ async fn watch_topics(
 ) {
     let mut events = std::pin::pin!(reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default()).default_backoff()
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(slim)
     ));
     while let Some(event) = events.next().await {
         match event {
@@ -242,6 +244,15 @@ async fn watch_topics(
             Err(e) => tracing::warn!(error = %e, "KafkaTopic watch error; retrying"),
         }
     }
+}
+
+/// Drops what the operator never reads from a cached `KafkaTopic`: managed fields and
+/// `kubectl apply`'s copy of the last manifest are most of an object's size, and there may be
+/// tens of thousands of objects.
+fn slim(kt: &mut KafkaTopic) {
+    kt.managed_fields_mut().clear();
+    kt.annotations_mut()
+        .remove("kubectl.kubernetes.io/last-applied-configuration");
 }
 
 /// Reconciles every `KafkaTopic` once per `full_reconcile` interval, a slice each second so the
