@@ -95,6 +95,16 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Watched<K> {
     }
 }
 
+/// Drops what no cache reader uses from a watched object: managed fields and `kubectl apply`'s
+/// copy of the last manifest are most of an object's size (at 10,000 `KafkaTopic`s, 78 MiB of
+/// cache instead of 26).
+pub fn slim<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+    if let Some(annotations) = object.meta_mut().annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
 /// Starts watching `api` and returns the store and the task that feeds it.
 ///
 /// The task keeps the readiness check `watch:<Kind>` up to date: failing, with the error, while
@@ -121,8 +131,11 @@ where
         synced: synced.clone(),
     };
     let task = async move {
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff();
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).modify(slim::<K>),
+        )
+        .default_backoff();
         let mut stream = std::pin::pin!(stream);
         loop {
             let next = tokio::select! {
@@ -149,4 +162,43 @@ where
         }
     };
     (watched, task)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    #[test]
+    fn slim_drops_managed_fields_and_the_last_applied_copy_only() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+        let mut cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("x".into()),
+                annotations: Some(
+                    [
+                        (
+                            "kubectl.kubernetes.io/last-applied-configuration".to_owned(),
+                            "{}".to_owned(),
+                        ),
+                        ("keep".to_owned(), "me".to_owned()),
+                    ]
+                    .into(),
+                ),
+                managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+                ..Default::default()
+            },
+            data: Some([("a".to_owned(), "b".to_owned())].into()),
+            ..Default::default()
+        };
+        slim(&mut cm);
+        assert!(cm.metadata.managed_fields.is_none());
+        let annotations = cm.metadata.annotations.unwrap();
+        assert_eq!(annotations.len(), 1);
+        assert_eq!(annotations["keep"], "me");
+        assert_eq!(cm.data.unwrap()["a"], "b");
+    }
 }

@@ -214,7 +214,7 @@ async fn watch_topics(
         writer,
         watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(slim)
+            .modify(kstretch_runtime::watch::slim::<KafkaTopic>)
     ));
     while let Some(event) = events.next().await {
         match event {
@@ -244,15 +244,6 @@ async fn watch_topics(
             Err(e) => tracing::warn!(error = %e, "KafkaTopic watch error; retrying"),
         }
     }
-}
-
-/// Drops what the operator never reads from a cached `KafkaTopic`: managed fields and
-/// `kubectl apply`'s copy of the last manifest are most of an object's size, and there may be
-/// tens of thousands of objects.
-fn slim(kt: &mut KafkaTopic) {
-    kt.managed_fields_mut().clear();
-    kt.annotations_mut()
-        .remove("kubectl.kubernetes.io/last-applied-configuration");
 }
 
 /// Reconciles every `KafkaTopic` once per `full_reconcile` interval, a slice each second so the
