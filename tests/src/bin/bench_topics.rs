@@ -1432,6 +1432,46 @@ async fn run_writes_only(opts: Opts, ns: String, alpha: Cluster) -> anyhow::Resu
         })
         .await?,
     );
+    // The same status change once more, as server-side apply (how central wrote statuses
+    // before 3fedc88), to compare the apiserver's cost of the two under the same conditions.
+    let later = "2026-01-01T00:00:01Z";
+    phases.push(
+        phase(
+            "status again (server-side apply)",
+            &opts,
+            &pids,
+            |name| async move {
+                let patch = json!({"apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaTopic",
+                "status": {
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": later}],
+                "observedGeneration": 1, "topicName": name,
+                "topicId": "AAAAAAAAAAAAAAAAAAAAAA", "clusterId": "bench"}});
+                api.patch_status(
+                    &name,
+                    &PatchParams::apply("kstretch-bench-status").force(),
+                    &Patch::Apply(&patch),
+                )
+                .await
+                .map(|_| ())
+            },
+        )
+        .await?,
+    );
+    phases.push(
+        phase(
+            "status again (merge patch)",
+            &opts,
+            &pids,
+            |name| async move {
+                let patch = json!({"status": {"conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": now}]}});
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+            },
+        )
+        .await?,
+    );
     Ok(WritesOnly {
         topics: opts.topics,
         phases,
