@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# scripts/check-charts.sh — owns: linting and rendering every chart under charts/ with helm,
-# and applying the rendered CRD chart to a real apiserver of the test environment.
+# scripts/check-charts.sh — owns: checking every Helm chart under charts/: the values tables in
+# the READMEs are current, `helm lint --strict` and `helm template` pass with the default values
+# and with the main options, and the rendered manifests really apply (not a dry run) to the
+# test environment's apiservers: the CRDs and kstretch-central to cluster alpha, kstretch-agent
+# to cluster beta. Everything it creates goes again at the end (its namespaces, cluster-scoped
+# RBAC, and the stand-in cert-manager/ServiceMonitor CRDs if it had to add them), so the
+# environment stays as it was for other tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}
@@ -8,18 +13,160 @@ state=${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}
 set -a && . "$state/env" && set +a
 helm=$KSTRETCH_BIN_DIR/helm
 kubectl=$KSTRETCH_BIN_DIR/kubectl
+kc_alpha=$KSTRETCH_KUBECONFIG_ALPHA
+kc_beta=$KSTRETCH_KUBECONFIG_BETA
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-for chart in charts/*/; do
-  name=$(basename "$chart")
-  "$helm" lint --strict "$chart"
-  "$helm" template "$name" "$chart" >"$out/$name.yaml"
+run=chk$(date +%s | tail -c 6)$RANDOM
+ns=kstretch-$run            # release namespace in both clusters
+ns_topics=kstretch-$run-topics
+created_crds=()
+
+cleanup() {
+  local rc=$?
+  for kc in "$kc_alpha" "$kc_beta"; do
+    "$kubectl" --kubeconfig "$kc" delete namespace "$ns" "$ns_topics" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    "$kubectl" --kubeconfig "$kc" delete clusterrole,clusterrolebinding -l "kstretch.io/chart-check=$run" --ignore-not-found >/dev/null 2>&1 || true
+  done
+  for entry in "${created_crds[@]}"; do
+    "$kubectl" --kubeconfig "${entry%%|*}" delete crd "${entry##*|}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  done
+  rm -rf "$out"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+# 1. The values tables in the charts' READMEs match values.yaml.
+python3 scripts/chart-docs.py --check
+
+# 2. Lint and render. Each variant: <name> <chart> <release namespace> <helm flags...>.
+agent_min=(-f charts/kstretch-agent/ci/minimal-values.yaml --set central.url=https://127.0.0.1:9443)
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=chart-check CA" \
+  -keyout "$out/ca-key.pem" -out "$out/ca.pem" 2>/dev/null
+variants=(
+  "crds|kstretch-crds|$ns|"
+  "central-default|kstretch-central|$ns|--set tls.generate.agents={beta}"
+  "central-clusterwide|kstretch-central|$ns|--set clusterWide=true --set leaderElection.leaseName=lease-cw"
+  "central-topics|kstretch-central|$ns|--set watchNamespaces={$ns} --set topicNamespaces={$ns_topics}"
+  "central-secret|kstretch-central|$ns|--set tls.mode=secret --set tls.secretName=external-tls"
+  "central-certmanager|kstretch-central|$ns|--set tls.mode=certManager"
+  "central-certmanager-issuer|kstretch-central|$ns|--set tls.mode=certManager --set tls.certManager.createIssuer=false --set tls.certManager.issuerRef.name=kstretch-ca --set tls.certManager.issuerRef.kind=ClusterIssuer"
+  "central-monitor|kstretch-central|$ns|--set serviceMonitor.enabled=true --set replicaCount=1 --set leaderElection.enabled=false"
+  "agent-default|kstretch-agent|$ns|${agent_min[*]}"
+  "agent-clusterwide|kstretch-agent|$ns|${agent_min[*]} --set clusterWide=true"
+  "agent-generate|kstretch-agent|$ns|${agent_min[*]} --set tls.mode=generate --set-file tls.generate.caCert=$out/ca.pem --set-file tls.generate.caKey=$out/ca-key.pem"
+  "agent-certmanager|kstretch-agent|$ns|${agent_min[*]} --set tls.mode=certManager --set tls.certManager.issuerRef.name=kstretch-ca"
+  "agent-monitor|kstretch-agent|$ns|${agent_min[*]} --set serviceMonitor.enabled=true"
+)
+for v in "${variants[@]}"; do
+  IFS='|' read -r name chart namespace flags <<<"$v"
+  # shellcheck disable=SC2086 # flags are words
+  "$helm" lint --strict --quiet "charts/$chart" --namespace "$namespace" $flags >/dev/null
+  release=$run-${name#*-}
+  [[ $chart == kstretch-crds ]] && release=kstretch-crds
+  # shellcheck disable=SC2086
+  "$helm" template "$release" "charts/$chart" --namespace "$namespace" $flags \
+    --set-string "commonLabels.kstretch\.io/chart-check=$run" >"$out/$name.yaml"
   echo "rendered $name: $(grep -c '^kind:' "$out/$name.yaml") objects"
 done
-# Apply for real (not a dry run), as a user's `helm install` would, in the first cluster.
-first=${KSTRETCH_CLUSTERS%% *}
-kc_var=KSTRETCH_KUBECONFIG_$(printf '%s' "$first" | tr '[:lower:]-' '[:upper:]_')
-"$kubectl" --kubeconfig "${!kc_var}" apply --server-side --force-conflicts \
-  --field-manager kstretch-chart-check -f "$out/kstretch-crds.yaml"
-"$kubectl" --kubeconfig "${!kc_var}" wait --for condition=Established --timeout 60s \
-  -f "$out/kstretch-crds.yaml"
+
+# A rendered manifest must state what the options promise.
+has() { grep -q -- "$1" "$out/$2" || { echo "$2: no '$1'" >&2; exit 1; }; }
+lacks() { if grep -q -- "$1" "$out/$2"; then echo "$2: unexpected '$1'" >&2; exit 1; fi; }
+has 'kind: ClusterRoleBinding' central-clusterwide.yaml
+lacks 'kind: ClusterRole' central-default.yaml
+lacks '--namespace=' central-clusterwide.yaml
+has '--namespace=' central-default.yaml
+has 'kind: PodDisruptionBudget' central-default.yaml
+has '--leader-election-lease-name=kstretch-central' central-default.yaml
+lacks 'kind: PodDisruptionBudget' central-monitor.yaml
+has 'kind: Certificate' central-certmanager.yaml
+has 'kind: Issuer' central-certmanager.yaml
+has 'kstretch://cluster/beta' agent-certmanager.yaml
+has 'kind: ServiceMonitor' agent-monitor.yaml
+has 'kind: ServiceMonitor' central-monitor.yaml
+[[ $(grep -c 'kind: RoleBinding' "$out/central-topics.yaml") == 3 ]] # watched, topics, lease
+for f in "$out"/central-*.yaml "$out"/agent-*.yaml; do
+  f=${f##*/}
+  has 'readOnlyRootFilesystem: true' "$f"
+  has 'runAsNonRoot: true' "$f"
+  has 'type: RuntimeDefault' "$f"
+  lacks 'subPath:' "$f" # a subPath mount would never see a renewed certificate
+done
+
+# 3. Apply for real. The CRD chart first (as a user's `helm install` would), in both clusters.
+for kc in "$kc_alpha" "$kc_beta"; do
+  "$kubectl" --kubeconfig "$kc" apply --server-side --force-conflicts \
+    --field-manager kstretch-chart-check -f "$out/crds.yaml" >/dev/null
+  "$kubectl" --kubeconfig "$kc" wait --for condition=Established --timeout 60s \
+    -f "$out/crds.yaml" >/dev/null
+  # Stand-ins for cert-manager's and the Prometheus Operator's CRDs where they are missing.
+  for crd in certificates.cert-manager.io issuers.cert-manager.io clusterissuers.cert-manager.io \
+    servicemonitors.monitoring.coreos.com; do
+    if ! "$kubectl" --kubeconfig "$kc" get crd "$crd" >/dev/null 2>&1; then
+      created_crds+=("$kc|$crd")
+    fi
+  done
+  "$kubectl" --kubeconfig "$kc" apply --server-side --field-manager kstretch-chart-check \
+    -f tests/fixtures/charts/external-crds.yaml >/dev/null
+  "$kubectl" --kubeconfig "$kc" wait --for condition=Established --timeout 60s \
+    -f tests/fixtures/charts/external-crds.yaml >/dev/null
+  "$kubectl" --kubeconfig "$kc" create namespace "$ns" >/dev/null
+  "$kubectl" --kubeconfig "$kc" create namespace "$ns_topics" >/dev/null
+done
+# Wait until the new kinds are served (discovery), or apply may not know them yet.
+for kc in "$kc_alpha" "$kc_beta"; do
+  for _ in $(seq 50); do
+    "$kubectl" --kubeconfig "$kc" get certificates.cert-manager.io,servicemonitors.monitoring.coreos.com \
+      -n "$ns" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+done
+for v in "${variants[@]}"; do
+  IFS='|' read -r name chart _ <<<"$v"
+  case $chart in
+    kstretch-crds) continue ;;
+    kstretch-central) kc=$kc_alpha ;;
+    kstretch-agent) kc=$kc_beta ;;
+  esac
+  "$kubectl" --kubeconfig "$kc" apply --server-side --field-manager kstretch-chart-check \
+    -f "$out/$name.yaml" >/dev/null
+  echo "applied $name ($(grep -c '^kind:' "$out/$name.yaml") objects)"
+done
+
+# 4. The RBAC the charts grant, as the apiserver decides it for their ServiceAccounts.
+can() { # <kubeconfig> <serviceaccount> <expected yes|no> <verb> <resource> [flags...]
+  local kc=$1 sa=$2 want=$3 got
+  shift 3
+  got=$("$kubectl" --kubeconfig "$kc" auth can-i --as "system:serviceaccount:$ns:$sa" "$@" 2>/dev/null || true)
+  if [[ $got != "$want" ]]; then
+    echo "RBAC: $sa can-i $* = $got, want $want" >&2
+    return 1
+  fi
+}
+c=$run-default-kstretch-central
+a=$run-default-kstretch-agent
+can "$kc_alpha" "$c" yes watch kafkas.kafka.strimzi.io -n "$ns"
+can "$kc_alpha" "$c" yes patch kafkas.kafka.strimzi.io --subresource status -n "$ns"
+can "$kc_alpha" "$c" yes patch kafkatopics.kafka.strimzi.io -n "$ns"
+can "$kc_alpha" "$c" yes update kafkaconnectors.kafka.strimzi.io --subresource finalizers -n "$ns"
+can "$kc_alpha" "$c" yes create configmaps -n "$ns"
+can "$kc_alpha" "$c" yes create events.events.k8s.io -n "$ns"
+can "$kc_alpha" "$c" yes update leases.coordination.k8s.io/kstretch-central -n "$ns"
+can "$kc_alpha" "$c" no update leases.coordination.k8s.io/other -n "$ns"
+can "$kc_alpha" "$c" no get secrets -n "$ns"
+can "$kc_alpha" "$c" no update kafkas.kafka.strimzi.io --subresource scale -n "$ns"
+can "$kc_alpha" "$c" no delete configmaps -n "$ns"
+can "$kc_alpha" "$c" no list kafkas.kafka.strimzi.io -n kube-system
+can "$kc_alpha" "$c" no list kafkas.kafka.strimzi.io --all-namespaces
+can "$kc_alpha" "$run-clusterwide-kstretch-central" yes list kafkas.kafka.strimzi.io --all-namespaces
+can "$kc_alpha" "$run-topics-kstretch-central" yes patch kafkatopics.kafka.strimzi.io --subresource status -n "$ns_topics"
+can "$kc_beta" "$a" yes create pods -n "$ns"
+can "$kc_beta" "$a" yes patch strimzipodsets.core.strimzi.io --subresource status -n "$ns"
+can "$kc_beta" "$a" yes delete serviceexports.multicluster.x-k8s.io -n "$ns"
+can "$kc_beta" "$a" yes patch secrets -n "$ns"
+can "$kc_beta" "$a" no get secrets -n kube-system
+can "$kc_beta" "$a" no list pods --all-namespaces
+can "$kc_beta" "$a" no get kafkas.kafka.strimzi.io -n "$ns"
+can "$kc_beta" "$a" no create pods --subresource eviction -n "$ns"
+can "$kc_beta" "$run-clusterwide-kstretch-agent" yes list pods --all-namespaces
+echo "charts: lint, render, apply and RBAC checks passed"

@@ -1,0 +1,30 @@
+{{/*
+What the agent does against its cluster's apiserver (read from agent/src): the StrimziPodSet
+controller watches podsets and pods, creates, patches and deletes pods and writes podset status;
+the link server-side applies, lists (to prune) and deletes the kinds central sends (agent/src/link/objects.rs:
+ConfigMap, Secret, Service, PersistentVolumeClaim, ServiceExport, StrimziPodSet), watches the
+per-node Services and records Events. Nothing else: no Strimzi user kinds, no nodes.
+*/}}
+{{- define "kstretch-agent.rules" -}}
+- apiGroups: ["core.strimzi.io"]
+  resources: ["strimzipodsets"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["core.strimzi.io"]
+  resources: ["strimzipodsets/status"]
+  verbs: ["get", "update", "patch"]
+- apiGroups: ["core.strimzi.io"]
+  resources: ["strimzipodsets/finalizers"]
+  verbs: ["update"]
+- apiGroups: [""]
+  resources: ["pods", "configmaps", "secrets", "services", "persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["multicluster.x-k8s.io"]
+  resources: ["serviceexports"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}

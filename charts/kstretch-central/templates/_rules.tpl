@@ -1,0 +1,26 @@
+{{/*
+What central does against its own cluster's apiserver (read from central/src): it watches the
+Strimzi kinds, writes their status, adds and removes the topic operator's finalizer (a JSON patch
+of metadata.finalizers), keeps Kafka Connect offsets in ConfigMaps and records Events. It never
+reads Secrets and never touches pods: member-cluster objects reach the agents over the link.
+*/}}
+{{- define "kstretch-central.rules" -}}
+- apiGroups: ["kafka.strimzi.io"]
+  resources: ["kafkas", "kafkanodepools", "kafkatopics", "kafkaconnects", "kafkaconnectors"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["kafka.strimzi.io"]
+  resources: ["kafkas/status", "kafkanodepools/status", "kafkatopics/status", "kafkaconnects/status", "kafkaconnectors/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["kafka.strimzi.io"]
+  resources: ["kafkas/finalizers", "kafkanodepools/finalizers", "kafkatopics/finalizers", "kafkaconnects/finalizers", "kafkaconnectors/finalizers"]
+  verbs: ["update"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "update", "patch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
