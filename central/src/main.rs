@@ -9,7 +9,7 @@ use clap::Parser;
 use kstretch_central::kafka::{self, checks::KafkaAccess, metrics::KafkaMetrics, resolve::Members};
 use kstretch_central::link::Owners;
 use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
-use kstretch_central::{admin, inventory, topic};
+use kstretch_central::{admin, connector, inventory, topic};
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 
@@ -29,6 +29,9 @@ struct Args {
 
     #[command(flatten)]
     topics: topic::TopicArgs,
+
+    #[command(flatten)]
+    connectors: connector::ConnectorArgs,
 
     /// Address of the gRPC server (admin API).
     #[arg(long, env = "KSTRETCH_GRPC_ADDR", default_value = "0.0.0.0:9090")]
@@ -87,6 +90,7 @@ async fn main() -> anyhow::Result<()> {
     let link_metrics = LinkMetrics::register(&mut registry);
     let kafka_metrics = KafkaMetrics::register(&mut registry);
     let topic_metrics = topic::TopicMetrics::register(&mut registry);
+    let connector_metrics = connector::ConnectorMetrics::register(&mut registry);
     // An illegal namespace policy must stop central before it touches anything.
     let topic_settings = topic::TopicSettings::from_args(&args.topics, args.namespace.as_deref())?;
     let mut all_members: std::collections::BTreeSet<String> = args
@@ -179,6 +183,26 @@ async fn main() -> anyhow::Result<()> {
         kafka_access,
         topic_metrics,
         health.clone(),
+        shutdown.clone(),
+    ));
+    let (connectors_api, connects_api) = match args.namespace.as_deref() {
+        Some(ns) => (
+            kube::Api::namespaced(client.clone(), ns),
+            kube::Api::namespaced(client.clone(), ns),
+        ),
+        None => (
+            kube::Api::all(client.clone()),
+            kube::Api::all(client.clone()),
+        ),
+    };
+    tasks.spawn(connector::run(
+        connectors_api,
+        connects_api,
+        std::sync::Arc::new(connector::Context::new(
+            client.clone(),
+            connector_metrics,
+            &args.connectors,
+        )),
         shutdown.clone(),
     ));
     tasks.spawn(kafka::run(

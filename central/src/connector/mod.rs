@@ -1,0 +1,139 @@
+//! The connector operator: `KafkaConnector`s reconciled against the Kafka Connect REST API of
+//! the `KafkaConnect` their `strimzi.io/cluster` label names. This file wires the controller;
+//! `reconcile` holds the pipeline, `plan` its pure decisions, `rest` the Connect client.
+
+pub mod metrics;
+pub mod plan;
+pub mod reconcile;
+pub mod rest;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kstretch_api::{KafkaConnect, KafkaConnector, names};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+pub use metrics::ConnectorMetrics;
+
+/// Finalizer that makes deleting a `KafkaConnector` delete its connector from Connect.
+pub const FINALIZER: &str = "kstretch.io/kafka-connector";
+
+/// Command-line flags of the connector operator (flattened into central's).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ConnectorArgs {
+    /// Seconds between reconciliations of an unchanged `KafkaConnector` (refreshes its status
+    /// and drives automatic restarts).
+    #[arg(long = "connector-resync-secs", env = "KSTRETCH_CONNECTOR_RESYNC_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub resync_secs: u64,
+}
+
+/// Everything a reconciliation needs.
+pub struct Context {
+    pub client: Client,
+    /// Shared by every Connect cluster's client (one connection pool).
+    pub http: reqwest::Client,
+    pub metrics: ConnectorMetrics,
+    pub resync: Duration,
+    /// Per connector, consecutive transient failures (for the backoff).
+    attempts: Mutex<HashMap<(String, String), u32>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("resync", &self.resync)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    pub fn new(client: Client, metrics: ConnectorMetrics, args: &ConnectorArgs) -> Self {
+        Self {
+            client,
+            http: rest::ConnectClient::http_client(),
+            metrics,
+            resync: Duration::from_secs(args.resync_secs),
+            attempts: Mutex::default(),
+        }
+    }
+
+    /// 1 s doubling to the resync interval, with jitter.
+    fn backoff(&self, kc: &KafkaConnector) -> Duration {
+        let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
+        let n = attempts.entry(key(kc)).or_default();
+        *n = n.saturating_add(1);
+        let secs = (1u64 << (*n - 1).min(6)).min(self.resync.as_secs().max(1));
+        Duration::from_millis(secs * 1000 + fastrand::u64(0..500))
+    }
+
+    fn succeeded(&self, kc: &KafkaConnector) {
+        self.attempts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key(kc));
+    }
+}
+
+fn key(kc: &KafkaConnector) -> (String, String) {
+    (kc.namespace().unwrap_or_default(), kc.name_any())
+}
+
+/// Runs the controller until `shutdown`. A change of a `KafkaConnect` (its address, its
+/// `use-connector-resources` annotation) reconciles the connectors labelled with its name.
+pub async fn run(
+    connectors: Api<KafkaConnector>,
+    connects: Api<KafkaConnect>,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
+    let controller = Controller::new(connectors, watcher::Config::default())
+        .with_config(controller::Config::default().debounce(Duration::from_millis(200)));
+    let store = controller.store();
+    tracing::info!(resync = ?ctx.resync, "connector operator starting");
+    controller
+        .watches(connects, watcher::Config::default(), move |connect| {
+            let namespace = connect.namespace();
+            let name = connect.name_any();
+            store
+                .state()
+                .into_iter()
+                .filter(|kc| {
+                    kc.namespace() == namespace
+                        && kc.labels().get(names::CLUSTER).map(String::as_str) == Some(&name)
+                })
+                .map(|kc| ObjectRef::from_obj(kc.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(
+            |kc, ctx: Arc<Context>| {
+                let span = tracing::info_span!("reconcile", namespace = %kc.namespace().unwrap_or_default(), connector = %kc.name_any());
+                async move {
+                    ctx.metrics.reconcile();
+                    reconcile::apply(kc, ctx).await
+                }
+                .instrument(span)
+            },
+            error_policy,
+            ctx,
+        )
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "reconcile result");
+            }
+        })
+        .await;
+}
+
+fn error_policy(kc: Arc<KafkaConnector>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(connector = %kc.name_any(), reason = error.reason(), %error, "reconcile failed; retrying");
+    ctx.metrics.failed(error.reason());
+    Action::requeue(ctx.backoff(&kc))
+}

@@ -1,0 +1,616 @@
+//! One `KafkaConnector` reconciliation: resolve its Connect cluster, create or update the
+//! connector, reach its state, run a requested offsets operation, restart it when it failed,
+//! and write the status; on deletion, remove the connector from Connect.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::jiff::Timestamp;
+use kstretch_api::condition::{self, Condition};
+use kstretch_api::connector::{AutoRestartStatus, ConnectorState};
+use kstretch_api::{KafkaConnect, KafkaConnector, KafkaConnectorStatus, names};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use super::plan::{self, AutoRestartDecision, ListWrite, OffsetsOp, SpecError, StateAction};
+use super::rest::{ConnectClient, RestError};
+use super::{Context, FINALIZER};
+
+/// Failures that end a reconciliation early (retried with backoff by the controller).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("cannot encode the status: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+impl Error {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "KubernetesApiError",
+            Error::Encode(_) => "StatusEncoding",
+        }
+    }
+}
+
+/// Why the connector is not ready this time.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// The user must change the spec (or Connect's plugins): wait for a change.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// Connect failed or is unreachable: retry with backoff.
+    #[error(transparent)]
+    Rest(#[from] RestError),
+    /// Connect cannot pause a failed connector.
+    #[error(
+        "Connector {0} cannot be paused since it is in failed state; restart it or fix its configuration"
+    )]
+    CannotPauseFailed(String),
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+/// What a successful pass through Connect saw.
+struct Observed {
+    status: Value,
+    topics: Vec<String>,
+    auto_restart: Option<AutoRestartStatus>,
+    warnings: Vec<(String, String)>,
+    /// When an automatic restart becomes due, if sooner than the resync.
+    retry_in: Option<Duration>,
+}
+
+fn api<K>(ctx: &Context, kc: &KafkaConnector) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    Api::namespaced(ctx.client.clone(), &kc.namespace().unwrap_or_default())
+}
+
+/// Reconciles `kc`.
+pub async fn apply(kc: Arc<KafkaConnector>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = kc.namespace().unwrap_or_default();
+    let name = kc.name_any();
+    let connect_name = plan::connect_name(kc.labels()).map(str::to_owned);
+    let connect = match &connect_name {
+        Ok(n) => api::<KafkaConnect>(&ctx, &kc).get_opt(n).await?,
+        Err(_) => None,
+    };
+    let target = connect_name.and_then(|n| plan::rest_url(&namespace, &n, connect.as_ref()));
+
+    if kc.metadata.deletion_timestamp.is_some() {
+        return delete(&kc, &ctx, target, connect.as_ref()).await;
+    }
+    if kc
+        .annotations()
+        .get(names::PAUSE_RECONCILIATION)
+        .is_some_and(|v| v == "true")
+    {
+        let existing = kc.status.clone().unwrap_or_default();
+        let status = KafkaConnectorStatus {
+            conditions: plan::conditions(
+                &[],
+                Condition::new("ReconciliationPaused", condition::TRUE),
+                &[],
+                &now(),
+            ),
+            ..existing
+        };
+        write_status(&ctx, &kc, status).await?;
+        return Ok(Action::requeue(ctx.resync));
+    }
+
+    let url = match target {
+        Ok(url) => url,
+        Err(e) => {
+            tracing::info!(reason = e.reason(), %e, "connector not reconciled");
+            refuse(&ctx, &kc, e.reason(), &e.to_string(), Vec::new()).await?;
+            return Ok(Action::requeue(ctx.resync));
+        }
+    };
+    if !kc.finalizers().iter().any(|f| f == FINALIZER) {
+        add_finalizer(&ctx, &kc).await?;
+    }
+    let client = ConnectClient::new(ctx.http.clone(), &url);
+    let mut warnings = Vec::new();
+    let desired = match plan::desired_config(&name, &kc.spec) {
+        Ok(d) => d,
+        Err(e) => {
+            refuse(&ctx, &kc, e.reason(), &e.to_string(), warnings).await?;
+            return Ok(Action::requeue(ctx.resync));
+        }
+    };
+    if !desired.ignored.is_empty() {
+        warnings.push((
+            "IgnoredConfig".to_owned(),
+            format!(
+                "spec.config sets {}, which the operator sets itself (from metadata.name, spec.class, spec.tasksMax and spec.version); remove them",
+                desired.ignored.join(", ")
+            ),
+        ));
+    }
+
+    match sync(&ctx, &kc, &client, &desired, warnings.clone()).await {
+        Ok(observed) => {
+            ctx.succeeded(&kc);
+            let ready = plan::ready_from_status(&observed.status);
+            if !ready.is_true() {
+                ctx.metrics
+                    .failed(ready.reason.as_deref().unwrap_or("NotReady"));
+            }
+            let existing = kc.status.clone().unwrap_or_default();
+            let status = KafkaConnectorStatus {
+                conditions: plan::conditions(
+                    &existing.conditions,
+                    ready,
+                    &observed.warnings,
+                    &now(),
+                ),
+                observed_generation: kc.metadata.generation,
+                auto_restart: observed.auto_restart,
+                connector_status: observed.status.as_object().cloned(),
+                tasks_max: plan::tasks_max(&kc.spec, Some(&observed.status)),
+                topics: observed.topics,
+            };
+            write_status(&ctx, &kc, status).await?;
+            Ok(Action::requeue(
+                observed.retry_in.map_or(ctx.resync, |r| r.min(ctx.resync)),
+            ))
+        }
+        Err(Failure::Kube(e)) => Err(e.into()),
+        Err(Failure::Spec(e)) => {
+            tracing::info!(reason = e.reason(), %e, "connector refused");
+            refuse(&ctx, &kc, e.reason(), &e.to_string(), warnings).await?;
+            Ok(Action::requeue(ctx.resync))
+        }
+        Err(Failure::CannotPauseFailed(n)) => {
+            let e = Failure::CannotPauseFailed(n);
+            refuse(&ctx, &kc, "CannotPauseFailed", &e.to_string(), warnings).await?;
+            Ok(Action::requeue(ctx.resync))
+        }
+        Err(Failure::Rest(e)) => {
+            tracing::warn!(reason = e.reason(), %e, "Kafka Connect call failed; retrying");
+            refuse(&ctx, &kc, e.reason(), &e.to_string(), warnings).await?;
+            Ok(Action::requeue(ctx.backoff(&kc)))
+        }
+    }
+}
+
+/// Creates or updates the connector, reaches its state, runs the offsets operation, restarts
+/// it when failed, and reads its status and topics.
+async fn sync(
+    ctx: &Context,
+    kc: &KafkaConnector,
+    client: &ConnectClient,
+    desired: &plan::DesiredConfig,
+    mut warnings: Vec<(String, String)>,
+) -> Result<Observed, Failure> {
+    let name = kc.name_any();
+    let target = kc.spec.effective_state();
+    let actual = client.config(&name).await?;
+    if actual.as_ref() != Some(&desired.config) {
+        check_config(client, desired).await?;
+        let written = match &actual {
+            None => {
+                tracing::info!(state = plan::connect_state(target), "creating connector");
+                client
+                    .create(&name, &desired.config, plan::connect_state(target))
+                    .await
+            }
+            Some(_) => {
+                tracing::info!("updating connector config");
+                client.put_config(&name, &desired.config).await
+            }
+        };
+        match written {
+            // Connect checks the config again when it is written (400 with its message).
+            Err(RestError::Api {
+                status: 400,
+                message,
+                ..
+            }) => return Err(SpecError::InvalidConfig(message).into()),
+            other => other?,
+        }
+    }
+
+    let status = status_with_backoff(client, &name).await?;
+    let current = plan::connector_state(&status)
+        .unwrap_or_default()
+        .to_owned();
+    match plan::state_action(&current, target) {
+        StateAction::Nothing => {}
+        StateAction::Pause => {
+            tracing::info!("pausing connector");
+            client.pause(&name).await?;
+        }
+        StateAction::Resume => {
+            tracing::info!("resuming connector");
+            client.resume(&name).await?;
+        }
+        StateAction::Stop => {
+            tracing::info!("stopping connector");
+            client.stop(&name).await?;
+            wait_for_state(client, &name, "STOPPED").await?;
+        }
+        StateAction::CannotPauseFailed => return Err(Failure::CannotPauseFailed(name)),
+    }
+
+    match plan::offsets_op(
+        kc.annotations()
+            .get(names::CONNECTOR_OFFSETS)
+            .map(String::as_str),
+    ) {
+        Ok(None) => {}
+        Ok(Some(op)) => {
+            let outcome = offsets(ctx, kc, client, op).await?;
+            ctx.metrics.offsets(op.label(), outcome.is_none());
+            match outcome {
+                None => remove_offsets_annotation(ctx, kc).await?,
+                Some(message) => {
+                    tracing::warn!(operation = op.label(), %message, "offsets operation failed");
+                    warnings.push((op.warning_reason().to_owned(), message));
+                }
+            }
+        }
+        Err(message) => warnings.push(("ManageOffsets".to_owned(), message)),
+    }
+
+    let mut status = status_with_backoff(client, &name).await?;
+    let previous = kc.status.as_ref().and_then(|s| s.auto_restart.clone());
+    let mut retry_in = None;
+    let auto_restart = match plan::auto_restart(
+        kc.spec.auto_restart.as_ref(),
+        previous.as_ref(),
+        plan::is_failing(&status),
+        Timestamp::now(),
+    ) {
+        AutoRestartDecision::None | AutoRestartDecision::Reset => None,
+        AutoRestartDecision::Keep {
+            status,
+            retry_in_secs,
+        } => {
+            retry_in = retry_in_secs.map(|s| Duration::from_secs(s.unsigned_abs()));
+            Some(status)
+        }
+        AutoRestartDecision::Restart { next } => {
+            tracing::info!(count = ?next.count, "auto-restarting failed connector and tasks");
+            ctx.metrics.auto_restart();
+            // A failed restart still counts (Strimzi's behaviour), so the backoff applies.
+            match client.restart(&name, true, true).await {
+                Ok(()) => status = status_with_backoff(client, &name).await?,
+                Err(e) => tracing::warn!(%e, "auto-restart failed"),
+            }
+            Some(next)
+        }
+    };
+    let topics = client.topics(&name).await?;
+    Ok(Observed {
+        status,
+        topics,
+        auto_restart,
+        warnings,
+        retry_in,
+    })
+}
+
+/// The class must be installed and Connect's validation must pass before a write.
+async fn check_config(
+    client: &ConnectClient,
+    desired: &plan::DesiredConfig,
+) -> Result<(), Failure> {
+    let class = desired
+        .config
+        .get("connector.class")
+        .cloned()
+        .unwrap_or_default();
+    let installed: Vec<String> = client
+        .plugins()
+        .await?
+        .into_iter()
+        .map(|p| p.class)
+        .collect();
+    plan::class_installed(&class, &installed)?;
+    let validation = client.validate(&class, &desired.config).await?;
+    if validation.error_count > 0 {
+        return Err(SpecError::InvalidConfig(validation.errors().join("; ")).into());
+    }
+    Ok(())
+}
+
+/// The connector's status; right after a create Connect may not have one yet (404).
+async fn status_with_backoff(client: &ConnectClient, name: &str) -> Result<Value, RestError> {
+    let mut delay = Duration::from_millis(200);
+    for _ in 0..6 {
+        match client.status(name).await {
+            Err(e) if e.is_not_found() => tokio::time::sleep(delay).await,
+            other => return other,
+        }
+        delay *= 2;
+    }
+    client.status(name).await
+}
+
+/// Waits (bounded) until Connect reports `state`; offsets need a connector really stopped.
+async fn wait_for_state(client: &ConnectClient, name: &str, state: &str) -> Result<(), RestError> {
+    for _ in 0..40 {
+        let status = client.status(name).await?;
+        if plan::connector_state(&status) == Some(state) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
+}
+
+/// Runs an offsets operation; `Some(message)` is the warning of a failure (the annotation
+/// stays so the next reconciliation retries).
+async fn offsets(
+    ctx: &Context,
+    kc: &KafkaConnector,
+    client: &ConnectClient,
+    op: OffsetsOp,
+) -> Result<Option<String>, Failure> {
+    let name = kc.name_any();
+    let namespace = kc.namespace().unwrap_or_default();
+    let config_maps: Api<ConfigMap> = api(ctx, kc);
+    match op {
+        OffsetsOp::List => {
+            let Some(cm_name) = kc
+                .spec
+                .list_offsets
+                .as_ref()
+                .and_then(|l| l.to_config_map.name.clone())
+            else {
+                return Ok(Some(plan::missing_property_message(op)));
+            };
+            let offsets = match client.offsets(&name).await {
+                Ok(o) => o,
+                Err(e) => return Ok(Some(failed(op, &e.connect_message()))),
+            };
+            let existing = config_maps.get_opt(&cm_name).await?;
+            let write = match plan::list_write(
+                &namespace,
+                &cm_name,
+                existing.as_ref(),
+                owner(kc),
+                &offsets,
+            ) {
+                Ok(w) => w,
+                Err(message) => return Ok(Some(message)),
+            };
+            let written = match write {
+                ListWrite::Create(cm) => config_maps.create(&PostParams::default(), &cm).await,
+                ListWrite::Update(cm) => {
+                    config_maps
+                        .replace(&cm_name, &PostParams::default(), &cm)
+                        .await
+                }
+            };
+            match written {
+                Ok(_) => Ok(None),
+                // A concurrent change of the ConfigMap: the next reconciliation retries.
+                Err(kube::Error::Api(e)) => Ok(Some(failed(op, &e.message))),
+                Err(e) => Err(e.into()),
+            }
+        }
+        OffsetsOp::Alter => {
+            let Some(cm_name) = kc
+                .spec
+                .alter_offsets
+                .as_ref()
+                .and_then(|a| a.from_config_map.name.clone())
+            else {
+                return Ok(Some(plan::missing_property_message(op)));
+            };
+            if let Some(message) = not_stopped(kc, client, op).await? {
+                return Ok(Some(message));
+            }
+            let cm = config_maps.get_opt(&cm_name).await?;
+            let body = match plan::alter_body(&namespace, &cm_name, cm.as_ref()) {
+                Ok(b) => b,
+                Err(message) => return Ok(Some(failed(op, &message))),
+            };
+            match client.alter_offsets(&name, &body).await {
+                Ok(()) => {
+                    tracing::info!("offsets altered");
+                    Ok(None)
+                }
+                Err(e) => Ok(Some(failed(op, &e.connect_message()))),
+            }
+        }
+        OffsetsOp::Reset => {
+            if let Some(message) = not_stopped(kc, client, op).await? {
+                return Ok(Some(message));
+            }
+            match client.reset_offsets(&name).await {
+                Ok(()) => {
+                    tracing::info!("offsets reset");
+                    Ok(None)
+                }
+                Err(e) => Ok(Some(failed(op, &e.connect_message()))),
+            }
+        }
+    }
+}
+
+fn failed(op: OffsetsOp, message: &str) -> String {
+    format!(
+        "Failed to {} the connector offsets due to {message:?}.",
+        op.label()
+    )
+}
+
+/// Alter and reset need `spec.state: stopped` and a connector Connect reports stopped.
+async fn not_stopped(
+    kc: &KafkaConnector,
+    client: &ConnectClient,
+    op: OffsetsOp,
+) -> Result<Option<String>, RestError> {
+    if kc.spec.effective_state() != ConnectorState::Stopped {
+        return Ok(Some(format!(
+            "Failed to {} the connector offsets: the connector is not stopped; set spec.state to stopped (in the same change if you like: the connector is stopped first)",
+            op.label()
+        )));
+    }
+    let status = client.status(&kc.name_any()).await?;
+    if plan::connector_state(&status) != Some("STOPPED") {
+        return Ok(Some(failed(op, "Connector is not in STOPPED state")));
+    }
+    Ok(None)
+}
+
+fn owner(kc: &KafkaConnector) -> OwnerReference {
+    OwnerReference {
+        api_version: "kafka.strimzi.io/v1".to_owned(),
+        kind: "KafkaConnector".to_owned(),
+        name: kc.name_any(),
+        uid: kc.uid().unwrap_or_default(),
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    }
+}
+
+/// Deletes the connector from Connect, then releases the finalizer. When there is no Connect
+/// to ask (the KafkaConnect is gone, being deleted, or not managing connectors) there is
+/// nothing to delete: the finalizer goes, so namespace deletion never hangs on it.
+async fn delete(
+    kc: &KafkaConnector,
+    ctx: &Context,
+    target: Result<String, plan::TargetError>,
+    connect: Option<&KafkaConnect>,
+) -> Result<Action, Error> {
+    if !kc.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let connect_going = connect.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+    match target {
+        Ok(url) if !connect_going => {
+            let client = ConnectClient::new(ctx.http.clone(), &url);
+            if let Err(e) = client.delete(&kc.name_any()).await {
+                tracing::warn!(reason = e.reason(), %e, "cannot delete the connector from Kafka Connect; retrying");
+                ctx.metrics.failed(e.reason());
+                return Ok(Action::requeue(ctx.backoff(kc)));
+            }
+            tracing::info!("connector deleted from Kafka Connect");
+        }
+        Ok(_) => tracing::info!("KafkaConnect is being deleted; releasing the connector"),
+        Err(e) => tracing::info!(
+            reason = e.reason(),
+            "no Kafka Connect to delete the connector from; releasing it"
+        ),
+    }
+    remove_finalizer(ctx, kc).await?;
+    ctx.succeeded(kc);
+    Ok(Action::await_change())
+}
+
+/// `Ready=False` with `reason`; Connect's status, topics and restart bookkeeping are kept.
+async fn refuse(
+    ctx: &Context,
+    kc: &KafkaConnector,
+    reason: &str,
+    message: &str,
+    warnings: Vec<(String, String)>,
+) -> Result<(), Error> {
+    ctx.metrics.failed(reason);
+    let existing = kc.status.clone().unwrap_or_default();
+    let status = KafkaConnectorStatus {
+        conditions: plan::conditions(
+            &existing.conditions,
+            plan::not_ready(reason, message),
+            &warnings,
+            &now(),
+        ),
+        observed_generation: kc.metadata.generation,
+        ..existing
+    };
+    write_status(ctx, kc, status).await
+}
+
+fn now() -> String {
+    condition::format_timestamp(Timestamp::now())
+}
+
+fn json_patch(ops: Value) -> Result<Patch<()>, kube::Error> {
+    let patch: json_patch::Patch = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+    Ok(Patch::Json(patch))
+}
+
+async fn add_finalizer(ctx: &Context, kc: &KafkaConnector) -> Result<(), kube::Error> {
+    // Guarded by a `test`, so a concurrent change of the finalizers is never overwritten.
+    let ops = match &kc.metadata.finalizers {
+        Some(list) if !list.is_empty() => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": list},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+        ]),
+        _ => json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": kc.resource_version()},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]),
+    };
+    api::<KafkaConnector>(ctx, kc)
+        .patch(&kc.name_any(), &PatchParams::default(), &json_patch(ops)?)
+        .await?;
+    Ok(())
+}
+
+async fn remove_finalizer(ctx: &Context, kc: &KafkaConnector) -> Result<(), kube::Error> {
+    let Some(index) = kc.finalizers().iter().position(|f| f == FINALIZER) else {
+        return Ok(());
+    };
+    let path = format!("/metadata/finalizers/{index}");
+    let ops = json!([
+        {"op": "test", "path": path, "value": FINALIZER},
+        {"op": "remove", "path": path},
+    ]);
+    match api::<KafkaConnector>(ctx, kc)
+        .patch(&kc.name_any(), &PatchParams::default(), &json_patch(ops)?)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Success removes `strimzi.io/connector-offsets`, so the operation runs once per request.
+async fn remove_offsets_annotation(ctx: &Context, kc: &KafkaConnector) -> Result<(), kube::Error> {
+    let patch = json!({"metadata": {"annotations": {names::CONNECTOR_OFFSETS: null}}});
+    api::<KafkaConnector>(ctx, kc)
+        .patch(
+            &kc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Writes `status` unless the resource already has it. The whole status is replaced (a JSON
+/// patch `add` of `/status`): a merge patch would keep keys Connect no longer reports, such as
+/// a failed task's `trace`.
+async fn write_status(
+    ctx: &Context,
+    kc: &KafkaConnector,
+    status: KafkaConnectorStatus,
+) -> Result<(), Error> {
+    if kc.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let ops = json!([{"op": "add", "path": "/status", "value": serde_json::to_value(&status)?}]);
+    match api::<KafkaConnector>(ctx, kc)
+        .patch_status(&kc.name_any(), &PatchParams::default(), &json_patch(ops)?)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
