@@ -10,6 +10,7 @@
 
 pub mod central;
 pub mod certs;
+pub mod charts;
 pub mod cluster;
 pub mod connect;
 pub mod crds;
