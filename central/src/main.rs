@@ -10,6 +10,7 @@ use kstretch_central::kafka::{self, checks::KafkaAccess, metrics::KafkaMetrics, 
 use kstretch_central::link::Owners;
 use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
 use kstretch_central::{admin, connector, inventory, topic};
+use kstretch_runtime::lease::{self, LeaderElectionArgs, LeaderMetrics};
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 
@@ -26,6 +27,9 @@ struct Args {
 
     #[command(flatten)]
     observability: ObservabilityArgs,
+
+    #[command(flatten)]
+    leader_election: LeaderElectionArgs,
 
     #[command(flatten)]
     topics: topic::TopicArgs,
@@ -87,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
     let health = Health::new();
     let mut registry = Registry::with_prefix("kstretch_central");
     let watch_metrics = WatchMetrics::register(&mut registry);
+    let leader_metrics = LeaderMetrics::register(&mut registry);
     let link_metrics = LinkMetrics::register(&mut registry);
     let kafka_metrics = KafkaMetrics::register(&mut registry);
     let topic_metrics = topic::TopicMetrics::register(&mut registry);
@@ -120,6 +125,15 @@ async fn main() -> anyhow::Result<()> {
         .context("cannot reach the Kubernetes API server")?;
     tracing::info!(kubernetes = %version.git_version, namespace = ?args.namespace, "connected");
     health.set_ready("kubernetes", true, version.git_version.clone());
+    let (mut leader, election) = lease::start(
+        &args.leader_election,
+        client.clone(),
+        args.namespace.as_deref(),
+        health.clone(),
+        leader_metrics,
+        shutdown.clone(),
+    );
+    let election = election.map(tokio::spawn);
 
     let (inventory, watches) = inventory::Inventory::start(
         &client,
@@ -140,6 +154,18 @@ async fn main() -> anyhow::Result<()> {
         shutdown.clone(),
     )
     .await?;
+    tokio::pin!(http);
+    // The one gate of leader election: a standby serves /healthz, /readyz (not ready) and
+    // /metrics and reads its caches, but starts nothing below, which is everything that writes
+    // (controllers, the agent link, the admin API).
+    let standby = tokio::select! {
+        r = &mut http => Some(r.context("HTTP server")),
+        acquired = leader.acquired() => (!acquired).then_some(Ok(())),
+    };
+    if let Some(result) = standby {
+        shutdown.cancel();
+        return result;
+    }
     let node_pools = inventory.node_pools().store().clone();
     let mut admin = admin::AdminApi::new(inventory, version.git_version);
 
@@ -235,8 +261,12 @@ async fn main() -> anyhow::Result<()> {
     };
     let grpc = admin::serve(args.grpc_addr, admin, shutdown.clone());
 
+    // On losing the lease the leader exits (non-zero) instead of stopping its controllers
+    // one by one: the restarted pod comes back as a clean standby, and nothing half-stopped
+    // keeps writing next to the new leader.
     let result = tokio::select! {
-        r = http => r.context("HTTP server"),
+        r = &mut http => r.context("HTTP server"),
+        why = leader.lost() => Err(anyhow::anyhow!("lost the leader lease: {why}")),
         r = grpc => r.context("gRPC server"),
         r = link_server => r.context("agent link server"),
     };
@@ -252,6 +282,10 @@ async fn main() -> anyhow::Result<()> {
     .await;
     if drained.is_err() {
         tracing::warn!("background tasks did not stop within 10 s; exiting anyway");
+    }
+    // Let the election release the lease on a clean stop, so a standby takes over at once.
+    if let Some(election) = election {
+        let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
     }
     result
 }

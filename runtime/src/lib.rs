@@ -6,6 +6,7 @@
 
 pub mod health;
 pub mod http;
+pub mod lease;
 pub mod kube_client;
 pub mod shutdown;
 pub mod telemetry;

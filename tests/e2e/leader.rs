@@ -1,0 +1,209 @@
+//! End-to-end tests of central's leader election: two real central processes against cluster
+//! alpha with `--leader-election`; one leads, the other stands by (not ready, writes nothing),
+//! takes over when the leader is killed, and a leader that loses its lease exits.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kstretch_tests::TestEnv;
+use kstretch_tests::process::Spawned;
+use kstretch_tests::topics::TopicOperator;
+use kstretch_tests::wait::{Seen, wait_for};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+const LEASE: &str = "kstretch-central";
+const DURATION_SECS: u64 = 6;
+
+async fn get(url: &str) -> Option<(u16, String)> {
+    let response = reqwest::get(url).await.ok()?;
+    let code = response.status().as_u16();
+    Some((code, response.text().await.unwrap_or_default()))
+}
+
+/// A central replica: its process and HTTP side port.
+struct Replica {
+    process: Option<Spawned>,
+    http: String,
+}
+
+impl Replica {
+    fn start(op: &mut TopicOperator, identity: &str) -> Replica {
+        op.args = vec![
+            "--leader-election".into(),
+            "--leader-election-namespace".into(),
+            op.ns(0).to_owned(),
+            "--leader-election-identity".into(),
+            identity.into(),
+            "--leader-election-lease-duration-secs".into(),
+            DURATION_SECS.to_string(),
+        ];
+        op.start_central();
+        Replica {
+            process: op.central.take(),
+            http: op.http.clone(),
+        }
+    }
+
+    fn log(&self) -> String {
+        self.process
+            .as_ref()
+            .map(|p| p.log_tail(30))
+            .unwrap_or_default()
+    }
+
+    async fn readyz(&self) -> Option<(u16, String)> {
+        get(&format!("{}/readyz", self.http)).await
+    }
+
+    async fn leader_metric(&self) -> Option<f64> {
+        kstretch_tests::process::metric(&self.http, "kstretch_central_leader").await
+    }
+
+    async fn wait_ready(&self, what: &str, timeout: Duration) {
+        wait_for(what, timeout, || async {
+            match self.readyz().await {
+                Some((200, body)) => Seen::Done(body),
+                other => Seen::NotYet(format!("{other:?}\n{}", self.log())),
+            }
+        })
+        .await;
+    }
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<(String, i32)> {
+    let spec = leases.get_opt(LEASE).await.ok()??.spec?;
+    Some((spec.holder_identity?, spec.lease_transitions.unwrap_or(0)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_leads_the_standby_takes_over_when_it_is_killed_and_a_usurped_leader_exits() {
+    let mut op =
+        TopicOperator::prepare("leader", 1, &TestEnv::get().kafka_bootstrap.clone(), &[]).await;
+    let leases: Api<Lease> = op.namespaces[0].api();
+
+    // Replica a starts first and leads.
+    let mut a = Replica::start(&mut op, "replica-a");
+    a.wait_ready("replica-a to lead", Duration::from_secs(60))
+        .await;
+    assert_eq!(a.leader_metric().await, Some(1.0));
+    assert_eq!(
+        holder(&leases).await.map(|h| h.0).as_deref(),
+        Some("replica-a")
+    );
+
+    // Replica b stands by: live, not ready, says who leads, starts nothing that writes.
+    let mut b = Replica::start(&mut op, "replica-b");
+    let standby = wait_for("replica-b to stand by", Duration::from_secs(60), || async {
+        match (b.readyz().await, b.leader_metric().await) {
+            (Some((503, body)), Some(m))
+                if m == 0.0 && body.contains("standby: leader is replica-a") =>
+            {
+                Seen::Done(body)
+            }
+            other => Seen::NotYet(format!("{other:?}\n{}", b.log())),
+        }
+    })
+    .await;
+    assert!(
+        standby.contains("[-] leader: standby: leader is replica-a"),
+        "{standby}"
+    );
+    let (code, healthz) = get(&format!("{}/healthz", b.http)).await.expect("healthz");
+    assert_eq!(code, 200, "{healthz}");
+
+    // The leader reconciles.
+    op.apply_topic(
+        0,
+        "before",
+        json!({"partitions": 1, "replicas": 1}),
+        json!({}),
+    )
+    .await;
+    op.central = a.process.take();
+    op.http = a.http.clone();
+    op.wait_ready(0, "before").await;
+    a.process = op.central.take();
+    let b_log = b.process.as_ref().unwrap().log_text();
+    for started in ["serving gRPC admin API", "KafkaTopic"] {
+        assert!(
+            !b_log.contains(started),
+            "the standby started work ({started:?}):\n{b_log}"
+        );
+    }
+
+    // kill -9 the leader: the standby takes over once the lease expires, and reconciles.
+    a.process.as_mut().unwrap().stop();
+    let killed = Instant::now();
+    b.wait_ready(
+        "replica-b to take over",
+        Duration::from_secs(DURATION_SECS + 15),
+    )
+    .await;
+    let took = killed.elapsed();
+    assert!(
+        took <= Duration::from_secs(DURATION_SECS + 5),
+        "took over after {took:?}"
+    );
+    assert_eq!(b.leader_metric().await, Some(1.0));
+    let (who, transitions) = holder(&leases).await.expect("lease");
+    assert_eq!(who, "replica-b");
+    assert!(transitions >= 1, "{transitions}");
+    op.apply_topic(
+        0,
+        "after",
+        json!({"partitions": 1, "replicas": 1}),
+        json!({}),
+    )
+    .await;
+    op.central = b.process.take();
+    op.http = b.http.clone();
+    op.wait_ready(0, "after").await;
+
+    // Another holder appears in the lease (e.g. after a network partition): b stops working
+    // and exits instead of writing next to it.
+    leases
+        .patch(
+            LEASE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {
+                "holderIdentity": "intruder",
+                "leaseDurationSeconds": 3600,
+                "renewTime": MicroTime(Timestamp::now()),
+            }})),
+        )
+        .await
+        .expect("steal the lease");
+    let central = op.central.as_ref().unwrap();
+    wait_for("replica-b to exit", Duration::from_secs(30), || async {
+        let log = central.log_text();
+        let alive = get(&format!("{}/healthz", op.http)).await.is_some();
+        if !alive && log.contains("lost the leader lease: the lease is held by intruder") {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("alive {alive}\n{}", central.log_tail(20)))
+        }
+    })
+    .await;
+
+    // Let finish() clean up with a leader that can write: the intruder gives the lease back.
+    leases
+        .patch(
+            LEASE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"holderIdentity": null}})),
+        )
+        .await
+        .expect("release the lease");
+    let mut c = Replica::start(&mut op, "replica-c");
+    c.wait_ready("replica-c to lead", Duration::from_secs(60))
+        .await;
+    op.central = c.process.take();
+    op.http = c.http.clone();
+    op.finish().await;
+}
