@@ -63,7 +63,12 @@ up() {
     kc=$(kubeconfig_of "$c")
     # --take-ownership and --force-conflicts: the CRDs may already exist, applied by tests or an
     # earlier kubectl apply, which then own fields of them; the chart's version wins.
-    "$helm" upgrade --install --take-ownership --force-conflicts kstretch-crds "$ROOT/charts/kstretch-crds" --kubeconfig "$kc" >/dev/null
+    # In central's cluster, new KafkaTopics of the sandbox namespace get the topic operator's
+    # finalizer at admission (the chart's MutatingAdmissionPolicy), sparing central that write.
+    local policy=()
+    [[ $c == "$central_cluster" ]] && policy=(--set "topicFinalizerPolicy.namespaces={$NAMESPACE}")
+    "$helm" upgrade --install --take-ownership --force-conflicts kstretch-crds "$ROOT/charts/kstretch-crds" \
+      "${policy[@]}" --kubeconfig "$kc" >/dev/null
     "$kubectl" --kubeconfig "$kc" apply --server-side --field-manager kstretch-sandbox \
       -f "$ROOT/examples/mcs-serviceexport-crd.yaml" >/dev/null
     "$kubectl" --kubeconfig "$kc" create namespace "$NAMESPACE" --dry-run=client -o yaml |

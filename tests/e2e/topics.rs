@@ -928,3 +928,107 @@ async fn a_replication_factor_change_in_progress_survives_a_restart_of_central()
     );
     op.finish().await;
 }
+
+/// A 1×1 `KafkaTopic` `name` for the topic `<namespace>-<name>` (unique per run).
+fn topic_object(
+    namespace: &str,
+    name: &str,
+    labels: serde_json::Value,
+    annotations: serde_json::Value,
+) -> KafkaTopic {
+    serde_json::from_value(json!({
+        "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaTopic",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {"topicName": format!("{namespace}-{name}"), "partitions": 1, "replicas": 1}
+    }))
+    .expect("a KafkaTopic")
+}
+
+fn finalizers(kt: &KafkaTopic) -> Vec<String> {
+    kt.metadata.finalizers.clone().unwrap_or_default()
+}
+
+/// The chart's MutatingAdmissionPolicy puts the finalizer on at create, so central skips that
+/// write; outside the policy's namespaces, and for resources no operator would take (no cluster
+/// label, unmanaged), nothing is added and central adds the finalizer itself where it must.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_policy_adds_the_finalizer_at_create_and_central_skips_that_write() {
+    let mut op = TopicOperator::prepare("topics-admission", 2, &bootstrap(), &[]).await;
+    let policy = format!("kstretch-topic-finalizer-{}", op.ns(0));
+    topics::install_finalizer_policy(&policy, &[op.ns(0)]);
+    let cluster_label = json!({"strimzi.io/cluster": topics::KAFKA});
+
+    let selected = op.topics(0);
+    topics::wait_finalizer_policy(&selected).await;
+
+    // Central is not running yet: whatever finalizer is there came from admission.
+    let post = kube::api::PostParams::default();
+    let a = selected
+        .create(
+            &post,
+            &topic_object(op.ns(0), "a", cluster_label.clone(), json!({})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(finalizers(&a), ["strimzi.io/topic-operator"]);
+    let unlabelled = selected
+        .create(
+            &post,
+            &topic_object(op.ns(0), "unlabelled", json!({}), json!({})),
+        )
+        .await
+        .unwrap();
+    assert!(finalizers(&unlabelled).is_empty(), "{unlabelled:?}");
+    let unmanaged = selected
+        .create(
+            &post,
+            &topic_object(
+                op.ns(0),
+                "unmanaged",
+                cluster_label.clone(),
+                json!({"strimzi.io/managed": "false"}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(finalizers(&unmanaged).is_empty(), "{unmanaged:?}");
+    let b = op
+        .topics(1)
+        .create(
+            &post,
+            &topic_object(op.ns(1), "b", cluster_label.clone(), json!({})),
+        )
+        .await
+        .unwrap();
+    assert!(finalizers(&b).is_empty(), "not a selected namespace: {b:?}");
+
+    op.start_central();
+    op.wait_ready(0, "a").await;
+    op.wait_not_ready(0, "unlabelled", "MissingClusterLabel")
+        .await;
+    op.wait_topic(0, "unmanaged", "KafkaTopic unmanaged Unmanaged", |kt| {
+        reconciled(kt) && condition(kt, "Unmanaged").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    // Central added exactly one finalizer: b's, in the namespace the policy does not select.
+    let b = op.wait_ready(1, "b").await;
+    assert_eq!(finalizers(&b), ["strimzi.io/topic-operator"]);
+    let added =
+        r#"kstretch_central_topic_call_duration_seconds_count{call="add_finalizer",outcome="ok"}"#;
+    assert_eq!(op.metric(added).await, Some(1.0), "{}", op.logs());
+
+    // The finalizer from admission works like central's own: deleting removes the topic.
+    let topic = a.spec.topic_name.clone().expect("topicName");
+    assert!(
+        replicas(&bootstrap(), &topic).is_some(),
+        "topic {topic} in Kafka"
+    );
+    op.delete_topic(0, "a").await;
+    wait_kafka("topic a deleted from Kafka", &topic, |partitions, _| {
+        partitions.is_none().then_some(())
+    })
+    .await;
+
+    topics::delete_finalizer_policy(&policy);
+    op.finish().await;
+}

@@ -453,3 +453,107 @@ async fn set_throttle_rates(bootstrap: &str, brokers: &[i32], rate: Option<u64>)
         }
     }
 }
+
+/// Renders the crds chart's topic finalizer policy (a MutatingAdmissionPolicy and its binding)
+/// for `namespaces` under the name `name`, as `helm install` would against a 1.36 apiserver, and
+/// applies it to cluster alpha.
+pub fn install_finalizer_policy(name: &str, namespaces: &[&str]) {
+    let env = TestEnv::get();
+    let bin = env.bin_dir.clone().expect("KSTRETCH_BIN_DIR");
+    let chart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts/kstretch-crds");
+    let rendered = std::process::Command::new(bin.join("helm"))
+        .args(["template", "kstretch-crds"])
+        .arg(&chart)
+        .args([
+            "--api-versions",
+            "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+            "--show-only",
+            "templates/topic-finalizer-policy.yaml",
+            "--set",
+            &format!("topicFinalizerPolicy.name={name}"),
+            "--set",
+            &format!(
+                "topicFinalizerPolicy.namespaces={{{}}}",
+                namespaces.join(",")
+            ),
+        ])
+        .output()
+        .expect("helm runs");
+    assert!(
+        rendered.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let mut apply = std::process::Command::new(bin.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&env.clusters[0].kubeconfig)
+        .args(["apply", "--server-side", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    use std::io::Write as _;
+    apply
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&rendered.stdout)
+        .expect("manifest written");
+    let out = apply.wait_with_output().expect("kubectl ends");
+    assert!(
+        out.status.success(),
+        "kubectl apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Deletes what [`install_finalizer_policy`] applied (nothing if it is gone).
+pub fn delete_finalizer_policy(name: &str) {
+    let env = TestEnv::get();
+    let bin = env.bin_dir.clone().expect("KSTRETCH_BIN_DIR");
+    let _ = std::process::Command::new(bin.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&env.clusters[0].kubeconfig)
+        .args([
+            "delete",
+            "--ignore-not-found",
+            &format!("mutatingadmissionpolicybinding/{name}"),
+            &format!("mutatingadmissionpolicy/{name}"),
+        ])
+        .output();
+}
+
+/// Waits until new `KafkaTopic`s of `api`'s namespace get the finalizer at admission (a policy
+/// takes effect a moment after it is applied), probing with dry-run creates.
+pub async fn wait_finalizer_policy(api: &Api<KafkaTopic>) {
+    let probe: KafkaTopic = serde_json::from_value(json!({
+        "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaTopic",
+        "metadata": {"name": "finalizer-policy-probe", "labels": {"strimzi.io/cluster": KAFKA}},
+        "spec": {"partitions": 1, "replicas": 1}
+    }))
+    .expect("a KafkaTopic");
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for(
+        "the topic finalizer policy in effect",
+        Duration::from_secs(30),
+        || async {
+            match api.create(&dry_run, &probe).await {
+                Ok(kt)
+                    if kt
+                        .metadata
+                        .finalizers
+                        .as_ref()
+                        .is_some_and(|f| !f.is_empty()) =>
+                {
+                    Seen::Done(())
+                }
+                other => Seen::NotYet(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}

@@ -81,6 +81,9 @@ struct Opts {
     hold: Duration,
     /// Only create the `KafkaTopic`s, without central or Kafka: the apiserver's share alone.
     writes_only: bool,
+    /// Install the crds chart's MutatingAdmissionPolicy, which adds the finalizer at create
+    /// (central then skips that write), for the benchmark's namespace.
+    finalizer_policy: bool,
     deadline: Duration,
     central: PathBuf,
     central_args: Vec<String>,
@@ -102,6 +105,7 @@ impl Opts {
             ready_timeout: Duration::from_secs(900),
             hold: Duration::ZERO,
             writes_only: false,
+            finalizer_policy: true,
             deadline: Duration::from_secs(2400),
             central: target.join("release/kstretch-central"),
             central_args: Vec::new(),
@@ -134,6 +138,13 @@ impl Opts {
                         _ => bail!("--writes-only takes true or false"),
                     }
                 }
+                "--finalizer-policy" => {
+                    opts.finalizer_policy = match value.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => bail!("--finalizer-policy takes true or false"),
+                    }
+                }
                 "--central" => opts.central = PathBuf::from(&value),
                 "--central-arg" => opts.central_args.push(value),
                 other => bail!(
@@ -141,7 +152,7 @@ impl Opts {
                      --idle-secs N --concurrency N --full-reconcile-secs N --kafka-heap SIZE \
                      --ready-timeout-s N --hold-secs N --deadline-s N --central PATH \
                      --central-arg ARG (repeatable, passed on to central) \
-                     --writes-only true|false"
+                     --writes-only true|false --finalizer-policy true|false"
                 ),
             }
         }
@@ -1402,23 +1413,26 @@ async fn run_writes_only(opts: Opts, ns: String, alpha: Cluster) -> anyhow::Resu
         .await?,
     );
     println!("  created");
-    // The finalizer as a merge patch (central sends a JSON patch guarded by a test of the
-    // resource version; both are one patch of the object's metadata for the apiserver).
-    phases.push(
-        phase(
-            "add finalizer (merge patch)",
-            &opts,
-            &pids,
-            |name| async move {
-                let patch = json!({"metadata": {"finalizers": [TOPIC_OPERATOR_FINALIZER]}});
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|_| ())
-            },
-        )
-        .await?,
-    );
-    println!("  finalizers added");
+    // With the policy, the create already carried the finalizer: central skips this write.
+    if !opts.finalizer_policy {
+        // The finalizer as a merge patch (central sends a JSON patch guarded by a test of the
+        // resource version; both are one patch of the object's metadata for the apiserver).
+        phases.push(
+            phase(
+                "add finalizer (merge patch)",
+                &opts,
+                &pids,
+                |name| async move {
+                    let patch = json!({"metadata": {"finalizers": [TOPIC_OPERATOR_FINALIZER]}});
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map(|_| ())
+                },
+            )
+            .await?,
+        );
+        println!("  finalizers added");
+    }
     let now = "2026-01-01T00:00:00Z";
     phases.push(
         phase("status (merge patch)", &opts, &pids, |name| async move {
@@ -2047,6 +2061,12 @@ async fn main() -> anyhow::Result<()> {
     let alpha = Cluster::connect(&env.clusters[0]).await;
     crds::install(&alpha).await;
     let ns = alpha.namespace("bench-topics").await;
+    let policy = format!("kstretch-topic-finalizer-{}", ns.name);
+    if opts.finalizer_policy {
+        kstretch_tests::topics::install_finalizer_policy(&policy, &[ns.name.as_str()]);
+        kstretch_tests::topics::wait_finalizer_policy(&ns.api()).await;
+        println!("finalizer policy {policy}: the finalizer is added at create");
+    }
     println!(
         "bench_topics: {} topics, namespace {} in {}, deadline {} s",
         opts.topics,
@@ -2081,6 +2101,7 @@ async fn main() -> anyhow::Result<()> {
     // Give an aborted task's processes a moment to be killed before the clean-up.
     tokio::time::sleep(Duration::from_millis(500)).await;
     clean_up(ns).await;
+    kstretch_tests::topics::delete_finalizer_policy(&policy);
     match outcome {
         Some(Ok(Ok(Ok(Report::Full(results))))) => {
             print(&opts, &results);
