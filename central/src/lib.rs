@@ -3,6 +3,7 @@
 //! they fill themselves.
 
 pub mod admin;
+pub mod connect;
 pub mod connector;
 pub mod grpc;
 pub mod inventory;

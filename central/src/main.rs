@@ -9,7 +9,7 @@ use clap::Parser;
 use kstretch_central::kafka::{self, checks::KafkaAccess, metrics::KafkaMetrics, resolve::Members};
 use kstretch_central::link::Owners;
 use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
-use kstretch_central::{admin, connector, inventory, topic};
+use kstretch_central::{admin, connect, connector, inventory, topic};
 use kstretch_runtime::lease::{self, LeaderElectionArgs, LeaderMetrics};
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
@@ -94,6 +94,7 @@ async fn main() -> anyhow::Result<()> {
     let leader_metrics = LeaderMetrics::register(&mut registry);
     let link_metrics = LinkMetrics::register(&mut registry);
     let kafka_metrics = KafkaMetrics::register(&mut registry);
+    let connect_metrics = connect::metrics::ConnectMetrics::register(&mut registry);
     let topic_metrics = topic::TopicMetrics::register(&mut registry);
     let connector_metrics = connector::ConnectorMetrics::register(&mut registry);
     // An illegal namespace policy must stop central before it touches anything.
@@ -179,6 +180,16 @@ async fn main() -> anyhow::Result<()> {
         ..LinkConfig::default()
     };
     let link = Link::new(desired, link_metrics, config, shutdown.clone());
+    // Made before the Kafka controller runs: it holds the desired state closed until every
+    // KafkaConnect of its first list contributed too.
+    let connect_ctx = std::sync::Arc::new(connect::Context::new(
+        client.clone(),
+        owners.clone(),
+        link.agents.clone(),
+        link.restarts.clone(),
+        members.clone(),
+        connect_metrics,
+    ));
     let kafka_access = KafkaAccess::default();
     let ctx = std::sync::Arc::new(kafka::Context {
         client: client.clone(),
@@ -229,6 +240,15 @@ async fn main() -> anyhow::Result<()> {
             connector_metrics,
             &args.connectors,
         )),
+        shutdown.clone(),
+    ));
+    tasks.spawn(connect::run(
+        match args.namespace.as_deref() {
+            Some(ns) => kube::Api::namespaced(client.clone(), ns),
+            None => kube::Api::all(client.clone()),
+        },
+        connect_ctx,
+        link.agents.subscribe(),
         shutdown.clone(),
     ));
     tasks.spawn(kafka::run(

@@ -82,10 +82,11 @@ fn error_policy(kafka: Arc<Kafka>, error: &Error, ctx: Arc<Context>) -> Action {
 }
 
 /// Opens the desired state to agents once every `Kafka` of the first complete list was
-/// reconciled (contributed, or was retained), then keeps removing the contributions of deleted
-/// `Kafka`s. Deletion is read from the watch, not from a finalizer, so that a `Kafka` (and its
-/// namespace) can always be deleted, whether or not central runs; what central does not run
-/// for stays in the member clusters until it is back.
+/// reconciled (contributed, or was retained) — and, through [`crate::link::Owners::hold`],
+/// once every `KafkaConnect` of its controller's first list was too — then keeps removing the
+/// contributions of deleted `Kafka`s. Deletion is read from the watch, not from a finalizer,
+/// so that a `Kafka` (and its namespace) can always be deleted, whether or not central runs;
+/// what central does not run for stays in the member clusters until it is back.
 async fn open_and_forget_deleted(
     store: Store<Kafka>,
     ctx: Arc<Context>,
@@ -115,7 +116,8 @@ async fn open_and_forget_deleted(
             .owners
             .owners()
             .into_iter()
-            .filter(|o| !present.contains(o))
+            // Other kinds' owners are removed by their own controllers.
+            .filter(|o| o.kind == crate::link::OwnerKind::Kafka && !present.contains(o))
         {
             tracing::info!(namespace = %gone.namespace, kafka = %gone.name,
                 "Kafka deleted: its objects leave the member clusters");
@@ -130,7 +132,9 @@ async fn open_and_forget_deleted(
         {
             match ctx.owners.open() {
                 Ok(()) => {
-                    tracing::info!("desired state open: agents get snapshots from now on");
+                    tracing::info!(
+                        "every Kafka contributed: the desired state opens (once no other controller holds it)"
+                    );
                     open = true;
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot publish the desired state yet"),

@@ -25,7 +25,7 @@ use super::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Members, Resolved};
 use super::roll::{self, NodeView, Reported, Step};
 use super::status;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
-use crate::link::{AgentRecord, Agents, Owner, Owners, Part};
+use crate::link::{AgentRecord, Agents, Owner, OwnerKind, Owners, Part};
 
 /// Requeue while something is under way (pods starting, a roll, a pending unregistration).
 const BUSY_REQUEUE: Duration = Duration::from_secs(5);
@@ -81,6 +81,7 @@ impl std::fmt::Debug for Context {
 
 pub fn owner_of(kafka: &Kafka) -> Owner {
     Owner {
+        kind: OwnerKind::Kafka,
         namespace: kafka.namespace().unwrap_or_default(),
         name: kafka.name_any(),
     }

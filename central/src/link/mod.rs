@@ -28,7 +28,6 @@ use kstretch_proto::agent::v1::agent_link_server::{AgentLink, AgentLinkServer, S
 use kstretch_proto::agent::v1::{AgentMessage, CentralMessage};
 use kstretch_runtime::Health;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
@@ -36,7 +35,7 @@ pub use agents::{AgentRecord, Agents};
 pub use desired::{DesiredError, DesiredSnapshot, DesiredStates, ObjectKey, Retained, SetOutcome};
 pub use identity::{ClusterIdentity, IdentityError};
 pub use metrics::LinkMetrics;
-pub use owners::{Owner, Owners, Part};
+pub use owners::{Owner, OwnerKind, Owners, Part};
 pub use tls::{ServerTls, TlsError, TlsFiles};
 
 /// Largest message either side accepts: a snapshot of a big cluster (hundreds of podsets with
@@ -180,7 +179,7 @@ pub enum LinkError {
         source: std::io::Error,
     },
     #[error("invalid TLS configuration for the agent link: {0}")]
-    Tls(tonic::transport::Error),
+    Tls(rustls::Error),
     #[error("cannot build the reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("agent link server failed: {0}")]
@@ -218,9 +217,15 @@ pub async fn bind(
     let local = listener
         .local_addr()
         .map_err(|source| LinkError::Bind { addr, source })?;
-    let incoming = TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(Duration::from_secs(30)));
+    // TLS is terminated by `tls::incoming` (not tonic) so that renewed certificates are used
+    // by new handshakes without a restart.
+    let config = tls.config().map_err(LinkError::Tls)?;
+    let incoming = tls::incoming(
+        listener,
+        config,
+        link.metrics.clone(),
+        link.shutdown.clone(),
+    );
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -231,8 +236,6 @@ pub async fn bind(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let router = tonic::transport::Server::builder()
-        .tls_config(tls.config())
-        .map_err(LinkError::Tls)?
         // No server-wide request timeout: it would cut the long-lived Connect stream. Dead
         // peers are found by HTTP/2 keepalive and the link's own heartbeats instead.
         .http2_keepalive_interval(Some(Duration::from_secs(20)))

@@ -13,11 +13,20 @@ use serde_json::Value;
 
 use super::desired::{DesiredError, DesiredStates, Retained};
 
-/// One `Kafka`: `(namespace, name)`.
+/// One resource that contributes objects: its kind, namespace and name (a `Kafka` and a
+/// `KafkaConnect` of the same name are different owners).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Owner {
+    pub kind: OwnerKind,
     pub namespace: String,
     pub name: String,
+}
+
+/// The kind of resource an [`Owner`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OwnerKind {
+    Kafka,
+    KafkaConnect,
 }
 
 /// What one owner wants.
@@ -32,6 +41,10 @@ pub enum Part {
 #[derive(Debug, Default)]
 struct State {
     open: bool,
+    /// [`Owners::open`] was called while holds remained: opens when the last is released.
+    open_requested: bool,
+    /// Controllers whose start-up owners have not all contributed yet (see [`Owners::hold`]).
+    holds: BTreeSet<&'static str>,
     parts: BTreeMap<Owner, Part>,
     /// Owners that contributed or were removed since start-up.
     seen: BTreeSet<Owner>,
@@ -107,14 +120,43 @@ impl Owners {
         self.lock().seen.contains(owner)
     }
 
-    /// Starts publishing: every owner known at start-up has contributed.
+    /// Starts publishing: every owner known at start-up has contributed. While another
+    /// controller holds the desired state closed ([`Owners::hold`]), this only records the
+    /// request, and the last [`Owners::release`] opens it.
     pub fn open(&self) -> Result<(), DesiredError> {
         let mut state = self.lock();
         if state.open {
             return Ok(());
         }
+        if !state.holds.is_empty() {
+            state.open_requested = true;
+            return Ok(());
+        }
         state.open = true;
         self.publish(&mut state)
+    }
+
+    /// Keeps the desired state closed until `holder` releases it: a controller whose own
+    /// start-up owners have not all contributed yet (they would be missing from the first
+    /// snapshots, and agents would delete their objects). Call before anything can open.
+    pub fn hold(&self, holder: &'static str) {
+        self.lock().holds.insert(holder);
+    }
+
+    /// `holder`'s start-up owners all contributed; opens if it was the last hold and
+    /// [`Owners::open`] was requested.
+    pub fn release(&self, holder: &'static str) -> Result<(), DesiredError> {
+        let requested = {
+            let mut state = self.lock();
+            state.holds.remove(holder);
+            state.holds.is_empty() && state.open_requested && !state.open
+        };
+        if requested { self.open() } else { Ok(()) }
+    }
+
+    /// Whether snapshots are published.
+    pub fn is_open(&self) -> bool {
+        self.lock().open
     }
 
     fn publish(&self, state: &mut State) -> Result<(), DesiredError> {
@@ -183,6 +225,7 @@ mod tests {
 
     fn owner(name: &str) -> Owner {
         Owner {
+            kind: OwnerKind::Kafka,
             namespace: "ns".into(),
             name: name.into(),
         }
@@ -247,6 +290,47 @@ mod tests {
                 cluster: "broken".into()
             }]
         );
+    }
+
+    #[test]
+    fn a_hold_keeps_it_closed_until_released_and_kinds_do_not_collide() {
+        let desired = DesiredStates::new();
+        let owners = Owners::new(desired.clone(), ["alpha".into()].into());
+        owners.hold("KafkaConnect");
+        owners
+            .put(
+                owner("same"),
+                Part::Objects([("alpha".into(), vec![cm("ns", "kafka-0")])].into()),
+            )
+            .unwrap();
+        owners.open().unwrap();
+        assert!(!owners.is_open(), "held");
+        assert!(desired.all().is_empty(), "nothing while held");
+        let connect = Owner {
+            kind: OwnerKind::KafkaConnect,
+            ..owner("same")
+        };
+        owners
+            .put(
+                connect.clone(),
+                Part::Objects([("alpha".into(), vec![cm("ns", "connect-0")])].into()),
+            )
+            .unwrap();
+        owners.release("KafkaConnect").unwrap();
+        assert!(owners.is_open());
+        assert_eq!(names(&desired, "alpha"), ["connect-0", "kafka-0"]);
+        owners.remove(&connect).unwrap();
+        assert_eq!(names(&desired, "alpha"), ["kafka-0"]);
+    }
+
+    #[test]
+    fn a_release_without_an_open_request_does_not_open() {
+        let owners = Owners::new(DesiredStates::new(), ["alpha".into()].into());
+        owners.hold("KafkaConnect");
+        owners.release("KafkaConnect").unwrap();
+        assert!(!owners.is_open());
+        owners.open().unwrap();
+        assert!(owners.is_open());
     }
 
     #[test]

@@ -1,0 +1,737 @@
+//! The Kubernetes objects of one Kafka Connect cluster, all in its member cluster: the worker
+//! configuration ConfigMap `<name>-connect-config` (Strimzi's `kafka-connect.properties`), the
+//! StrimziPodSet `<name>-connect` with pods `<name>-connect-<i>`, the REST API Service
+//! `<name>-connect-api` and the headless Service `<name>-connect` that gives each worker the
+//! DNS name it advertises. Pure: resource in, JSON out.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use kstretch_api::common::JvmOptions;
+use kstretch_api::{KafkaConnect, names};
+use kstretch_core::kraft;
+use kube::ResourceExt;
+use serde_json::{Map, Value, json};
+
+use super::validate::Resolved;
+use crate::kafka::build::DEFAULT_KAFKA_VERSION;
+
+/// Port of the Connect REST API (Strimzi's `REST_API_PORT`).
+pub const REST_API_PORT: u16 = 8083;
+/// Name of the REST API port of containers and Services.
+pub const REST_API_PORT_NAME: &str = "rest-api";
+/// Key of the worker configuration in the ConfigMap (Strimzi's).
+pub const CONFIG_KEY: &str = "kafka-connect.properties";
+/// Where the ConfigMap is mounted.
+pub const CONFIG_DIR: &str = "/opt/kafka/custom-config";
+/// Where plugins are looked for (Strimzi's `plugin.path`).
+pub const PLUGIN_PATH: &str = "/opt/kafka/plugins";
+/// The environment variable with the worker's own DNS name (read by a config provider).
+pub const ADVERTISED_HOSTNAME_ENV: &str = "ADVERTISED_HOSTNAME";
+/// `strimzi.io/kind` of everything built here.
+pub const KIND: &str = "KafkaConnect";
+
+/// `<name>-connect`: the StrimziPodSet, the pods' prefix, the headless Service and the
+/// `strimzi.io/name` label.
+pub fn component_name(connect: &str) -> String {
+    format!("{connect}-connect")
+}
+
+/// `<name>-connect-api`: the REST API Service.
+pub fn api_service_name(connect: &str) -> String {
+    format!("{connect}-connect-api")
+}
+
+/// `<name>-connect-config`: the worker configuration ConfigMap.
+pub fn config_map_name(connect: &str) -> String {
+    format!("{connect}-connect-config")
+}
+
+/// The REST API URL written to the status (Strimzi's `KafkaConnectResources.url`).
+pub fn rest_url(connect: &str, namespace: &str) -> String {
+    format!(
+        "http://{}.{namespace}.svc:{REST_API_PORT}",
+        api_service_name(connect)
+    )
+}
+
+/// The label selector of the workers (for the scale subresource).
+pub fn label_selector(connect: &str) -> String {
+    format!(
+        "{}={connect},{}={},{}={KIND}",
+        names::CLUSTER,
+        names::NAME,
+        component_name(connect),
+        names::KIND
+    )
+}
+
+/// Everything built for one Kafka Connect cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Built {
+    /// The member cluster everything goes to.
+    pub alias: String,
+    pub objects: Vec<Value>,
+    /// The worker configuration (the ConfigMap's [`CONFIG_KEY`]).
+    pub worker_properties: String,
+    /// The `strimzi.io/revision` of each pod, by pod name.
+    pub revisions: BTreeMap<String, String>,
+}
+
+/// The worker configuration, laid out like Strimzi's `KafkaConnectConfigurationBuilder` (the
+/// `strimzisecrets` provider is left out: it is Strimzi's own class, not in Kafka's image, and
+/// nothing kstretch generates refers to it).
+pub fn worker_properties(r: &Resolved) -> String {
+    let mut out = String::new();
+    let mut section = |title: &str, lines: &[(String, String)]| {
+        let _ = writeln!(out, "##########\n# {title}\n##########");
+        for (k, v) in lines {
+            let _ = writeln!(out, "{}={}", escape(k, true), escape(v, false));
+        }
+        out.push('\n');
+    };
+    let kv = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    let mut config = r.config.clone();
+    section(
+        "Bootstrap servers",
+        &[kv("bootstrap.servers", &r.bootstrap_servers)],
+    );
+    section(
+        "Internal topics and group ID",
+        &[
+            kv("group.id", &r.group_id),
+            kv("config.storage.topic", &r.config_storage_topic),
+            kv("status.storage.topic", &r.status_storage_topic),
+            kv("offset.storage.topic", &r.offset_storage_topic),
+        ],
+    );
+    section(
+        "REST Listeners",
+        &[
+            kv(
+                "rest.advertised.host.name",
+                &format!("${{strimzienv:{ADVERTISED_HOSTNAME_ENV}}}"),
+            ),
+            kv("rest.advertised.port", &REST_API_PORT.to_string()),
+        ],
+    );
+    section("Plugins", &[kv("plugin.path", PLUGIN_PATH)]);
+    let ours = "strimzienv,strimzifile,strimzidir";
+    let providers = match config.remove("config.providers") {
+        Some(user) if !user.trim().is_empty() => format!("{user},{ours}"),
+        _ => ours.to_owned(),
+    };
+    section(
+        "Config providers",
+        &[
+            kv("config.providers", &providers),
+            kv(
+                "config.providers.strimzienv.class",
+                "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+            ),
+            kv("config.providers.strimzienv.param.allowlist.pattern", ".*"),
+            kv(
+                "config.providers.strimzifile.class",
+                "org.apache.kafka.common.config.provider.FileConfigProvider",
+            ),
+            kv(
+                "config.providers.strimzidir.class",
+                "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+            ),
+            kv(
+                "config.providers.strimzidir.param.allowed.paths",
+                "/opt/kafka",
+            ),
+        ],
+    );
+    if !config.is_empty() {
+        let lines: Vec<_> = config.into_iter().collect();
+        section("User provided configuration", &lines);
+    }
+    let protocol = "PLAINTEXT";
+    section(
+        "Kafka Security protocol",
+        &[
+            kv("security.protocol", protocol),
+            kv("producer.security.protocol", protocol),
+            kv("consumer.security.protocol", protocol),
+            kv("admin.security.protocol", protocol),
+        ],
+    );
+    format!(
+        "##############################\n# Generated by kstretch from KafkaConnect; changes are overwritten\n##############################\n\n{out}"
+    )
+}
+
+/// Escapes a key or value for a Java properties file, so the worker reads exactly the text.
+fn escape(text: &str, key: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, c) in text.chars().enumerate() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            ' ' if key || i == 0 => out.push_str("\\ "),
+            '=' | ':' if key => {
+                out.push('\\');
+                out.push(c);
+            }
+            '#' | '!' if i == 0 => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Builds every object of `connect`.
+pub fn build(connect: &KafkaConnect, r: &Resolved) -> Built {
+    let name = connect.name_any();
+    let namespace = connect.namespace().unwrap_or_default();
+    let n = Names {
+        connect: &name,
+        namespace: &namespace,
+        template: connect.spec.template.as_ref(),
+    };
+    let properties = worker_properties(r);
+    let version = connect
+        .spec
+        .version
+        .clone()
+        .unwrap_or_else(|| DEFAULT_KAFKA_VERSION.to_owned());
+    let image = connect
+        .spec
+        .image
+        .clone()
+        .unwrap_or_else(|| format!("apache/kafka:{version}"));
+
+    let mut revisions = BTreeMap::new();
+    let pods: Vec<Value> = (0..r.replicas)
+        .map(|i| {
+            let pod_name = format!("{}-{i}", component_name(&name));
+            let (pod, revision) = pod(&n, connect, &pod_name, &image, &version, &properties);
+            revisions.insert(pod_name, revision);
+            pod
+        })
+        .collect();
+
+    let config_map = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": n.meta(&config_map_name(&name), n.labels(), None),
+        "data": {CONFIG_KEY: properties},
+    });
+    let pod_set = json!({
+        "apiVersion": "core.strimzi.io/v1", "kind": "StrimziPodSet",
+        "metadata": n.meta(&component_name(&name), n.labels(), n.template_meta("podSet")),
+        "spec": {"selector": {"matchLabels": n.selector()}, "pods": pods},
+    });
+    let port = json!({"name": REST_API_PORT_NAME, "port": REST_API_PORT,
+                      "targetPort": REST_API_PORT, "protocol": "TCP"});
+    let mut api_labels = n.labels();
+    api_labels.insert(names::DISCOVERY.to_owned(), json!("true"));
+    let api_service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": n.meta(&api_service_name(&name), api_labels, n.template_meta("apiService")),
+        "spec": {"type": "ClusterIP", "selector": n.selector(), "ports": [port]},
+    });
+    let headless = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": n.meta(&component_name(&name), n.labels(), n.template_meta("headlessService")),
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": true,
+                 "selector": n.selector(), "ports": [port]},
+    });
+    Built {
+        alias: r.alias.clone(),
+        objects: vec![config_map, pod_set, api_service, headless],
+        worker_properties: properties,
+        revisions,
+    }
+}
+
+struct Names<'a> {
+    connect: &'a str,
+    namespace: &'a str,
+    template: Option<&'a Map<String, Value>>,
+}
+
+impl Names<'_> {
+    fn labels(&self) -> Map<String, Value> {
+        let mut labels = Map::new();
+        for (k, v) in [
+            (names::CLUSTER, self.connect.to_owned()),
+            (names::NAME, component_name(self.connect)),
+            (names::KIND, KIND.to_owned()),
+            (names::COMPONENT_TYPE, "kafka-connect".to_owned()),
+            (names::APP_NAME, "kafka-connect".to_owned()),
+            (names::APP_INSTANCE, self.connect.to_owned()),
+            (names::APP_PART_OF, format!("strimzi-{}", self.connect)),
+        ] {
+            labels.insert(k.to_owned(), Value::String(v));
+        }
+        labels
+    }
+
+    fn selector(&self) -> Value {
+        json!({names::CLUSTER: self.connect, names::NAME: component_name(self.connect),
+               names::KIND: KIND})
+    }
+
+    /// `template.<key>.metadata` (labels and annotations), as Strimzi's templates take it.
+    fn template_meta(&self, key: &str) -> Option<&Map<String, Value>> {
+        self.template?.get(key)?.get("metadata")?.as_object()
+    }
+
+    /// Metadata with the template's extra labels and annotations (ours win on conflicts).
+    fn meta(
+        &self,
+        name: &str,
+        mut labels: Map<String, Value>,
+        extra: Option<&Map<String, Value>>,
+    ) -> Value {
+        let mut annotations = Map::new();
+        merge_extra(&mut labels, &mut annotations, extra);
+        let mut meta = json!({"name": name, "namespace": self.namespace, "labels": labels});
+        if !annotations.is_empty() {
+            meta["annotations"] = Value::Object(annotations);
+        }
+        meta
+    }
+}
+
+fn merge_extra(
+    labels: &mut Map<String, Value>,
+    annotations: &mut Map<String, Value>,
+    extra: Option<&Map<String, Value>>,
+) {
+    let Some(extra) = extra else { return };
+    for (target, key) in [(labels, "labels"), (annotations, "annotations")] {
+        for (k, v) in extra
+            .get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if v.is_string() {
+                target.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+}
+
+/// `KAFKA_HEAP_OPTS` and `KAFKA_OPTS` from `jvmOptions`, as Kafka's start scripts read them.
+pub fn jvm_env(jvm: Option<&JvmOptions>) -> Vec<Value> {
+    let mut env = Vec::new();
+    let Some(jvm) = jvm else { return env };
+    let heap: Vec<String> = [("-Xms", &jvm.xms), ("-Xmx", &jvm.xmx)]
+        .into_iter()
+        .filter_map(|(flag, v)| v.as_ref().map(|v| format!("{flag}{v}")))
+        .collect();
+    if !heap.is_empty() {
+        env.push(json!({"name": "KAFKA_HEAP_OPTS", "value": heap.join(" ")}));
+    }
+    let mut opts: Vec<String> = jvm
+        .xx
+        .iter()
+        .flatten()
+        .map(|(k, v)| match v.as_str() {
+            "true" => format!("-XX:+{k}"),
+            "false" => format!("-XX:-{k}"),
+            _ => format!("-XX:{k}={v}"),
+        })
+        .collect();
+    opts.extend(jvm.java_system_properties.iter().filter_map(|p| {
+        Some(format!(
+            "-D{}={}",
+            p.name.as_ref()?,
+            p.value.clone().unwrap_or_default()
+        ))
+    }));
+    if !opts.is_empty() {
+        env.push(json!({"name": "KAFKA_OPTS", "value": opts.join(" ")}));
+    }
+    env
+}
+
+/// One worker pod and its revision (a hash of the definition and the worker configuration,
+/// so a configuration change rolls the workers although the pod spec is unchanged).
+fn pod(
+    n: &Names<'_>,
+    connect: &KafkaConnect,
+    pod_name: &str,
+    image: &str,
+    version: &str,
+    properties: &str,
+) -> (Value, String) {
+    let component = component_name(n.connect);
+    let mut labels = n.labels();
+    for (k, v) in [
+        (names::POD_NAME, pod_name.to_owned()),
+        (names::CONTROLLER, "strimzipodset".to_owned()),
+        (names::CONTROLLER_NAME, component.clone()),
+    ] {
+        labels.insert(k.to_owned(), Value::String(v));
+    }
+    let mut annotations = Map::new();
+    annotations.insert(names::KAFKA_VERSION.to_owned(), json!(version));
+    let template_pod = n
+        .template
+        .and_then(|t| t.get("pod"))
+        .and_then(Value::as_object);
+    merge_extra(
+        &mut labels,
+        &mut annotations,
+        template_pod
+            .and_then(|p| p.get("metadata"))
+            .and_then(Value::as_object),
+    );
+
+    // The worker advertises its stable DNS name through the headless Service.
+    let hostname = format!("{pod_name}.{component}.{}.svc", n.namespace);
+    let mut env = vec![json!({"name": ADVERTISED_HOSTNAME_ENV, "value": hostname})];
+    env.extend(jvm_env(connect.spec.jvm_options.as_ref()));
+    let template_container = n
+        .template
+        .and_then(|t| t.get("connectContainer"))
+        .and_then(Value::as_object);
+    if let Some(extra) = template_container
+        .and_then(|c| c.get("env"))
+        .and_then(Value::as_array)
+    {
+        // Strimzi keeps its own variables when a template one has the same name.
+        for var in extra {
+            let name = var.get("name").and_then(Value::as_str);
+            if name.is_some_and(|name| !env.iter().any(|e| e["name"] == name)) {
+                env.push(var.clone());
+            }
+        }
+    }
+    let probe = |delay: u32| {
+        json!({"httpGet": {"path": "/health", "port": REST_API_PORT_NAME},
+               "initialDelaySeconds": delay, "timeoutSeconds": 5, "periodSeconds": 10})
+    };
+    let mut container = json!({
+        "name": component,
+        "image": image,
+        "command": ["/bin/sh", "-c",
+            format!("exec /opt/kafka/bin/connect-distributed.sh {CONFIG_DIR}/{CONFIG_KEY}")],
+        "env": env,
+        "ports": [{"name": REST_API_PORT_NAME, "containerPort": REST_API_PORT, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "kafka-connect-configurations", "mountPath": CONFIG_DIR}],
+        "readinessProbe": probe(60),
+        "livenessProbe": probe(60),
+    });
+    if let Some(resources) = &connect.spec.resources
+        && let Ok(value) = serde_json::to_value(resources)
+    {
+        container["resources"] = value;
+    }
+    if let Some(sc) = template_container.and_then(|c| c.get("securityContext")) {
+        container["securityContext"] = sc.clone();
+    }
+
+    let mut spec = json!({
+        "hostname": pod_name,
+        "subdomain": component,
+        "containers": [container],
+        "volumes": [{"name": "kafka-connect-configurations",
+                     "configMap": {"name": config_map_name(n.connect)}}],
+        "terminationGracePeriodSeconds": 30,
+    });
+    if let Some(template) = template_pod {
+        for key in [
+            "affinity",
+            "tolerations",
+            "nodeSelector",
+            "priorityClassName",
+            "schedulerName",
+            "securityContext",
+            "terminationGracePeriodSeconds",
+            "imagePullSecrets",
+            "topologySpreadConstraints",
+            "hostAliases",
+            "enableServiceLinks",
+        ] {
+            if let Some(value) = template.get(key) {
+                spec[key] = value.clone();
+            }
+        }
+    }
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name, "namespace": n.namespace,
+                     "labels": labels, "annotations": annotations},
+        "spec": spec,
+    });
+    let definition = serde_json::to_vec(&pod).unwrap_or_default();
+    let revision = kraft::revision(&[&definition, properties.as_bytes()]);
+    pod["metadata"]["annotations"][names::REVISION] = json!(revision);
+    (pod, revision)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::connect::validate::resolve;
+    use crate::kafka::resolve::Members;
+
+    fn members() -> Members {
+        Members {
+            own: "alpha".into(),
+            all: ["alpha".into(), "beta".into()].into(),
+        }
+    }
+
+    fn connect(spec: Value) -> KafkaConnect {
+        serde_json::from_value(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
+            "metadata": {"name": "my-connect", "namespace": "ns",
+                         "annotations": {"strimzi.io/stretch-cluster-alias": "beta"}},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    fn built(spec: Value) -> Built {
+        let c = connect(spec);
+        build(&c, &resolve(&c, &members()).unwrap())
+    }
+
+    fn base() -> Value {
+        json!({"replicas": 2, "bootstrapServers": "my-cluster-kafka-bootstrap:9092",
+               "groupId": "g", "configStorageTopic": "g-configs",
+               "statusStorageTopic": "g-status", "offsetStorageTopic": "g-offsets",
+               "config": {"config.storage.replication.factor": 3,
+                          "config.providers": "mine",
+                          "config.providers.mine.class": "x.Y",
+                          "weird key": "a=b\\c\nd"}})
+    }
+
+    fn properties(text: &str) -> BTreeMap<String, String> {
+        // The parts of java.util.Properties the generator uses.
+        let mut out = BTreeMap::new();
+        for line in text.lines() {
+            if line.starts_with('#') || line.is_empty() {
+                continue;
+            }
+            let mut key = String::new();
+            let mut value = String::new();
+            let mut in_key = true;
+            let mut chars = line.chars();
+            while let Some(c) = chars.next() {
+                let c = if c == '\\' {
+                    match chars.next() {
+                        Some('n') => '\n',
+                        Some('t') => '\t',
+                        Some('r') => '\r',
+                        Some(other) => other,
+                        None => break,
+                    }
+                } else if in_key && c == '=' {
+                    in_key = false;
+                    continue;
+                } else {
+                    c
+                };
+                if in_key { key.push(c) } else { value.push(c) }
+            }
+            out.insert(key, value);
+        }
+        out
+    }
+
+    #[test]
+    fn worker_properties_follow_strimzi() {
+        let b = built(base());
+        let p = properties(&b.worker_properties);
+        let get = |k: &str| p.get(k).map(String::as_str);
+        assert_eq!(
+            get("bootstrap.servers"),
+            Some("my-cluster-kafka-bootstrap:9092")
+        );
+        assert_eq!(get("group.id"), Some("g"));
+        assert_eq!(get("config.storage.topic"), Some("g-configs"));
+        assert_eq!(get("status.storage.topic"), Some("g-status"));
+        assert_eq!(get("offset.storage.topic"), Some("g-offsets"));
+        assert_eq!(
+            get("rest.advertised.host.name"),
+            Some("${strimzienv:ADVERTISED_HOSTNAME}")
+        );
+        assert_eq!(get("rest.advertised.port"), Some("8083"));
+        assert_eq!(get("plugin.path"), Some("/opt/kafka/plugins"));
+        assert_eq!(
+            get("config.providers"),
+            Some("mine,strimzienv,strimzifile,strimzidir")
+        );
+        assert_eq!(get("config.providers.mine.class"), Some("x.Y"));
+        assert_eq!(get("config.storage.replication.factor"), Some("3"));
+        assert_eq!(
+            get("key.converter"),
+            Some("org.apache.kafka.connect.json.JsonConverter")
+        );
+        assert_eq!(get("security.protocol"), Some("PLAINTEXT"));
+        assert_eq!(get("admin.security.protocol"), Some("PLAINTEXT"));
+        assert_eq!(get("weird key"), Some("a=b\\c\nd"), "escaped both ways");
+        assert!(
+            !p.contains_key("listeners"),
+            "the default listener on 8083, like Strimzi"
+        );
+    }
+
+    #[test]
+    fn objects_names_labels_and_placement() {
+        let b = built(base());
+        assert_eq!(b.alias, "beta");
+        let kinds: Vec<(&str, &str)> = b
+            .objects
+            .iter()
+            .map(|o| {
+                (
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("ConfigMap", "my-connect-connect-config"),
+                ("StrimziPodSet", "my-connect-connect"),
+                ("Service", "my-connect-connect-api"),
+                ("Service", "my-connect-connect"),
+            ]
+        );
+        for o in &b.objects {
+            let l = &o["metadata"]["labels"];
+            assert_eq!(l["strimzi.io/cluster"], "my-connect");
+            assert_eq!(l["strimzi.io/kind"], "KafkaConnect");
+            assert_eq!(l["strimzi.io/name"], "my-connect-connect");
+            assert_eq!(o["metadata"]["namespace"], "ns");
+        }
+        assert_eq!(
+            b.objects[0]["data"][CONFIG_KEY].as_str(),
+            Some(b.worker_properties.as_str())
+        );
+        let api = &b.objects[2]["spec"];
+        assert_eq!(api["ports"][0]["port"], 8083);
+        assert_eq!(api["selector"]["strimzi.io/kind"], "KafkaConnect");
+        assert_eq!(b.objects[3]["spec"]["clusterIP"], "None");
+        let pods = b.objects[1]["spec"]["pods"].as_array().unwrap();
+        let names: Vec<_> = pods
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["my-connect-connect-0", "my-connect-connect-1"]);
+        assert_eq!(b.revisions.len(), 2);
+        let pod = &pods[1];
+        assert_eq!(pod["spec"]["subdomain"], "my-connect-connect");
+        let c = &pod["spec"]["containers"][0];
+        assert_eq!(c["image"], format!("apache/kafka:{DEFAULT_KAFKA_VERSION}"));
+        assert_eq!(
+            c["env"][0],
+            json!({"name": "ADVERTISED_HOSTNAME",
+                   "value": "my-connect-connect-1.my-connect-connect.ns.svc"})
+        );
+        assert_eq!(
+            pod["spec"]["volumes"][0]["configMap"]["name"],
+            "my-connect-connect-config"
+        );
+        assert_eq!(
+            pod["metadata"]["annotations"]["strimzi.io/revision"],
+            json!(b.revisions["my-connect-connect-1"])
+        );
+        assert_eq!(
+            label_selector("my-connect"),
+            "strimzi.io/cluster=my-connect,strimzi.io/name=my-connect-connect,strimzi.io/kind=KafkaConnect"
+        );
+        assert_eq!(
+            rest_url("my-connect", "ns"),
+            "http://my-connect-connect-api.ns.svc:8083"
+        );
+    }
+
+    #[test]
+    fn resources_jvm_options_image_and_template_reach_the_pods() {
+        let mut spec = base();
+        spec["image"] = json!("my/connect:1");
+        spec["resources"] = json!({"limits": {"memory": "2Gi"}});
+        spec["jvmOptions"] = json!({"-Xmx": "1g", "-XX": {"UseG1GC": "true"},
+                                    "javaSystemProperties": [{"name": "a", "value": "b"}]});
+        spec["template"] = json!({
+            "pod": {"metadata": {"labels": {"team": "x", "strimzi.io/cluster": "evil"},
+                                 "annotations": {"note": "y"}},
+                    "nodeSelector": {"zone": "a"}, "tolerations": [{"key": "k"}]},
+            "connectContainer": {"env": [{"name": "EXTRA", "value": "1"},
+                                         {"name": "ADVERTISED_HOSTNAME", "value": "no"}]},
+            "apiService": {"metadata": {"annotations": {"svc": "z"}}},
+            "podSet": {"metadata": {"labels": {"ps": "w"}}}
+        });
+        let b = built(spec);
+        let pod = &b.objects[1]["spec"]["pods"][0];
+        let c = &pod["spec"]["containers"][0];
+        assert_eq!(c["image"], "my/connect:1");
+        assert_eq!(c["resources"]["limits"]["memory"], "2Gi");
+        let env: Vec<(String, String)> = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().into(),
+                    e["value"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            env,
+            [
+                (
+                    "ADVERTISED_HOSTNAME".into(),
+                    "my-connect-connect-0.my-connect-connect.ns.svc".into()
+                ),
+                ("KAFKA_HEAP_OPTS".into(), "-Xmx1g".into()),
+                ("KAFKA_OPTS".into(), "-XX:+UseG1GC -Da=b".into()),
+                ("EXTRA".into(), "1".into()),
+            ]
+        );
+        assert_eq!(pod["metadata"]["labels"]["team"], "x");
+        assert_eq!(
+            pod["metadata"]["labels"]["strimzi.io/cluster"],
+            "my-connect"
+        );
+        assert_eq!(pod["metadata"]["annotations"]["note"], "y");
+        assert_eq!(pod["spec"]["nodeSelector"]["zone"], "a");
+        assert_eq!(pod["spec"]["tolerations"][0]["key"], "k");
+        assert_eq!(b.objects[2]["metadata"]["annotations"]["svc"], "z");
+        assert_eq!(b.objects[1]["metadata"]["labels"]["ps"], "w");
+    }
+
+    #[test]
+    fn a_config_change_changes_every_revision_and_scaling_keeps_them() {
+        let before = built(base());
+        let mut spec = base();
+        spec["config"]["offset.flush.interval.ms"] = json!(1000);
+        let changed = built(spec);
+        assert!(
+            before
+                .revisions
+                .iter()
+                .all(|(pod, rev)| changed.revisions[pod] != *rev)
+        );
+        let mut spec = base();
+        spec["replicas"] = json!(3);
+        let scaled = built(spec);
+        assert_eq!(scaled.revisions.len(), 3);
+        for (pod, rev) in &before.revisions {
+            assert_eq!(&scaled.revisions[pod], rev);
+        }
+        let mut spec = base();
+        spec["replicas"] = json!(0);
+        let none = built(spec);
+        assert_eq!(none.objects[1]["spec"]["pods"], json!([]));
+    }
+}

@@ -1,0 +1,279 @@
+//! One reconciliation of one `KafkaConnect`: validate and resolve (pure) → build its member
+//! cluster's objects (pure) → publish them to the agents → roll stale workers one at a time →
+//! write the status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kstretch_api::condition::{self, Condition};
+use kstretch_api::{KafkaConnect, KafkaConnectStatus, names};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use super::build;
+use super::error::Error;
+use super::metrics::ConnectMetrics;
+use super::rollout::{self, Seen, Step};
+use super::validate;
+use crate::kafka::resolve::Members;
+use crate::kafka::status::{self, FIELD_MANAGER};
+use crate::link::restart::{PodToRestart, Restarts, replaced};
+use crate::link::{Agents, Owner, OwnerKind, Owners, Part};
+
+/// Requeue while workers start or roll.
+const BUSY_REQUEUE: Duration = Duration::from_secs(5);
+/// Requeue of a settled cluster.
+const IDLE_REQUEUE: Duration = Duration::from_secs(300);
+/// How long the agent has to answer a restart.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
+/// The [`Owners::hold`] of this controller.
+pub const HOLD: &str = "KafkaConnect";
+
+/// What every reconciliation shares.
+#[derive(Clone)]
+pub struct Context {
+    pub client: Client,
+    pub owners: Owners,
+    pub agents: Agents,
+    pub restarts: Restarts,
+    pub members: Members,
+    pub metrics: ConnectMetrics,
+}
+
+impl Context {
+    /// The context; holds the desired state closed until every `KafkaConnect` of the first
+    /// list contributed (so create it before anything can open the desired state).
+    pub fn new(
+        client: Client,
+        owners: Owners,
+        agents: Agents,
+        restarts: Restarts,
+        members: Members,
+        metrics: ConnectMetrics,
+    ) -> Self {
+        owners.hold(HOLD);
+        Self {
+            client,
+            owners,
+            agents,
+            restarts,
+            members,
+            metrics,
+        }
+    }
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("members", &self.members)
+            .finish_non_exhaustive()
+    }
+}
+
+pub fn owner_of(connect: &KafkaConnect) -> Owner {
+    Owner {
+        kind: OwnerKind::KafkaConnect,
+        namespace: connect.namespace().unwrap_or_default(),
+        name: connect.name_any(),
+    }
+}
+
+/// Keeps the owner's last contribution; one with none yet is retained as it is in every
+/// member cluster (never "nothing desired", which would delete its workers).
+pub fn keep_or_retain(owners: &Owners, owner: &Owner) -> Result<(), Error> {
+    if owners.get(owner).is_none() {
+        owners.put(owner.clone(), Part::Retain)?;
+    }
+    Ok(())
+}
+
+/// Reconciles one `KafkaConnect`.
+pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let owner = owner_of(&connect);
+    let now = status::now();
+    let name = connect.name_any();
+    let namespace = connect.namespace().unwrap_or_default();
+    let mut st = connect.status.clone().unwrap_or_default();
+    st.observed_generation = connect.metadata.generation;
+
+    if connect
+        .annotations()
+        .get(names::PAUSE_RECONCILIATION)
+        .is_some_and(|v| v == "true")
+    {
+        keep_or_retain(&ctx.owners, &owner)?;
+        st.conditions = status::conditions(
+            &st.conditions,
+            Condition::new(condition::READY, condition::UNKNOWN)
+                .with_reason("ReconciliationPaused")
+                .with_message(format!(
+                    "reconciliation is paused by the annotation {}=true; nothing is changed until it is removed",
+                    names::PAUSE_RECONCILIATION
+                )),
+            &[],
+            &now,
+        );
+        write_status(&ctx.client, &connect, st).await?;
+        return Ok(Action::await_change());
+    }
+
+    let resolved = match validate::resolve(&connect, &ctx.members) {
+        Ok(r) => r,
+        Err(invalid) => {
+            let reason = invalid.first().map_or("Invalid", |i| i.reason());
+            let message = invalid
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            tracing::warn!(%reason, %message, "KafkaConnect cannot be reconciled as it is");
+            ctx.metrics.invalid(reason);
+            // The last good desired state stands; nothing in the member cluster changes.
+            keep_or_retain(&ctx.owners, &owner)?;
+            st.conditions = status::conditions(
+                &st.conditions,
+                status::not_ready(reason, message),
+                &[],
+                &now,
+            );
+            write_status(&ctx.client, &connect, st).await?;
+            return Ok(Action::await_change());
+        }
+    };
+
+    let built = build::build(&connect, &resolved);
+    ctx.owners.put(
+        owner.clone(),
+        Part::Objects([(built.alias.clone(), built.objects.clone())].into()),
+    )?;
+
+    let alias = &built.alias;
+    let record = ctx.agents.get(alias);
+    let published = ctx.owners.published_hash(alias);
+    let applied = record.as_ref().is_some_and(|r| {
+        published.is_some() && published == r.last_apply.as_ref().map(|a| a.hash.clone())
+    });
+    let component = build::component_name(&name);
+    let pod_set = record.as_ref().and_then(|r| {
+        r.podsets
+            .iter()
+            .find(|s| s.namespace == namespace && s.name == component)
+    });
+    let seen = Seen {
+        connected: record.as_ref().is_some_and(|r| r.connected),
+        applied,
+        pod_set,
+    };
+    let mut warnings = resolved.warnings.clone();
+    warnings.extend(rejected_objects(record.as_ref(), &namespace, &name));
+    let ready = match rollout::next(alias, &built.revisions, seen) {
+        Step::Done => Condition::ready(),
+        Step::Wait(why) => {
+            let reason = if seen.connected {
+                "Deploying"
+            } else {
+                "ClusterUnreachable"
+            };
+            status::not_ready(reason, why)
+        }
+        Step::Restart { pod, uid } => {
+            let what = restart(&ctx, alias, &namespace, &pod, uid).await;
+            status::not_ready("RollingUpdate", what)
+        }
+    };
+    let is_ready = ready.is_true();
+    st.conditions = status::conditions(&st.conditions, ready, &warnings, &now);
+    st.url = Some(build::rest_url(&name, &namespace));
+    st.replicas = Some(resolved.replicas as i32);
+    st.label_selector = Some(build::label_selector(&name));
+    write_status(&ctx.client, &connect, st).await?;
+    Ok(Action::requeue(if is_ready {
+        IDLE_REQUEUE
+    } else {
+        BUSY_REQUEUE
+    }))
+}
+
+async fn restart(ctx: &Context, alias: &str, namespace: &str, pod: &str, uid: String) -> String {
+    let request = PodToRestart {
+        namespace: namespace.to_owned(),
+        name: pod.to_owned(),
+        uid,
+        reason: "KafkaConnect configuration or pod definition changed".to_owned(),
+    };
+    match ctx.restarts.restart(alias, request, RESTART_TIMEOUT).await {
+        Ok(result) if replaced(&result) => {
+            ctx.metrics.restarted();
+            tracing::info!(%pod, cluster = %alias, "rolled Connect worker");
+            format!("rolling worker {pod} in cluster {alias}")
+        }
+        Ok(result) => format!(
+            "the agent of {alias} did not restart {pod}: {}",
+            result.message
+        ),
+        Err(e) => format!("cannot restart {pod}: {e}"),
+    }
+}
+
+/// Objects of this Connect cluster the agent could not apply, as a warning.
+fn rejected_objects(
+    record: Option<&crate::link::AgentRecord>,
+    namespace: &str,
+    name: &str,
+) -> Vec<(String, String)> {
+    use kstretch_proto::agent::v1::Outcome;
+    let Some(report) = record.and_then(|r| r.last_apply.as_ref()) else {
+        return Vec::new();
+    };
+    let prefix = build::component_name(name);
+    let failed: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| matches!(r.outcome(), Outcome::Rejected | Outcome::DeleteFailed))
+        .filter_map(|r| {
+            let o = r.r#ref.as_ref()?;
+            (o.namespace == namespace && o.name.starts_with(&prefix))
+                .then(|| format!("{} {}: {}", o.kind, o.name, r.message))
+        })
+        .collect();
+    if failed.is_empty() {
+        return Vec::new();
+    }
+    vec![(
+        "ApplyFailed".to_owned(),
+        format!(
+            "the agent could not apply {} object(s) of snapshot {}: {}",
+            failed.len(),
+            report.generation,
+            failed.join("; ")
+        ),
+    )]
+}
+
+/// Server-side applies `.status` unless it is what the resource already has.
+async fn write_status(
+    client: &Client,
+    connect: &KafkaConnect,
+    st: KafkaConnectStatus,
+) -> Result<(), Error> {
+    if connect.status.as_ref() == Some(&st) {
+        return Ok(());
+    }
+    let api: Api<KafkaConnect> =
+        Api::namespaced(client.clone(), &connect.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": "kafka.strimzi.io/v1",
+        "kind": "KafkaConnect",
+        "status": serde_json::to_value(&st)?,
+    });
+    api.patch_status(
+        &connect.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
