@@ -133,6 +133,34 @@ for v in "${variants[@]}"; do
   echo "applied $name ($(grep -c '^kind:' "$out/$name.yaml") objects)"
 done
 
+# An upgrade keeps the generated CA and the agent certificates (the chart looks them up), and
+# re-signs central's own: render again against the cluster, as `helm upgrade` would.
+secret_field() { # <manifest> <secret name> <key>: the value of one data key of one Secret
+  python3 - "$@" <<'PY'
+import sys
+text, name, key = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+for doc in text.split("\n---"):
+    if "kind: Secret" in doc and f"\n  name: {name}\n" in doc:
+        for line in doc.splitlines():
+            if line.strip().startswith(key + ":"):
+                print(line.split(":", 1)[1].strip())
+                sys.exit(0)
+sys.exit(f"no {key} in Secret {name}")
+PY
+}
+"$helm" template "$run-default" charts/kstretch-central --namespace "$ns" --dry-run=server --take-ownership \
+  --kubeconfig "$kc_alpha" --set 'tls.generate.agents={beta}' \
+  --set-string "commonLabels.kstretch\.io/chart-check=$run" >"$out/central-upgrade.yaml"
+full=$run-default-kstretch-central
+for pair in "$full-ca|tls.crt" "$full-ca|tls.key" "$full-agent-beta|tls.crt" "$full-tls|ca.crt"; do
+  first=$(secret_field "$out/central-default.yaml" "${pair%%|*}" "${pair##*|}")
+  again=$(secret_field "$out/central-upgrade.yaml" "${pair%%|*}" "${pair##*|}")
+  [[ $first == "$again" ]] || { echo "upgrade changed ${pair/|/ }" >&2; exit 1; }
+done
+[[ $(secret_field "$out/central-default.yaml" "$full-tls" tls.crt) != \
+  $(secret_field "$out/central-upgrade.yaml" "$full-tls" tls.crt) ]]
+echo "upgrade render keeps the CA and agent certificates"
+
 # 4. The RBAC the charts grant, as the apiserver decides it for their ServiceAccounts.
 can() { # <kubeconfig> <serviceaccount> <expected yes|no> <verb> <resource> [flags...]
   local kc=$1 sa=$2 want=$3 got
