@@ -121,17 +121,21 @@ for kc in "$kc_alpha" "$kc_beta"; do
     sleep 0.2
   done
 done
+# One apply per cluster (every variant has its own release name, so none overwrites another).
+central_files=() agent_files=()
 for v in "${variants[@]}"; do
   IFS='|' read -r name chart _ <<<"$v"
   case $chart in
-    kstretch-crds) continue ;;
-    kstretch-central) kc=$kc_alpha ;;
-    kstretch-agent) kc=$kc_beta ;;
+    kstretch-central) central_files+=(-f "$out/$name.yaml") ;;
+    kstretch-agent) agent_files+=(-f "$out/$name.yaml") ;;
   esac
-  "$kubectl" --kubeconfig "$kc" apply --server-side --field-manager kstretch-chart-check \
-    -f "$out/$name.yaml" >/dev/null
-  echo "applied $name ($(grep -c '^kind:' "$out/$name.yaml") objects)"
 done
+"$kubectl" --kubeconfig "$kc_alpha" apply --server-side --field-manager kstretch-chart-check \
+  "${central_files[@]}" >/dev/null
+echo "applied $((${#central_files[@]} / 2)) central variants to alpha"
+"$kubectl" --kubeconfig "$kc_beta" apply --server-side --field-manager kstretch-chart-check \
+  "${agent_files[@]}" >/dev/null
+echo "applied $((${#agent_files[@]} / 2)) agent variants to beta"
 
 # An upgrade keeps the generated CA and the agent certificates (the chart looks them up), and
 # re-signs central's own: render again against the cluster, as `helm upgrade` would.
@@ -160,6 +164,24 @@ done
 [[ $(secret_field "$out/central-default.yaml" "$full-tls" tls.crt) != \
   $(secret_field "$out/central-upgrade.yaml" "$full-tls" tls.crt) ]]
 echo "upgrade render keeps the CA and agent certificates"
+
+# A real `helm install`, `helm upgrade` and `helm uninstall` of central: the CA stays the same
+# across the upgrade, and the uninstall leaves it (helm.sh/resource-policy: keep).
+rel=$run-helm
+ca_of() {
+  "$kubectl" --kubeconfig "$kc_alpha" -n "$ns" get secret "$rel-kstretch-central-ca" \
+    -o jsonpath='{.data.tls\.crt}'
+}
+for action in install upgrade; do
+  "$helm" "$action" "$rel" charts/kstretch-central --namespace "$ns" --kubeconfig "$kc_alpha" \
+    --set 'tls.generate.agents={beta}' --set "leaderElection.leaseName=lease-$rel" \
+    --set-string "commonLabels.kstretch\.io/chart-check=$run" >/dev/null
+  if [[ $action == install ]]; then ca_installed=$(ca_of); fi
+done
+[[ $(ca_of) == "$ca_installed" ]] || { echo "helm upgrade replaced the CA" >&2; exit 1; }
+"$helm" uninstall "$rel" --namespace "$ns" --kubeconfig "$kc_alpha" >/dev/null
+[[ $(ca_of) == "$ca_installed" ]] || { echo "helm uninstall removed the CA" >&2; exit 1; }
+echo "helm install, upgrade and uninstall keep the CA"
 
 # 4. The RBAC the charts grant, as the apiserver decides it for their ServiceAccounts.
 can() { # <kubeconfig> <serviceaccount> <expected yes|no> <verb> <resource> [flags...]
