@@ -69,6 +69,28 @@ for v in "${variants[@]}"; do
   echo "rendered $name: $(grep -c '^kind:' "$out/$name.yaml") objects"
 done
 
+# Bad values are refused at render time with a message saying what to fix.
+refused() { # <chart> <expected message part> <helm flags...>
+  local chart=$1 want=$2 err
+  shift 2
+  if err=$("$helm" template x "charts/$chart" "$@" 2>&1 >/dev/null); then
+    echo "$chart $*: rendered, want refusal ($want)" >&2
+    exit 1
+  fi
+  [[ $err == *"$want"* ]] || { echo "$chart $*: '$err' does not say '$want'" >&2; exit 1; }
+}
+refused kstretch-central "value must be one of 'generate', 'secret', 'certManager'" --set tls.mode=bogus
+refused kstretch-central "tls.mode=secret needs tls.secretName" --set tls.mode=secret
+refused kstretch-central "needs tls.certManager.issuerRef.name" \
+  --set tls.mode=certManager --set tls.certManager.createIssuer=false
+refused kstretch-central "maxItems: got 2, want 1" --set 'watchNamespaces={a,b}'
+refused kstretch-central "additional properties 'typo' not allowed" --set typo=1
+refused kstretch-agent "clusterAlias is required" --set central.url=https://c:9443 --set tls.secretName=s
+refused kstretch-agent "central.url is required" --set clusterAlias=beta --set tls.secretName=s
+refused kstretch-agent "tls.mode=generate needs tls.generate.caCert" "${agent_min[@]}" --set tls.mode=generate
+refused kstretch-agent "maximum: got 2, want 1" "${agent_min[@]}" --set replicaCount=2
+echo "bad values are refused"
+
 # A rendered manifest must state what the options promise.
 has() { grep -q -- "$1" "$out/$2" || { echo "$2: no '$1'" >&2; exit 1; }; }
 lacks() { if grep -q -- "$1" "$out/$2"; then echo "$2: unexpected '$1'" >&2; exit 1; fi; }
