@@ -13,6 +13,7 @@ pub mod certs;
 pub mod charts;
 pub mod cluster;
 pub mod connect;
+pub mod connectors;
 pub mod crds;
 pub mod env;
 pub mod fixtures;
