@@ -64,6 +64,11 @@ struct Args {
     #[arg(long, env = "KSTRETCH_TLS_KEY", requires_all = ["tls_ca", "tls_cert"])]
     tls_key: Option<PathBuf>,
 
+    /// Seconds between checks of the TLS files: renewed certificates are used by new handshakes
+    /// without a restart (invalid new files are refused and the previous ones kept).
+    #[arg(long, env = "KSTRETCH_TLS_RELOAD_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    tls_reload_secs: u64,
+
     /// Seconds between heartbeats on each agent stream; three silent intervals end it.
     #[arg(long, env = "KSTRETCH_LINK_HEARTBEAT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     link_heartbeat_secs: u64,
@@ -92,6 +97,7 @@ async fn main() -> anyhow::Result<()> {
     let mut registry = Registry::with_prefix("kstretch_central");
     let watch_metrics = WatchMetrics::register(&mut registry);
     let leader_metrics = LeaderMetrics::register(&mut registry);
+    let tls_metrics = kstretch_runtime::tls::TlsMetrics::register(&mut registry);
     let link_metrics = LinkMetrics::register(&mut registry);
     let kafka_metrics = KafkaMetrics::register(&mut registry);
     let connect_metrics = connect::metrics::ConnectMetrics::register(&mut registry);
@@ -264,6 +270,12 @@ async fn main() -> anyhow::Result<()> {
         Some(tls) => {
             let link = link.with_health(health.clone());
             let (addr, serve) = link::bind(args.link_addr, &tls, link.clone()).await?;
+            tls.reloading().report_to(tls_metrics, Some(health.clone()));
+            tasks.spawn(
+                tls.reloading()
+                    .clone()
+                    .watch(Duration::from_secs(args.tls_reload_secs), shutdown.clone()),
+            );
             admin = admin.with_link(link, addr);
             futures::future::Either::Left(serve)
         }

@@ -21,6 +21,7 @@ pub mod kafka;
 pub mod kraft;
 pub mod process;
 pub mod rawlink;
+pub mod rotation;
 pub mod stretch;
 pub mod topics;
 pub mod wait;

@@ -77,6 +77,11 @@ pub struct LinkArgs {
     #[arg(long, env = "KSTRETCH_TLS_SERVER_NAME")]
     pub tls_server_name: Option<String>,
 
+    /// Seconds between checks of the TLS files (they are also read before every connection
+    /// attempt): renewed certificates are used by the next connection without a restart.
+    #[arg(long, env = "KSTRETCH_TLS_RELOAD_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tls_reload_secs: u64,
+
     /// Longest wait between two attempts to reach central (`30s`, `2m`, `500ms`).
     #[arg(
         long,
@@ -120,6 +125,8 @@ pub fn start(
     shutdown: CancellationToken,
 ) -> impl Future<Output = ()> + Send + 'static {
     let metrics = LinkMetrics::register(registry);
+    let tls_metrics = kstretch_runtime::tls::TlsMetrics::register(registry);
+    let tls_reload = Duration::from_secs(args.tls_reload_secs);
     let config = match (&args.central, &args.tls_ca, &args.tls_cert, &args.tls_key) {
         (Some(url), Some(ca), Some(cert), Some(key)) => Some((
             url.clone(),
@@ -139,6 +146,9 @@ pub fn start(
             health.set_ready(CHECK, true, "disabled (no --central)");
             return;
         };
+        let tls = tls::follow(tls);
+        tls.report_to(tls_metrics, Some(health.clone()));
+        tokio::spawn(tls.clone().watch(tls_reload, shutdown.clone()));
         let scope = match &identity.namespace {
             Some(ns) => Scope::Namespaces([ns.clone()].into()),
             None => Scope::All,

@@ -19,7 +19,7 @@ use super::metrics::LinkMetrics;
 use super::protocol::{self, FromCentral};
 use super::restart::Restarter;
 use super::status::StatusSource;
-use super::tls::{TlsError, TlsFiles};
+use super::tls::{ClientTls, TlsError};
 
 /// Bound on connecting, and on central's answer to `Hello`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,7 +32,7 @@ const MAX_MESSAGE_BYTES: usize = 64 << 20;
 #[derive(Debug, Clone)]
 pub(crate) struct Ctx {
     pub url: String,
-    pub tls: TlsFiles,
+    pub tls: ClientTls,
     pub server_name: Option<String>,
     /// `Hello` without `last_applied` (filled in per stream).
     pub hello: Hello,
