@@ -379,6 +379,34 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     };
     let is_ready = ready.is_true();
     let settled = is_ready && pending_unregistration.is_empty();
+    let was_ready = kafka_status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status == "True");
+    if was_ready != Some(is_ready) {
+        let (type_, reason) = if is_ready {
+            (kstretch_runtime::events::Type::Normal, "Ready".to_owned())
+        } else {
+            let reason = ready
+                .reason
+                .clone()
+                .unwrap_or_else(|| "NotReady".to_owned());
+            (kstretch_runtime::events::Type::Warning, reason)
+        };
+        kstretch_runtime::events::emit(
+            &ctx.client,
+            "kstretch-central",
+            kube::Resource::object_ref(kafka.as_ref(), &()),
+            type_,
+            &reason,
+            "Reconcile",
+            ready
+                .message
+                .clone()
+                .unwrap_or_else(|| "the Kafka cluster is ready".to_owned()),
+        );
+    }
     kafka_status.conditions = status::conditions(&kafka_status.conditions, ready, &warnings, &now);
     kafka_status.kafka_node_pools = effective
         .pools
@@ -431,6 +459,20 @@ impl Refuser<'_> {
         tracing::warn!(%reason, %message, "Kafka cannot be reconciled as it is");
         ctx.metrics.invalid(reason);
         keep_or_retain(&ctx.owners, owner)?;
+        let refused_before = kafka_status.conditions.iter().any(|c| {
+            c.type_ == "Ready" && c.status == "False" && c.reason.as_deref() == Some(reason)
+        });
+        if !refused_before {
+            kstretch_runtime::events::emit(
+                &ctx.client,
+                "kstretch-central",
+                kube::Resource::object_ref(*kafka, &()),
+                kstretch_runtime::events::Type::Warning,
+                reason,
+                "Reconcile",
+                message.to_owned(),
+            );
+        }
         kafka_status.conditions = status::conditions(
             &kafka_status.conditions,
             status::not_ready(reason, message),

@@ -343,6 +343,21 @@ async fn run_group(
             Some("KafkaUnreachable" | "KafkaTimeout" | "KafkaDisconnected")
         );
         if let Some(outcome) = r.outcome {
+            let first_id = kt.status.as_ref().is_none_or(|s| s.topic_id.is_none());
+            if let (true, Some(id)) = (first_id, &outcome.topic_id) {
+                kstretch_runtime::events::emit(
+                    &ctx.client,
+                    "kstretch-central",
+                    kube::Resource::object_ref(kt.as_ref(), &()),
+                    kstretch_runtime::events::Type::Normal,
+                    "TopicCreated",
+                    "CreateTopic",
+                    format!(
+                        "topic {} exists in Kafka with ID {id} (created, or adopted if it existed)",
+                        kt.kafka_topic_name().unwrap_or_default()
+                    ),
+                );
+            }
             writes.push(Write::Status(kt, outcome, Some(cluster_id.clone())));
         }
         done.push(Done {
