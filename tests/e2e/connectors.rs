@@ -347,6 +347,31 @@ async fn connector_bad_input_is_refused_with_a_reason() {
     op.wait_ready(&disabled).await;
     op.wait_connect_state(&disabled, "RUNNING").await;
 
+    // A KafkaConnect whose Connect cannot be reached.
+    let unreachable = unique("connect-down");
+    op.apply(
+        json!({"apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
+                    "metadata": {"name": "connect-down", "annotations": {
+                        "strimzi.io/use-connector-resources": "true",
+                        "kstretch.io/connect-rest-url": "http://127.0.0.1:1"}},
+                    "spec": {"bootstrapServers": bootstrap()}}),
+    )
+    .await;
+    op.apply_connector(
+        &unreachable,
+        source_spec(&file, &topic, json!({})),
+        json!({"labels": {"strimzi.io/cluster": "connect-down"}}),
+    )
+    .await;
+    op.wait_not_ready(&unreachable, "ConnectUnreachable").await;
+    // Its KafkaConnect deleted, the connector's deletion is not held by the finalizer.
+    let connects: kube::Api<kstretch_api::KafkaConnect> = op.namespace.api();
+    connects
+        .delete("connect-down", &Default::default())
+        .await
+        .unwrap();
+    op.delete_connector(&unreachable).await;
+
     // The KafkaConnect goes away: deleting the connector does not hang on its finalizer.
     let gone = unique("connect-gone");
     op.apply_connect("connect-gone", true).await;
@@ -357,7 +382,6 @@ async fn connector_bad_input_is_refused_with_a_reason() {
     )
     .await;
     op.wait_ready(&gone).await;
-    let connects: kube::Api<kstretch_api::KafkaConnect> = op.namespace.api();
     connects
         .delete("connect-gone", &Default::default())
         .await

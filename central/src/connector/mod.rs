@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use kstretch_api::connector::AutoRestartStatus;
 use kstretch_api::{KafkaConnect, KafkaConnector, names};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -43,6 +44,9 @@ pub struct Context {
     pub resync: Duration,
     /// Per connector, consecutive transient failures (for the backoff).
     attempts: Mutex<HashMap<(String, String), u32>>,
+    /// Per connector, the auto-restart record last written: the cached resource may not show
+    /// it yet when the next reconciliation starts, and a stale read would restart again at once.
+    restarts: Mutex<HashMap<(String, String), AutoRestartStatus>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -61,7 +65,37 @@ impl Context {
             metrics,
             resync: Duration::from_secs(args.resync_secs),
             attempts: Mutex::default(),
+            restarts: Mutex::default(),
         }
+    }
+
+    /// The auto-restart record to decide from: the one this process wrote last when the
+    /// cached status is older (fewer restarts or an earlier one).
+    pub fn previous_restart(&self, kc: &KafkaConnector) -> Option<AutoRestartStatus> {
+        let cached = kc.status.as_ref().and_then(|s| s.auto_restart.clone());
+        let remembered = self
+            .restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key(kc))
+            .cloned();
+        match (cached, remembered) {
+            (Some(c), Some(r)) => {
+                let newer = (r.count, r.last_restart_timestamp.as_deref())
+                    > (c.count, c.last_restart_timestamp.as_deref());
+                Some(if newer { r } else { c })
+            }
+            (c, r) => c.or(r),
+        }
+    }
+
+    /// Records the auto-restart status just decided (`None` forgets it).
+    pub fn remember_restart(&self, kc: &KafkaConnector, status: Option<&AutoRestartStatus>) {
+        let mut restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        match status {
+            Some(s) => restarts.insert(key(kc), s.clone()),
+            None => restarts.remove(&key(kc)),
+        };
     }
 
     /// 1 s doubling to the resync interval, with jitter.

@@ -263,7 +263,7 @@ async fn sync(
     }
 
     let mut status = status_with_backoff(client, &name).await?;
-    let previous = kc.status.as_ref().and_then(|s| s.auto_restart.clone());
+    let previous = ctx.previous_restart(kc);
     let mut retry_in = None;
     let auto_restart = match plan::auto_restart(
         kc.spec.auto_restart.as_ref(),
@@ -290,6 +290,7 @@ async fn sync(
             Some(next)
         }
     };
+    ctx.remember_restart(kc, auto_restart.as_ref());
     let topics = client.topics(&name).await?;
     Ok(Observed {
         status,
@@ -508,6 +509,7 @@ async fn delete(
     }
     remove_finalizer(ctx, kc).await?;
     ctx.succeeded(kc);
+    ctx.remember_restart(kc, None);
     Ok(Action::await_change())
 }
 
