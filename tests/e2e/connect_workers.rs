@@ -322,7 +322,7 @@ where
 
 #[tokio::test]
 async fn invalid_connects_are_refused_and_keep_what_runs() {
-    let stretch = Stretch::start("connect-invalid", &[]).await;
+    let mut stretch = Stretch::start("connect-invalid", &[]).await;
     let spec = |extra: Value| {
         let mut spec = json!({"replicas": 1, "bootstrapServers": "kafka:9092",
                               "groupId": "g", "configStorageTopic": "c",
@@ -422,6 +422,20 @@ async fn invalid_connects_are_refused_and_keep_what_runs() {
         pod_names(&set),
         ["good-connect-0"],
         "never deleted on a guess"
+    );
+    // Across a central restart too: the invalid KafkaConnect is retained, so the first
+    // snapshots (published only once it was reconciled) keep its worker.
+    let uid = |pods: BTreeMap<String, Pod>| pods["good-connect-0"].metadata.uid.clone().unwrap();
+    let before = uid(pods_with_prefix(&stretch, ALPHA, "good-connect-").await);
+    stretch.stop_central();
+    stretch.start_central();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let set = wait_pod_set(&stretch, ALPHA, "good-connect", |_| true).await;
+    assert_eq!(pod_names(&set), ["good-connect-0"], "{}", stretch.logs());
+    assert_eq!(
+        uid(pods_with_prefix(&stretch, ALPHA, "good-connect-").await),
+        before,
+        "the worker survived central's restart"
     );
     // Fixed: Ready again.
     patch_spec(
