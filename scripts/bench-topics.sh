@@ -15,6 +15,9 @@
 #   namespace and the private Kafka that long after the figures, for inspection)
 #   --writes-only true (the apiserver alone: the benchmark makes the create, finalizer and status
 #   writes itself, with neither central nor Kafka running and nothing watching)
+#   --finalizer-policy false (no crds-chart MutatingAdmissionPolicy: central writes the finalizer)
+#   --pause-others true (SIGSTOP the environment processes the benchmark does not use while
+#   creating: cluster beta, the shared Kafka and Connect; SIGCONT afterwards)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}

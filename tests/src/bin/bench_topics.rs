@@ -84,6 +84,8 @@ struct Opts {
     /// Install the crds chart's MutatingAdmissionPolicy, which adds the finalizer at create
     /// (central then skips that write), for the benchmark's namespace.
     finalizer_policy: bool,
+    /// Stop (SIGSTOP) the environment's processes the benchmark does not use while creating.
+    pause_others: bool,
     deadline: Duration,
     central: PathBuf,
     central_args: Vec<String>,
@@ -106,6 +108,7 @@ impl Opts {
             hold: Duration::ZERO,
             writes_only: false,
             finalizer_policy: true,
+            pause_others: false,
             deadline: Duration::from_secs(2400),
             central: target.join("release/kstretch-central"),
             central_args: Vec::new(),
@@ -145,6 +148,13 @@ impl Opts {
                         _ => bail!("--finalizer-policy takes true or false"),
                     }
                 }
+                "--pause-others" => {
+                    opts.pause_others = match value.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => bail!("--pause-others takes true or false"),
+                    }
+                }
                 "--central" => opts.central = PathBuf::from(&value),
                 "--central-arg" => opts.central_args.push(value),
                 other => bail!(
@@ -152,7 +162,8 @@ impl Opts {
                      --idle-secs N --concurrency N --full-reconcile-secs N --kafka-heap SIZE \
                      --ready-timeout-s N --hold-secs N --deadline-s N --central PATH \
                      --central-arg ARG (repeatable, passed on to central) \
-                     --writes-only true|false --finalizer-policy true|false"
+                     --writes-only true|false --finalizer-policy true|false \
+                     --pause-others true|false"
                 ),
             }
         }
@@ -305,6 +316,51 @@ fn env_pid(name: &str) -> Option<u32> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The environment's processes the benchmark does not use (cluster beta, the shared Kafka and
+/// Connect), stopped with SIGSTOP so that they take no CPU while topics are created; they get
+/// SIGCONT when this is dropped, whatever happens to the run.
+struct PausedOthers(Vec<u32>);
+
+const OTHERS: &[&str] = &[
+    "beta-apiserver",
+    "beta-controller-manager",
+    "beta-scheduler",
+    "beta-kwok",
+    "connect",
+    "kafka-0",
+    "kafka-1",
+    "kafka-2",
+    "kafka-3",
+    "kafka-nodelete",
+];
+
+impl PausedOthers {
+    fn pause() -> PausedOthers {
+        let pids: Vec<u32> = OTHERS.iter().filter_map(|name| env_pid(name)).collect();
+        signal("-STOP", &pids);
+        PausedOthers(pids)
+    }
+}
+
+impl Drop for PausedOthers {
+    fn drop(&mut self) {
+        signal("-CONT", &self.0);
+    }
+}
+
+fn signal(signal: &str, pids: &[u32]) {
+    if pids.is_empty() {
+        return;
+    }
+    let status = Command::new("kill")
+        .arg(signal)
+        .args(pids.iter().map(u32::to_string))
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        println!("warning: kill {signal} {pids:?} failed");
+    }
 }
 
 /// A spawned helper task, aborted when dropped (so an aborted run leaves nothing running).
@@ -1091,6 +1147,15 @@ async fn run(opts: Opts, ns: String, alpha: Cluster) -> anyhow::Result<Results> 
     );
 
     // Create everything; the watch says when each is Ready.
+    let paused = opts.pause_others.then(|| {
+        let paused = PausedOthers::pause();
+        println!(
+            "paused {} environment processes the benchmark does not use ({})",
+            paused.0.len(),
+            OTHERS.join(", ")
+        );
+        paused
+    });
     let cpu0 = cpu_now(&pids, Some(&kafka));
     let t0 = Instant::now();
     let created_count = Arc::new(AtomicUsize::new(0));
@@ -1194,6 +1259,8 @@ async fn run(opts: Opts, ns: String, alpha: Cluster) -> anyhow::Result<Results> 
             }
         }
     }
+    // The others resume before the idle measurement, which is the environment as it runs.
+    drop(paused);
     out.create_calls = created_done.duration_since(t0);
     out.create_retries = retries;
     out.create_cpu = cpu_use(&cpu0, &cpu1);
@@ -1858,6 +1925,16 @@ fn print(opts: &Opts, r: &Results) {
         "topics: {n} KafkaTopics x {} partitions x {} replicas, created {} at a time; Kafka: {} \
          private KRaft node(s), heap {}",
         r.partitions, r.replicas, opts.concurrency, r.replicas, opts.kafka_heap
+    );
+    println!(
+        "finalizer at admission (crds chart policy): {}; other environment processes while \
+         creating: {}",
+        if opts.finalizer_policy { "yes" } else { "no" },
+        if opts.pause_others {
+            "paused (SIGSTOP)"
+        } else {
+            "running"
+        }
     );
     println!();
     println!(
