@@ -7,8 +7,8 @@
 pub mod events;
 pub mod health;
 pub mod http;
-pub mod lease;
 pub mod kube_client;
+pub mod lease;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;
