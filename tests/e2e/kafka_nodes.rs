@@ -238,7 +238,14 @@ async fn central_rolls_within_min_isr_and_unregisters_a_removed_broker_of_the_ka
     .unwrap();
     wait_for("broker 3 to leave the ISR", TIMEOUT, || async {
         match kadmin.describe_topics(Some(&[topic.to_owned()])).await {
-            Ok(t) if t[0].partitions[0].isr.len() == 2 => Seen::Done(()),
+            // Just after the create, the metadata may not list the partition yet.
+            Ok(t)
+                if t.first()
+                    .and_then(|t| t.partitions.first())
+                    .is_some_and(|p| p.isr.len() == 2) =>
+            {
+                Seen::Done(())
+            }
             other => Seen::NotYet(format!("{other:?}")),
         }
     })
