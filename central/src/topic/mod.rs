@@ -184,6 +184,11 @@ pub async fn run(
     for _ in 0..ctx.settings.batches_in_flight {
         let ctx = ctx.clone();
         tasks.spawn(async move {
+            // Before the Kafka cache is filled every topic would look like it names no Kafka
+            // (`KafkaNotFound`, which waits for a change of the topic).
+            if ctx.kafkas.wait_until_ready().await.is_err() {
+                return;
+            }
             while let Some(keys) = ctx
                 .queue
                 .next_batch(ctx.settings.batch_size, ctx.settings.linger)
