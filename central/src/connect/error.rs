@@ -1,39 +1,4 @@
-//! Why a `KafkaConnect` reconciliation failed transiently, each cause with a stable reason for
-//! logs and metrics (a resource the user must fix is reported in its status instead).
+//! Why a `KafkaConnect` reconciliation failed transiently: the same causes, with the same stable
+//! reasons, as a `Kafka`'s (a resource the user must fix is reported in its status instead).
 
-use crate::link::DesiredError;
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API error: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("the desired state could not be published: {0}")]
-    Desired(#[from] DesiredError),
-    #[error("cannot serialize the status: {0}")]
-    Serialize(#[from] serde_json::Error),
-}
-
-impl Error {
-    /// Stable reason for the `kstretch_central_connect_reconcile_errors_total` metric.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Error::Kube(_) => "KubernetesError",
-            Error::Desired(_) => "DesiredStateError",
-            Error::Serialize(_) => "SerializationError",
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reasons_are_stable() {
-        let e = Error::Desired(DesiredError::InvalidAlias("x y".into()));
-        assert_eq!(e.reason(), "DesiredStateError");
-        assert!(e.to_string().contains("x y"));
-        let e = Error::Serialize(serde_json::from_str::<i32>("x").unwrap_err());
-        assert_eq!(e.reason(), "SerializationError");
-    }
-}
+pub use crate::kafka::error::Error;

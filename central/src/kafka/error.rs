@@ -15,7 +15,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// Stable reason for conditions and the `kstretch_central_reconcile_errors_total` metric.
+    /// Stable reason for conditions and the reconcile error metrics of `Kafka` and `KafkaConnect`.
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Kube(_) => "KubernetesError",
@@ -34,5 +34,7 @@ mod tests {
         let e = Error::Desired(DesiredError::InvalidAlias("x y".into()));
         assert_eq!(e.reason(), "DesiredStateError");
         assert!(e.to_string().contains("x y"));
+        let e = Error::Serialize(serde_json::from_str::<i32>("x").unwrap_err());
+        assert_eq!(e.reason(), "SerializationError");
     }
 }
