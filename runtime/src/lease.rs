@@ -9,6 +9,8 @@
 //! lease exactly one wins (the other gets 409 Conflict and reads again). A holder that cannot
 //! renew for two thirds of the duration gives up before anyone else may take over, so two
 //! holders never act at once (assuming clocks that agree to within a third of the duration).
+//!
+//! Standbys are ready too: traffic is steered by the leader's pod label, not by readiness.
 
 use std::future::Future;
 use std::time::Duration;
@@ -24,8 +26,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::Health;
+use crate::leader_pod::LeaderPod;
 
-/// Name of the readiness check that says whether this replica leads.
+/// Name of the readiness check of the election: ready while this replica leads with its pod
+/// labelled, or stands by with its pod unlabelled (see [`crate::leader_pod`]).
 pub const CHECK: &str = "leader";
 
 /// Flags of leader election.
@@ -61,6 +65,12 @@ pub struct LeaderElectionArgs {
         value_parser = clap::value_parser!(u64).range(3..)
     )]
     pub leader_election_lease_duration_secs: u64,
+
+    /// This replica's pod (in the Lease's namespace), labelled `kstretch.io/leader=true` while
+    /// it leads so that a Service selecting that label reaches the leader only; default:
+    /// $POD_NAME. Without it no pod is labelled.
+    #[arg(long, env = "POD_NAME")]
+    pub leader_election_pod: Option<String>,
 }
 
 impl LeaderElectionArgs {
@@ -296,13 +306,20 @@ pub fn start(
         return (LeaderElection::disabled(&metrics), None);
     }
     let namespace = args.namespace(fallback_namespace);
+    let pod = args
+        .leader_election_pod
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(|p| LeaderPod::new(client.clone(), &namespace, p));
     let elector = Elector {
         api: Api::namespaced(client, &namespace),
+        pod,
         name: args.leader_election_lease_name.clone(),
         me: args.identity(),
         timing: Timing::new(Duration::from_secs(
             args.leader_election_lease_duration_secs,
         )),
+        labelled: None,
         health,
         metrics,
     };
@@ -323,6 +340,10 @@ pub fn start(
 
 struct Elector {
     api: Api<Lease>,
+    /// This replica's pod, labelled while it leads.
+    pod: Option<LeaderPod>,
+    /// What the pod's label was last set to.
+    labelled: Option<bool>,
     name: String,
     me: String,
     timing: Timing,
@@ -341,8 +362,21 @@ enum LeaseError {
     Write(kube::Error),
 }
 
+/// The pod's leader label could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot {} the label {} of pod {pod}: {source}",
+    if *leads { "set" } else { "remove" },
+    crate::leader_pod::LABEL
+)]
+struct LabelError {
+    pod: String,
+    leads: bool,
+    source: kube::Error,
+}
+
 impl Elector {
-    async fn run(self, role: watch::Sender<Role>, shutdown: CancellationToken) {
+    async fn run(mut self, role: watch::Sender<Role>, shutdown: CancellationToken) {
         // When this replica last renewed successfully, while it leads.
         let mut renewed: Option<tokio::time::Instant> = None;
         loop {
@@ -351,19 +385,36 @@ impl Elector {
                     if renewed.is_none() {
                         tracing::info!(identity = %self.me, "leader election: acquired the lease");
                         self.metrics.leader.set(1);
-                        self.health
-                            .set_ready(CHECK, true, format!("leader ({})", self.me));
                         role.send_replace(Role::Leader);
                     }
                     renewed = Some(tokio::time::Instant::now());
+                    // Ready once the Service can route to this pod; retried every round.
+                    match self.label(true).await {
+                        Ok(()) => {
+                            self.health
+                                .set_ready(CHECK, true, format!("leader ({})", self.me))
+                        }
+                        Err(e) => self
+                            .health
+                            .set_ready(CHECK, false, format!("leader, but {e}")),
+                    }
                     self.timing.retry
                 }
                 Ok(Decision::Follow { holder, expires_in }) => {
                     if renewed.is_some() {
                         return self.lose(&role, format!("the lease is held by {holder}"));
                     }
-                    self.health
-                        .set_ready(CHECK, false, format!("standby: leader is {holder}"));
+                    // A standby is ready (it is healthy and can take over at once), but only
+                    // once its pod no longer carries the leader label a previous run of this
+                    // pod may have left: the Service must never route to it.
+                    match self.label(false).await {
+                        Ok(()) => self.health.set_ready(
+                            CHECK,
+                            true,
+                            format!("standby: leader is {holder}"),
+                        ),
+                        Err(e) => self.health.set_ready(CHECK, false, format!("standby: {e}")),
+                    }
                     if role.borrow().clone()
                         != (Role::Standby {
                             holder: holder.clone(),
@@ -473,9 +524,41 @@ impl Elector {
         }
     }
 
+    /// Makes this replica's pod carry the leader label (`leads`) or not; writes only when it
+    /// differs from what was last written. Without a pod there is nothing to do.
+    async fn label(&mut self, leads: bool) -> Result<(), LabelError> {
+        let Some(pod) = &self.pod else {
+            return Ok(());
+        };
+        if self.labelled == Some(leads) {
+            return Ok(());
+        }
+        match tokio::time::timeout(self.timing.retry, pod.mark(leads)).await {
+            Ok(Ok(())) => {
+                tracing::info!(pod = %pod.name(), leads, "leader election: pod label set");
+                self.labelled = Some(leads);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(LabelError {
+                pod: pod.name().to_owned(),
+                leads,
+                source: e,
+            }),
+            Err(_) => Err(LabelError {
+                pod: pod.name().to_owned(),
+                leads,
+                source: timeout_error(),
+            }),
+        }
+    }
+
     /// Gives the lease up on shutdown so that a standby takes over at once instead of after
     /// the lease duration.
-    async fn release(&self) {
+    async fn release(&mut self) {
+        // Off the Service first, so no new connection reaches a replica that is stopping.
+        if let Err(e) = self.label(false).await {
+            tracing::warn!("leader election: {e}");
+        }
         let released = async {
             let mut lease = self.api.get(&self.name).await?;
             let Some(spec) = lease.spec.as_mut() else {
@@ -622,6 +705,7 @@ mod tests {
             leader_election_lease_name: "x".into(),
             leader_election_identity: Some("me".into()),
             leader_election_lease_duration_secs: 15,
+            leader_election_pod: None,
         };
         assert_eq!(args.identity(), "me");
         if std::env::var_os("POD_NAMESPACE").is_none() {

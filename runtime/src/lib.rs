@@ -8,6 +8,7 @@ pub mod events;
 pub mod health;
 pub mod http;
 pub mod kube_client;
+pub mod leader_pod;
 pub mod lease;
 pub mod shutdown;
 pub mod telemetry;

@@ -1,12 +1,16 @@
 //! End-to-end tests of central's leader election: two real central processes against cluster
-//! alpha with `--leader-election`; one leads, the other stands by (not ready, writes nothing),
-//! takes over when the leader is killed, and a leader that loses its lease exits.
+//! alpha with `--leader-election`; one leads, the other stands by (ready, writes nothing),
+//! takes over when the leader is killed, and a leader that loses its lease exits. Each process
+//! stands for a pod (real Pod objects in alpha, run by kwok): the leader labels its pod, and a
+//! Service selecting that label has the leader's pod as its only endpoint.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kstretch_tests::TestEnv;
@@ -14,11 +18,13 @@ use kstretch_tests::process::Spawned;
 use kstretch_tests::topics::TopicOperator;
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const LEASE: &str = "kstretch-central";
 const DURATION_SECS: u64 = 6;
+const LEADER_LABEL: &str = "kstretch.io/leader";
+const SERVICE: &str = "central-link";
 
 async fn get(url: &str) -> Option<(u16, String)> {
     let response = reqwest::get(url).await.ok()?;
@@ -33,8 +39,10 @@ struct Replica {
 }
 
 impl Replica {
-    fn start(op: &mut TopicOperator, identity: &str) -> Replica {
+    fn start(op: &mut TopicOperator, identity: &str, pod: &str) -> Replica {
         op.args = vec![
+            "--leader-election-pod".into(),
+            pod.into(),
             "--leader-election".into(),
             "--leader-election-namespace".into(),
             op.ns(0).to_owned(),
@@ -65,15 +73,68 @@ impl Replica {
         kstretch_tests::process::metric(&self.http, "kstretch_central_leader").await
     }
 
-    async fn wait_ready(&self, what: &str, timeout: Duration) {
-        wait_for(what, timeout, || async {
+    /// Waits until /readyz is 200 and says `says` (e.g. `leader (replica-a)`).
+    async fn wait_ready(&self, says: &str, timeout: Duration) {
+        wait_for(&format!("ready: {says}"), timeout, || async {
             match self.readyz().await {
-                Some((200, body)) => Seen::Done(body),
+                Some((200, body)) if body.contains(says) => Seen::Done(body),
                 other => Seen::NotYet(format!("{other:?}\n{}", self.log())),
             }
         })
         .await;
     }
+}
+
+/// A pod standing for a central replica (kwok runs it, so it gets an IP and turns ready).
+async fn create_pod(pods: &Api<Pod>, name: &str, labels: serde_json::Value) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "central", "image": "kstretch-central"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+}
+
+async fn leader_label(pods: &Api<Pod>, name: &str) -> Option<String> {
+    pods.get(name)
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .and_then(|l| l.get(LEADER_LABEL).cloned())
+}
+
+/// The pods the Service's EndpointSlices list as ready endpoints.
+async fn endpoints(slices: &Api<EndpointSlice>) -> Vec<String> {
+    let list = slices
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={SERVICE}")))
+        .await
+        .unwrap();
+    let mut pods: Vec<String> = list
+        .items
+        .iter()
+        .flat_map(|s| s.endpoints.iter().flatten())
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+        .filter_map(|e| e.target_ref.as_ref()?.name.clone())
+        .collect();
+    pods.sort();
+    pods
+}
+
+async fn wait_endpoints(slices: &Api<EndpointSlice>, want: &[&str]) {
+    wait_for(
+        &format!("the Service's endpoints to be {want:?}"),
+        Duration::from_secs(60),
+        || async {
+            let now = endpoints(slices).await;
+            if now == want {
+                Seen::Done(())
+            } else {
+                Seen::NotYet(format!("{now:?}"))
+            }
+        },
+    )
+    .await;
 }
 
 async fn holder(leases: &Api<Lease>) -> Option<(String, i32)> {
@@ -86,22 +147,54 @@ async fn one_replica_leads_the_standby_takes_over_when_it_is_killed_and_a_usurpe
     let mut op =
         TopicOperator::prepare("leader", 1, &TestEnv::get().kafka_bootstrap.clone(), &[]).await;
     let leases: Api<Lease> = op.namespaces[0].api();
+    let pods: Api<Pod> = op.namespaces[0].api();
+    let slices: Api<EndpointSlice> = op.namespaces[0].api();
+    let services: Api<Service> = op.namespaces[0].api();
 
-    // Replica a starts first and leads.
-    let mut a = Replica::start(&mut op, "replica-a");
-    a.wait_ready("replica-a to lead", Duration::from_secs(60))
+    // Two pods for the two replicas, and a Service like the chart's link Service. Pod b still
+    // carries the leader label, as a pod whose leader process died keeps it.
+    create_pod(&pods, "central-a", json!({"app": "central"})).await;
+    create_pod(
+        &pods,
+        "central-b",
+        json!({"app": "central", LEADER_LABEL: "true"}),
+    )
+    .await;
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": SERVICE},
+        "spec": {
+            "selector": {"app": "central", LEADER_LABEL: "true"},
+            "ports": [{"name": "link", "port": 9443}],
+        },
+    }))
+    .unwrap();
+    services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    wait_endpoints(&slices, &["central-b"]).await;
+
+    // Replica a starts first, leads and labels its pod.
+    let mut a = Replica::start(&mut op, "replica-a", "central-a");
+    a.wait_ready("leader (replica-a)", Duration::from_secs(60))
         .await;
     assert_eq!(a.leader_metric().await, Some(1.0));
     assert_eq!(
         holder(&leases).await.map(|h| h.0).as_deref(),
         Some("replica-a")
     );
+    assert_eq!(
+        leader_label(&pods, "central-a").await.as_deref(),
+        Some("true")
+    );
 
-    // Replica b stands by: live, not ready, says who leads, starts nothing that writes.
-    let mut b = Replica::start(&mut op, "replica-b");
+    // Replica b stands by: live, ready (so a PodDisruptionBudget can let a drain evict the
+    // leader), says who leads, starts nothing that writes, and took the stale label off its
+    // pod: the Service reaches the leader only.
+    let mut b = Replica::start(&mut op, "replica-b", "central-b");
     let standby = wait_for("replica-b to stand by", Duration::from_secs(60), || async {
         match (b.readyz().await, b.leader_metric().await) {
-            (Some((503, body)), Some(m))
+            (Some((200, body)), Some(m))
                 if m == 0.0 && body.contains("standby: leader is replica-a") =>
             {
                 Seen::Done(body)
@@ -111,9 +204,11 @@ async fn one_replica_leads_the_standby_takes_over_when_it_is_killed_and_a_usurpe
     })
     .await;
     assert!(
-        standby.contains("[-] leader: standby: leader is replica-a"),
+        standby.contains("[+] leader: standby: leader is replica-a"),
         "{standby}"
     );
+    assert_eq!(leader_label(&pods, "central-b").await, None);
+    wait_endpoints(&slices, &["central-a"]).await;
     let (code, healthz) = get(&format!("{}/healthz", b.http)).await.expect("healthz");
     assert_eq!(code, 200, "{healthz}");
 
@@ -141,7 +236,7 @@ async fn one_replica_leads_the_standby_takes_over_when_it_is_killed_and_a_usurpe
     a.process.as_mut().unwrap().stop();
     let killed = Instant::now();
     b.wait_ready(
-        "replica-b to take over",
+        "leader (replica-b)",
         Duration::from_secs(DURATION_SECS + 15),
     )
     .await;
@@ -154,6 +249,17 @@ async fn one_replica_leads_the_standby_takes_over_when_it_is_killed_and_a_usurpe
     let (who, transitions) = holder(&leases).await.expect("lease");
     assert_eq!(who, "replica-b");
     assert!(transitions >= 1, "{transitions}");
+    assert_eq!(
+        leader_label(&pods, "central-b").await.as_deref(),
+        Some("true")
+    );
+    // Pod a's process comes back (its container restarted): a standby that clears the label
+    // the killed leader left, so the Service's only endpoint is the new leader.
+    let mut a2 = Replica::start(&mut op, "replica-a", "central-a");
+    a2.wait_ready("standby: leader is replica-b", Duration::from_secs(60))
+        .await;
+    assert_eq!(leader_label(&pods, "central-a").await, None);
+    wait_endpoints(&slices, &["central-b"]).await;
     op.apply_topic(
         0,
         "after",
@@ -200,10 +306,14 @@ async fn one_replica_leads_the_standby_takes_over_when_it_is_killed_and_a_usurpe
         )
         .await
         .expect("release the lease");
-    let mut c = Replica::start(&mut op, "replica-c");
-    c.wait_ready("replica-c to lead", Duration::from_secs(60))
+    // The standby on pod a takes over and labels its pod again.
+    a2.wait_ready("leader (replica-a)", Duration::from_secs(30))
         .await;
-    op.central = c.process.take();
-    op.http = c.http.clone();
+    assert_eq!(
+        leader_label(&pods, "central-a").await.as_deref(),
+        Some("true")
+    );
+    op.central = a2.process.take();
+    op.http = a2.http.clone();
     op.finish().await;
 }

@@ -26,6 +26,15 @@ app.kubernetes.io/name: {{ include "kstretch-central.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* Selector of the Services that carry traffic (link, admin): with leader election only the
+leader's pod, which central labels itself (kstretch.io/leader), so standbys can be ready. */}}
+{{- define "kstretch-central.trafficSelectorLabels" -}}
+{{ include "kstretch-central.selectorLabels" . }}
+{{- if .Values.leaderElection.enabled }}
+kstretch.io/leader: "true"
+{{- end }}
+{{- end }}
+
 {{- define "kstretch-central.labels" -}}
 helm.sh/chart: {{ include "kstretch-central.chart" . }}
 {{ include "kstretch-central.selectorLabels" . }}

@@ -2,7 +2,8 @@
 What central does against its own cluster's apiserver (read from central/src): it watches the
 Strimzi kinds, writes their status, adds and removes the topic operator's finalizer (a JSON patch
 of metadata.finalizers), keeps Kafka Connect offsets in ConfigMaps and records Events. It never
-reads Secrets and never touches pods: member-cluster objects reach the agents over the link.
+reads Secrets and never touches pods here: member-cluster objects reach the agents over the link.
+(With leader election the leader labels its own pod, a rule of the release namespace only.)
 */}}
 {{- define "kstretch-central.rules" -}}
 - apiGroups: ["kafka.strimzi.io"]
