@@ -37,3 +37,31 @@ pub fn emit(
         }
     });
 }
+
+/// [`emit`] about a typed object: a Warning if `warning`, else Normal.
+pub fn about<K>(
+    client: &kube::Client,
+    controller: &str,
+    regarding: &K,
+    warning: bool,
+    reason: &str,
+    action: &str,
+    note: String,
+) where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let type_ = if warning {
+        EventType::Warning
+    } else {
+        EventType::Normal
+    };
+    emit(
+        client,
+        controller,
+        regarding.object_ref(&()),
+        type_,
+        reason,
+        action,
+        note,
+    );
+}

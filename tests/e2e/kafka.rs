@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::events::v1::Event;
 use kstretch_api::{Kafka, KafkaNodePool, StrimziPodSet};
+use kstretch_tests::events::{describe, wait_event};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::Api;
@@ -258,6 +260,54 @@ async fn a_stretched_kafka_runs_its_pools_in_their_clusters_and_reports_status()
             .await
             .contains("my-cluster-brokers-6")
     );
+
+    // The scale-up is told where a user looks: Events on the pool (central) and on the podset
+    // that made the pod (beta's agent).
+    let alpha_events: Api<Event> = stretch.api(ALPHA);
+    let added = wait_event(
+        &alpha_events,
+        "KafkaNodePool",
+        "brokers",
+        "NodesAdded",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        added.iter().any(|e| e
+            .note
+            .as_deref()
+            .is_some_and(|n| n == "nodes [6] added to pool brokers: pods my-cluster-brokers-6")),
+        "{}",
+        describe(&added)
+    );
+    let beta_events: Api<Event> = stretch.api(BETA);
+    let created = wait_event(
+        &beta_events,
+        "StrimziPodSet",
+        "my-cluster-brokers",
+        "PodCreated",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        created
+            .iter()
+            .any(|e| e.note.as_deref() == Some("created pod my-cluster-brokers-6")),
+        "{}",
+        describe(&created)
+    );
+    assert_eq!(
+        created[0].reporting_controller.as_deref(),
+        Some("kstretch-agent")
+    );
+    wait_event(
+        &beta_events,
+        "StrimziPodSet",
+        "my-cluster-brokers",
+        "PodsReady",
+        Duration::from_secs(30),
+    )
+    .await;
     stretch.finish().await;
 }
 

@@ -12,9 +12,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::events::v1::Event;
 use kstretch_api::{Kafka, KafkaNodePool};
 use kstretch_core::kraft::NodeConfig;
 use kstretch_tests::TestEnv;
+use kstretch_tests::events::{describe, note, wait_event};
 use kstretch_tests::kraft::PrivateKafka;
 use kstretch_tests::stretch::{ALPHA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
@@ -336,6 +338,51 @@ async fn central_rolls_within_min_isr_and_unregisters_a_removed_broker_of_the_ka
             .central_metric("kstretch_central_kafka_node_unregistrations_total")
             .await
             >= Some(1.0)
+    );
+
+    // Each step left an Event on the resource it is about.
+    let events: Api<Event> = stretch.api(ALPHA);
+    let rolled = wait_event(
+        &events,
+        "Kafka",
+        "my-cluster",
+        "PodRolled",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        rolled
+            .iter()
+            .any(|e| e.note.as_deref().is_some_and(
+                |n| n.starts_with("restarted pod my-cluster-controllers-0 in cluster")
+            )),
+        "{}",
+        describe(&rolled)
+    );
+    let removed = wait_event(
+        &events,
+        "KafkaNodePool",
+        "brokers",
+        "NodesRemoved",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        note(&removed).starts_with("nodes [3] removed from pool brokers"),
+        "{}",
+        describe(&removed)
+    );
+    let unregistered = wait_event(
+        &events,
+        "Kafka",
+        "my-cluster",
+        "NodeUnregistered",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        note(&unregistered),
+        "node 3 left the cluster and was unregistered from KRaft"
     );
     drop(kafka);
     stretch.finish().await;

@@ -16,6 +16,7 @@ pub mod connect;
 pub mod connectors;
 pub mod crds;
 pub mod env;
+pub mod events;
 pub mod fixtures;
 pub mod kafka;
 pub mod kraft;

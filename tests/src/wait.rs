@@ -19,6 +19,16 @@ pub enum Seen<T> {
     NotYet(String),
 }
 
+/// `Ok` is done; `Err` describes what was seen instead.
+impl<T> From<Result<T, String>> for Seen<T> {
+    fn from(result: Result<T, String>) -> Self {
+        match result {
+            Ok(value) => Seen::Done(value),
+            Err(seen) => Seen::NotYet(seen),
+        }
+    }
+}
+
 /// Polls `probe` until it returns [`Seen::Done`], or panics after `timeout` with `what` and the
 /// last observation.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T

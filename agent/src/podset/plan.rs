@@ -580,6 +580,54 @@ pub fn podsets_selecting<'a>(
         .collect()
 }
 
+/// An Event worth recording when a podset's status changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub note: String,
+}
+
+/// The Events a status change deserves: all pods became ready, or pods started failing for a
+/// new reason. Nothing while a state merely lasts, so a resync records nothing.
+pub fn status_events(
+    before: Option<&StrimziPodSetStatus>,
+    after: &StrimziPodSetStatus,
+) -> Vec<StatusEvent> {
+    let all_ready = |s: &StrimziPodSetStatus| {
+        let pods = s.pods.unwrap_or(0);
+        pods > 0 && s.ready_pods == Some(pods)
+    };
+    let error = |s: &StrimziPodSetStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == ERROR_CONDITION)
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    let mut events = Vec::new();
+    if all_ready(after) && !before.is_some_and(all_ready) {
+        events.push(StatusEvent {
+            warning: false,
+            reason: "PodsReady",
+            note: format!("all {} pods are ready", after.pods.unwrap_or(0)),
+        });
+    }
+    if let Some((reason, message)) = error(after)
+        && before.and_then(error).map(|e| e.0) != Some(reason.clone())
+    {
+        events.push(StatusEvent {
+            warning: true,
+            reason: "PodsFailed",
+            note: format!(
+                "{}: {}",
+                reason.unwrap_or_default(),
+                message.unwrap_or_default()
+            ),
+        });
+    }
+    events
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1339,5 +1387,59 @@ mod tests {
                 prop_assert!(third.actions.is_empty(), "not settled: {third:?}");
             }
         }
+    }
+
+    #[test]
+    fn status_events_mark_becoming_ready_and_new_failures_only() {
+        let status = |pods: i32, ready: i32, error: Option<&'static str>| StrimziPodSetStatus {
+            conditions: error
+                .map(|r| {
+                    vec![
+                        Condition::new(ERROR_CONDITION, condition::TRUE)
+                            .with_reason(r)
+                            .with_message("quota exceeded"),
+                    ]
+                })
+                .unwrap_or_default(),
+            observed_generation: Some(1),
+            pods: Some(pods),
+            ready_pods: Some(ready),
+            current_pods: Some(pods),
+        };
+        let reasons = |before: Option<&StrimziPodSetStatus>, after: &StrimziPodSetStatus| {
+            status_events(before, after)
+                .into_iter()
+                .map(|e| e.reason)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(reasons(None, &status(3, 3, None)), ["PodsReady"]);
+        assert_eq!(
+            reasons(Some(&status(3, 2, None)), &status(3, 3, None)),
+            ["PodsReady"]
+        );
+        assert!(reasons(Some(&status(3, 3, None)), &status(3, 3, None)).is_empty());
+        assert!(reasons(Some(&status(3, 3, None)), &status(3, 2, None)).is_empty());
+        assert!(
+            reasons(None, &status(0, 0, None)).is_empty(),
+            "no pods is not ready"
+        );
+        let failed = status_events(Some(&status(3, 2, None)), &status(3, 2, Some("Forbidden")));
+        assert_eq!(failed.len(), 1);
+        assert!(failed[0].warning);
+        assert_eq!(failed[0].note, "Forbidden: quota exceeded");
+        assert!(
+            reasons(
+                Some(&status(3, 2, Some("Forbidden"))),
+                &status(3, 2, Some("Forbidden"))
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            reasons(
+                Some(&status(3, 2, Some("Forbidden"))),
+                &status(3, 2, Some("Invalid"))
+            ),
+            ["PodsFailed"]
+        );
     }
 }

@@ -222,6 +222,7 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
     }
 
     let writer = PodWriter {
+        client: &ctx.client,
         pods: Api::namespaced(ctx.client.clone(), &namespace),
         dynamic: Api::namespaced_with(
             ctx.client.clone(),
@@ -259,6 +260,17 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
         match write_status(ctx, &namespace, &owner.name, &status).await {
             Ok(()) => {
                 ctx.metrics.status_updates.inc();
+                for e in plan::status_events(podset.status.as_ref(), &status) {
+                    kstretch_runtime::events::about(
+                        &ctx.client,
+                        "kstretch-agent",
+                        podset,
+                        e.warning,
+                        e.reason,
+                        "Reconcile",
+                        e.note,
+                    );
+                }
             }
             Err(err) if status_code(&err) == Some(404) => {
                 tracing::debug!("podset deleted while writing its status");
@@ -304,6 +316,7 @@ async fn write_status(
 
 /// Carries out the plan's actions for one podset.
 struct PodWriter<'a> {
+    client: &'a Client,
     pods: Api<Pod>,
     /// Pods are created from the podset's JSON as is, so fields newer than `k8s-openapi` knows
     /// are not lost on the way.
@@ -361,6 +374,15 @@ impl PodWriter<'_> {
         self.dynamic.create(&post_params(), manifest).await?;
         self.metrics.pods_created.inc();
         tracing::info!(pod, "created pod");
+        kstretch_runtime::events::about(
+            self.client,
+            "kstretch-agent",
+            self.podset,
+            false,
+            "PodCreated",
+            "Create",
+            format!("created pod {pod}"),
+        );
         Ok(())
     }
 
@@ -372,17 +394,30 @@ impl PodWriter<'_> {
                 cause: cause.as_str(),
             })
             .inc();
-        match cause {
+        let note = match cause {
             DeleteCause::Terminal => {
                 tracing::info!(
                     pod,
                     "deleted pod in a terminal phase; it is created again once gone"
                 );
+                format!(
+                    "deleted pod {pod}: it ended (Succeeded or Failed); it is created again once gone"
+                )
             }
             DeleteCause::Unlisted => {
                 tracing::info!(pod, "deleted pod that the podset no longer lists");
+                format!("deleted pod {pod}: the podset no longer lists it")
             }
-        }
+        };
+        kstretch_runtime::events::about(
+            self.client,
+            "kstretch-agent",
+            self.podset,
+            false,
+            "PodDeleted",
+            "Delete",
+            note,
+        );
         Ok(())
     }
 

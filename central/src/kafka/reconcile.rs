@@ -271,6 +271,38 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             continue;
         };
         let node_ids: Vec<i32> = ids.get(&name).into_iter().flatten().copied().collect();
+        let recorded = pool.status.as_ref().map(|s| s.node_ids.clone());
+        let (added, removed) =
+            node_ids::id_changes(recorded.as_deref().unwrap_or_default(), &node_ids);
+        let pod = |id: &i32| kraft::pod_name(&kafka.name_any(), &name, *id);
+        if !added.is_empty() {
+            let pods: Vec<String> = added.iter().map(pod).collect();
+            kstretch_runtime::events::about(
+                &ctx.client,
+                "kstretch-central",
+                *pool,
+                false,
+                "NodesAdded",
+                "Scale",
+                format!(
+                    "nodes {added:?} added to pool {name}: pods {}",
+                    pods.join(", ")
+                ),
+            );
+        }
+        if !removed.is_empty() {
+            kstretch_runtime::events::about(
+                &ctx.client,
+                "kstretch-central",
+                *pool,
+                false,
+                "NodesRemoved",
+                "Scale",
+                format!(
+                    "nodes {removed:?} removed from pool {name}; their pods stop once the agents apply the change, and they are unregistered from KRaft when gone"
+                ),
+            );
+        }
         let existing = pool
             .status
             .as_ref()
@@ -327,6 +359,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let step = roll::next(&views);
     let rolled = roll_one(
         &ctx,
+        kafka.as_ref(),
         &kafka.namespace().unwrap_or_default(),
         &step,
         &views,
@@ -342,6 +375,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let pending_unregistration = if recorded != all_ids || ctx.registration_checks.due(&owner) {
         unregister(
             &ctx,
+            kafka.as_ref(),
             bootstrap.as_deref(),
             &all_ids,
             &kafka_status.registered_node_ids,
@@ -853,6 +887,7 @@ fn node_views(
 /// Restarts the first candidate that is safe; returns what it did or why it waits.
 async fn roll_one(
     ctx: &Context,
+    kafka: &Kafka,
     namespace: &str,
     step: &Step,
     views: &[NodeView],
@@ -902,7 +937,7 @@ async fn roll_one(
             uid: reported.uid.clone(),
             reason: "its revision changed".to_owned(),
         };
-        return Some(restart(ctx, node, pod).await);
+        return Some(restart(ctx, kafka, node, pod).await);
     }
     if !held_back.is_empty() {
         warnings.push((
@@ -916,7 +951,7 @@ async fn roll_one(
     Some("pods run an outdated revision; waiting until one can be restarted safely".to_owned())
 }
 
-async fn restart(ctx: &Context, node: &NodeView, pod: PodToRestart) -> String {
+async fn restart(ctx: &Context, kafka: &Kafka, node: &NodeView, pod: PodToRestart) -> String {
     match ctx
         .restarts
         .restart(&node.alias, pod, RESTART_TIMEOUT)
@@ -925,6 +960,18 @@ async fn restart(ctx: &Context, node: &NodeView, pod: PodToRestart) -> String {
         Ok(result) if replaced(&result) => {
             ctx.metrics.restarted();
             tracing::info!(pod = %node.pod, cluster = %node.alias, "rolled pod");
+            kstretch_runtime::events::about(
+                &ctx.client,
+                "kstretch-central",
+                kafka,
+                false,
+                "PodRolled",
+                "RollingUpdate",
+                format!(
+                    "restarted pod {} in cluster {}: its revision changed",
+                    node.pod, node.alias
+                ),
+            );
             format!("rolling pod {} in cluster {}", node.pod, node.alias)
         }
         Ok(result) => format!(
@@ -940,6 +987,7 @@ async fn restart(ctx: &Context, node: &NodeView, pod: PodToRestart) -> String {
 /// time, and never block anything else.
 async fn unregister(
     ctx: &Context,
+    kafka: &Kafka,
     bootstrap: Option<&str>,
     desired: &BTreeSet<i32>,
     recorded: &[i32],
@@ -1013,6 +1061,15 @@ async fn unregister(
             Ok(()) | Err(kstretch_kadmin::Error::BrokerNotRegistered { .. }) => {
                 ctx.metrics.unregistered();
                 tracing::info!(node = id, "unregistered a removed node from KRaft");
+                kstretch_runtime::events::about(
+                    &ctx.client,
+                    "kstretch-central",
+                    kafka,
+                    false,
+                    "NodeUnregistered",
+                    "Unregister",
+                    format!("node {id} left the cluster and was unregistered from KRaft"),
+                );
             }
             Err(e) => {
                 warnings.push((

@@ -345,17 +345,30 @@ async fn run_group(
         if let Some(outcome) = r.outcome {
             let first_id = kt.status.as_ref().is_none_or(|s| s.topic_id.is_none());
             if let (true, Some(id)) = (first_id, &outcome.topic_id) {
-                kstretch_runtime::events::emit(
+                kstretch_runtime::events::about(
                     &ctx.client,
                     "kstretch-central",
-                    kube::Resource::object_ref(kt.as_ref(), &()),
-                    kstretch_runtime::events::Type::Normal,
+                    kt.as_ref(),
+                    false,
                     "TopicCreated",
                     "CreateTopic",
                     format!(
                         "topic {} exists in Kafka with ID {id} (created, or adopted if it existed)",
                         kt.kafka_topic_name().unwrap_or_default()
                     ),
+                );
+            }
+            let topic = kt.kafka_topic_name().unwrap_or_default();
+            let before = kt.status.as_ref().and_then(|s| s.replicas_change.as_ref());
+            if let Some(e) = decide::replicas_change_event(topic, before, &outcome) {
+                kstretch_runtime::events::about(
+                    &ctx.client,
+                    "kstretch-central",
+                    kt.as_ref(),
+                    e.warning,
+                    e.reason,
+                    "ChangeReplicas",
+                    e.note,
                 );
             }
             writes.push(Write::Status(kt, outcome, Some(cluster_id.clone())));
@@ -379,12 +392,38 @@ async fn run_group(
             };
             match deleted {
                 Deleted::Gone => {
+                    let note = format!(
+                        "topic {} deleted from Kafka",
+                        kt.kafka_topic_name().unwrap_or_default()
+                    );
+                    kstretch_runtime::events::about(
+                        &ctx.client,
+                        "kstretch-central",
+                        kt.as_ref(),
+                        false,
+                        "TopicDeleted",
+                        "DeleteTopic",
+                        note,
+                    );
                     writes.push(Write::Release(kt));
                     done.push(ok(&key));
                 }
                 Deleted::Disabled => {
                     tracing::warn!(namespace = %key.namespace, name = %key.name,
                         "Kafka refuses topic deletion (delete.topic.enable=false): the topic stays in Kafka, unmanaged");
+                    let note = format!(
+                        "Kafka refuses topic deletion (delete.topic.enable=false): topic {} stays in Kafka, no longer managed",
+                        kt.kafka_topic_name().unwrap_or_default()
+                    );
+                    kstretch_runtime::events::about(
+                        &ctx.client,
+                        "kstretch-central",
+                        kt.as_ref(),
+                        true,
+                        "TopicNotDeleted",
+                        "DeleteTopic",
+                        note,
+                    );
                     writes.push(Write::Release(kt));
                     done.push(ok(&key));
                 }

@@ -309,6 +309,60 @@ pub fn status(
     }
 }
 
+/// An Event worth recording about a replication factor change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub note: String,
+}
+
+/// The Event a replication factor change deserves, from the status before and the outcome now:
+/// it started (or got a new target), failed (a new message), or finished. Nothing while it
+/// merely goes on, so a long reassignment records its start and end only.
+pub fn replicas_change_event(
+    topic: &str,
+    before: Option<&ReplicasChangeStatus>,
+    outcome: &Outcome,
+) -> Option<ChangeEvent> {
+    let after = outcome.replicas_change.as_ref()?;
+    let target = |c: &ReplicasChangeStatus| {
+        c.target_replicas
+            .map_or_else(|| "?".to_owned(), |t| t.to_string())
+    };
+    let failed = |now: &ReplicasChangeStatus| ChangeEvent {
+        warning: true,
+        reason: "ReplicasChangeFailed",
+        note: format!(
+            "changing the replication factor of topic {topic} to {} failed: {}",
+            target(now),
+            now.message.as_deref().unwrap_or_default()
+        ),
+    };
+    let started = |now: &ReplicasChangeStatus| ChangeEvent {
+        warning: false,
+        reason: "ReplicasChangeStarted",
+        note: format!(
+            "changing the replication factor of topic {topic} to {}",
+            target(now)
+        ),
+    };
+    match (before, after) {
+        (None, Some(now)) if now.message.is_some() => Some(failed(now)),
+        (None, Some(now)) => Some(started(now)),
+        (Some(was), None) => Some(ChangeEvent {
+            warning: false,
+            reason: "ReplicasChangeFinished",
+            note: format!("topic {topic} has replication factor {}", target(was)),
+        }),
+        (Some(was), Some(now)) if now.message.is_some() && now.message != was.message => {
+            Some(failed(now))
+        }
+        (Some(was), Some(now)) if now.target_replicas != was.target_replicas => Some(started(now)),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -543,5 +597,66 @@ mod tests {
         assert_eq!(s4.conditions[0].type_, UNMANAGED);
         assert_eq!(s4.topic_name, None);
         assert_eq!(s4.topic_id, None);
+    }
+
+    fn change(target: i32, message: Option<&str>) -> ReplicasChangeStatus {
+        ReplicasChangeStatus {
+            target_replicas: Some(target),
+            state: Some(kstretch_api::topic::ReplicasChangeState::Ongoing),
+            message: message.map(str::to_owned),
+            session_id: None,
+        }
+    }
+
+    fn with_change(change: Option<Option<ReplicasChangeStatus>>) -> Outcome {
+        Outcome {
+            replicas_change: change,
+            ..Outcome::main(Main::Ready)
+        }
+    }
+
+    #[test]
+    fn replicas_change_events_mark_start_failure_and_end_only() {
+        let reason = |before: Option<&ReplicasChangeStatus>, after| {
+            replicas_change_event("t", before, &with_change(after)).map(|e| (e.reason, e.warning))
+        };
+        let running = change(3, None);
+        assert_eq!(
+            reason(None, Some(Some(running.clone()))),
+            Some(("ReplicasChangeStarted", false))
+        );
+        assert_eq!(reason(Some(&running), Some(Some(running.clone()))), None);
+        assert_eq!(reason(Some(&running), None), None, "status kept as it was");
+        let done = replicas_change_event("t", Some(&running), &with_change(Some(None))).unwrap();
+        assert_eq!(done.reason, "ReplicasChangeFinished");
+        assert_eq!(done.note, "topic t has replication factor 3");
+        assert_eq!(
+            reason(Some(&running), Some(Some(change(2, None)))),
+            Some(("ReplicasChangeStarted", false)),
+            "a new target"
+        );
+        let broken = change(3, Some("not enough brokers"));
+        let failed = replicas_change_event(
+            "t",
+            Some(&running),
+            &with_change(Some(Some(broken.clone()))),
+        )
+        .unwrap();
+        assert!(failed.warning);
+        assert!(
+            failed.note.ends_with("failed: not enough brokers"),
+            "{}",
+            failed.note
+        );
+        assert_eq!(
+            reason(Some(&broken), Some(Some(broken.clone()))),
+            None,
+            "same failure"
+        );
+        assert_eq!(
+            reason(None, Some(Some(broken))),
+            Some(("ReplicasChangeFailed", true))
+        );
+        assert_eq!(reason(None, Some(None)), None);
     }
 }
