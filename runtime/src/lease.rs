@@ -533,23 +533,17 @@ impl Elector {
         if self.labelled == Some(leads) {
             return Ok(());
         }
-        match tokio::time::timeout(self.timing.retry, pod.mark(leads)).await {
-            Ok(Ok(())) => {
-                tracing::info!(pod = %pod.name(), leads, "leader election: pod label set");
-                self.labelled = Some(leads);
-                Ok(())
-            }
-            Ok(Err(e)) => Err(LabelError {
+        tokio::time::timeout(self.timing.retry, pod.mark(leads))
+            .await
+            .unwrap_or_else(|_| Err(timeout_error()))
+            .map_err(|source| LabelError {
                 pod: pod.name().to_owned(),
                 leads,
-                source: e,
-            }),
-            Err(_) => Err(LabelError {
-                pod: pod.name().to_owned(),
-                leads,
-                source: timeout_error(),
-            }),
-        }
+                source,
+            })?;
+        tracing::info!(pod = %pod.name(), leads, "leader election: pod label set");
+        self.labelled = Some(leads);
+        Ok(())
     }
 
     /// Gives the lease up on shutdown so that a standby takes over at once instead of after
