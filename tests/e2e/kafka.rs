@@ -827,6 +827,85 @@ async fn invalid_layouts_are_refused_with_every_problem_named() {
     stretch.finish().await;
 }
 
+/// A listener that asks for TLS or authentication, and `authorization`, are refused while
+/// kstretch cannot configure them: `Ready=False UnsupportedField` naming the field, and the
+/// running cluster is kept as it was (same pods, configuration without the listener). Before,
+/// a `scram-sha-512` listener was served as `PLAINTEXT`.
+#[tokio::test]
+async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept() {
+    let stretch = Stretch::start("kafka-security", &[]).await;
+    stretch.apply(kafka(json!({}))).await;
+    stretch
+        .apply(pool("dual", &["controller", "broker"], 2, None, json!({})))
+        .await;
+    wait_kafka(&stretch, "ready", is_ready).await;
+    let pods: Api<Pod> = stretch.api(ALPHA);
+    let cms: Api<ConfigMap> = stretch.api(ALPHA);
+    let uid = |p: Pod| p.metadata.uid.unwrap();
+    let before = uid(pods.get("my-cluster-dual-0").await.unwrap());
+    let config = || async {
+        cms.get("my-cluster-dual-0").await.unwrap().data.unwrap()["server.properties"].clone()
+    };
+    let config_before = config().await;
+
+    let plain = json!({"name": "plain", "port": 9092, "type": "internal", "tls": false});
+    let cases = [
+        (
+            json!({"listeners": [plain.clone(), {"name": "scram", "port": 9094,
+                "type": "internal", "tls": false, "authentication": {"type": "scram-sha-512"}}]}),
+            ".spec.kafka.listeners[1].authentication (type scram-sha-512)",
+        ),
+        (
+            json!({"listeners": [plain.clone(),
+                {"name": "tls", "port": 9093, "type": "internal", "tls": true}]}),
+            ".spec.kafka.listeners[1].tls: true",
+        ),
+        (
+            json!({"listeners": [plain.clone()],
+                   "authorization": {"type": "simple", "superUsers": ["User:admin"]}}),
+            ".spec.kafka.authorization (type simple)",
+        ),
+    ];
+    for (change, field) in cases {
+        let mut k = kafka(json!({}));
+        for (key, value) in change.as_object().unwrap() {
+            k["spec"]["kafka"][key] = value.clone();
+        }
+        stretch.apply(k).await;
+        let refused = wait_kafka(&stretch, &format!("refused naming {field}"), |k| {
+            ready_reason(k).as_deref() == Some("UnsupportedField")
+                && condition(&kafka_conditions(k), "Ready")
+                    .and_then(|c| c.message.as_deref())
+                    .is_some_and(|m| m.contains(field))
+        })
+        .await;
+        assert_eq!(
+            refused.status.unwrap().observed_generation,
+            refused.metadata.generation,
+            "the refusal is about this generation"
+        );
+        // The agents got the snapshot that retains the cluster by now; give a wrong one time
+        // to show.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);
+        let now = config().await;
+        assert_eq!(now, config_before, "the configuration is kept");
+        assert!(
+            !now.contains("9093") && !now.contains("9094"),
+            "no refused listener is served: {now}"
+        );
+    }
+
+    stretch.apply(kafka(json!({}))).await;
+    wait_kafka(&stretch, "ready again", is_ready).await;
+    assert_eq!(
+        uid(pods.get("my-cluster-dual-0").await.unwrap()),
+        before,
+        "nothing rolled"
+    );
+    stretch.finish().await;
+}
+
 /// `loadbalancer` addressing: every node gets a LoadBalancer Service in its cluster first; its
 /// configuration waits (`AddressPending`) until the load balancer has an address — here set on
 /// the Service's status the way a cloud controller does — and then advertises it.

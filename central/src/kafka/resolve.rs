@@ -111,6 +111,27 @@ pub enum Invalid {
         "KafkaNodePool {pool} has a negative .spec.replicas ({replicas}); set 0 or more replicas"
     )]
     NegativeReplicas { pool: String, replicas: i32 },
+    #[error(
+        "listener {name} (port {port}) sets .spec.kafka.listeners[{index}].tls: true, but kstretch does not issue listener certificates yet and will not serve it without TLS; set tls: false or remove the listener"
+    )]
+    ListenerTlsUnsupported {
+        name: String,
+        port: i32,
+        index: usize,
+    },
+    #[error(
+        "listener {name} (port {port}) sets .spec.kafka.listeners[{index}].authentication (type {kind}), but kstretch does not configure listener authentication yet and will not serve it without; remove authentication or the listener"
+    )]
+    ListenerAuthenticationUnsupported {
+        name: String,
+        port: i32,
+        index: usize,
+        kind: String,
+    },
+    #[error(
+        ".spec.kafka.authorization (type {kind}) is set, but kstretch does not configure an authorizer yet and will not let every client do everything; remove .spec.kafka.authorization"
+    )]
+    AuthorizationUnsupported { kind: String },
 }
 
 impl Invalid {
@@ -123,6 +144,10 @@ impl Invalid {
             | Self::InvalidNodePortHosts { .. } => "InvalidAddressing",
             Self::InvalidListenerPort { .. } => "InvalidListener",
             Self::NegativeReplicas { .. } => "InvalidReplicas",
+            // The same reason as a KafkaConnect's unsupported TLS or authentication.
+            Self::ListenerTlsUnsupported { .. }
+            | Self::ListenerAuthenticationUnsupported { .. }
+            | Self::AuthorizationUnsupported { .. } => "UnsupportedField",
         }
     }
 }
@@ -218,6 +243,7 @@ pub fn resolve(
             .map(Invalid::Pools),
     );
 
+    invalid.extend(unserved_security(spec));
     let mut listeners = Vec::new();
     for l in &spec.listeners {
         match u16::try_from(l.port) {
@@ -300,6 +326,47 @@ pub fn resolve(
         }),
         _ => Err(invalid),
     }
+}
+
+/// Every protection the spec asks for that kstretch cannot configure yet: such a `Kafka` is
+/// refused as a whole, because serving it would leave open what the user asked to protect.
+fn unserved_security(spec: &kstretch_api::kafka::KafkaClusterSpec) -> Vec<Invalid> {
+    let mut invalid = Vec::new();
+    for (index, l) in spec.listeners.iter().enumerate() {
+        if l.tls {
+            invalid.push(Invalid::ListenerTlsUnsupported {
+                name: l.name.clone(),
+                port: l.port,
+                index,
+            });
+        }
+        if let Some(authentication) = &l.authentication {
+            invalid.push(Invalid::ListenerAuthenticationUnsupported {
+                name: l.name.clone(),
+                port: l.port,
+                index,
+                kind: type_of(authentication),
+            });
+        }
+    }
+    if let Some(authorization) = &spec.authorization {
+        invalid.push(Invalid::AuthorizationUnsupported {
+            kind: serde_json::to_value(authorization.type_)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+        });
+    }
+    invalid
+}
+
+/// The `type` of an opaque Strimzi object, or `unknown`.
+fn type_of(object: &OpaqueObject) -> String {
+    object
+        .get("type")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("unknown")
+        .to_owned()
 }
 
 /// Parses `alias=host,...`; every cluster the pools run in needs a host.
@@ -594,5 +661,61 @@ pub(crate) mod tests {
 
         let none = resolve(&kafka(json!({})), &[], &members()).unwrap_err();
         assert_eq!(none[0].reason(), "NoNodePools");
+    }
+
+    /// What asks for protection is refused, never served open: the security hole was a
+    /// `scram-sha-512` listener rendered as `PLAINTEXT`.
+    #[test]
+    fn tls_authentication_and_authorization_are_refused_naming_the_field() {
+        let d = pool("dual", &["controller", "broker"], 3, json!({}));
+        let k = kafka(json!({"spec": {"kafka": {
+            "listeners": [
+                {"name": "plain", "port": 9092, "type": "internal", "tls": false},
+                {"name": "tls", "port": 9093, "type": "internal", "tls": true},
+                {"name": "scram", "port": 9094, "type": "internal", "tls": false,
+                 "authentication": {"type": "scram-sha-512"}}],
+            "authorization": {"type": "simple", "superUsers": ["User:admin"]}}}}));
+        let err = resolve(&k, &[&d], &members()).unwrap_err();
+        let messages: Vec<String> = err.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            err.iter().map(Invalid::reason).collect::<Vec<_>>(),
+            ["UnsupportedField"; 3]
+        );
+        assert!(
+            messages[0].contains(".spec.kafka.listeners[1].tls: true")
+                && messages[0].contains("port 9093"),
+            "{}",
+            messages[0]
+        );
+        assert!(
+            messages[1].contains(".spec.kafka.listeners[2].authentication (type scram-sha-512)"),
+            "{}",
+            messages[1]
+        );
+        assert!(
+            messages[2].contains(".spec.kafka.authorization (type simple)"),
+            "{}",
+            messages[2]
+        );
+
+        // Each alone is refused too; TLS with authentication names both.
+        let tls_auth = kafka(json!({"spec": {"kafka": {"listeners": [
+            {"name": "mtls", "port": 9093, "type": "internal", "tls": true,
+             "authentication": {"type": "tls"}}]}}}));
+        let err = resolve(&tls_auth, &[&d], &members()).unwrap_err();
+        assert_eq!(err.len(), 2);
+        assert!(err[1].to_string().contains("(type tls)"), "{}", err[1]);
+        let custom = kafka(json!({"spec": {"kafka": {
+            "authorization": {"type": "custom", "authorizerClass": "x.Y"}}}}));
+        let err = resolve(&custom, &[&d], &members()).unwrap_err();
+        assert!(err[0].to_string().contains("(type custom)"), "{}", err[0]);
+        let untyped = kafka(json!({"spec": {"kafka": {"listeners": [
+            {"name": "plain", "port": 9092, "type": "internal", "tls": false,
+             "authentication": {}}]}}}));
+        let err = resolve(&untyped, &[&d], &members()).unwrap_err();
+        assert!(err[0].to_string().contains("(type unknown)"), "{}", err[0]);
+
+        // A plain listener without either is served.
+        assert!(resolve(&kafka(json!({})), &[&d], &members()).is_ok());
     }
 }
