@@ -231,6 +231,9 @@ can "$kc_alpha" "$run-topics-kstretch-central" no patch pods -n "$ns_topics"
 can "$kc_alpha" "$c" no get secrets -n "$ns"
 can "$kc_alpha" "$c" no update kafkas.kafka.strimzi.io --subresource scale -n "$ns"
 can "$kc_alpha" "$c" no delete configmaps -n "$ns"
+can "$kc_alpha" "$c" yes get customresourcedefinitions.apiextensions.k8s.io/kafkas.kafka.strimzi.io
+can "$kc_alpha" "$c" no get customresourcedefinitions.apiextensions.k8s.io/kafkatopics.kafka.strimzi.io
+can "$kc_alpha" "$c" no delete customresourcedefinitions.apiextensions.k8s.io/kafkas.kafka.strimzi.io
 can "$kc_alpha" "$c" no list kafkas.kafka.strimzi.io -n kube-system
 can "$kc_alpha" "$c" no list kafkas.kafka.strimzi.io --all-namespaces
 can "$kc_alpha" "$run-clusterwide-kstretch-central" yes list kafkas.kafka.strimzi.io --all-namespaces

@@ -17,6 +17,7 @@ mod error;
 pub mod kafka;
 pub mod names;
 pub mod node_pool;
+pub mod owner;
 pub mod pod_set;
 pub mod schema;
 pub mod schema_check;

@@ -105,6 +105,15 @@ pub const MANAGED: &str = "strimzi.io/managed";
 /// kstretch's label on the Services that expose one node each (`loadbalancer` and `nodeport`
 /// addressing); agents report where these are reachable.
 pub const NODE_SERVICE: &str = "kstretch.io/node-service";
+/// Annotation central stamps on every object it sends to a member cluster: the kind of the
+/// resource that owns it (`Kafka` or `KafkaConnect`); the owner's name is `strimzi.io/cluster`.
+pub const OWNER_KIND: &str = "kstretch.io/owner-kind";
+/// Annotation central stamps on every object it sends: the UID of the owning resource, so that
+/// a declared deletion removes only the objects of the resource that was deleted.
+pub const OWNER_UID: &str = "kstretch.io/owner-uid";
+/// Annotation on a StrimziPodSet: the Kafka cluster ID its pods are configured with, read back
+/// to adopt a running cluster whose `Kafka` lost its status.
+pub const CLUSTER_ID: &str = "kstretch.io/cluster-id";
 /// `KafkaNodePool` annotation naming the Kubernetes cluster the pool runs in (from Strimzi's
 /// stretch-cluster proposal); no annotation means the central cluster itself.
 pub const STRETCH_CLUSTER_ALIAS: &str = "strimzi.io/stretch-cluster-alias";
@@ -119,5 +128,8 @@ pub const KRAFT: &str = "strimzi.io/kraft";
 // Finalizers
 // ---------------------------------------------------------------------------------------------
 
+/// Finalizer on `Kafka` and `KafkaConnect` resources: their objects in member clusters are
+/// deleted, and every agent has confirmed it, before the resource goes.
+pub const MEMBER_OBJECTS_FINALIZER: &str = "kstretch.io/member-objects";
 /// Finalizer on `KafkaTopic` resources: the topic is deleted in Kafka before the resource goes.
 pub const TOPIC_OPERATOR_FINALIZER: &str = "strimzi.io/topic-operator";

@@ -9,6 +9,7 @@ use kstretch_proto::admin::v1::admin_service_server::{
 use kstretch_proto::admin::v1::{
     Agent, ApplyError, BuildInfo, DesiredState, GetStatusRequest, GetStatusResponse,
     ListAgentsRequest, ListAgentsResponse, Mismatch, PodReadiness, PodSetSummary, ResourceCount,
+    UnclaimedObjects,
 };
 use kstretch_proto::agent::v1::Outcome;
 use tokio_util::sync::CancellationToken;
@@ -155,6 +156,22 @@ fn agent_to_proto(r: &AgentRecord, desired_generation: u64) -> Agent {
                         ready: pod.ready,
                     })
                     .collect(),
+            })
+            .collect(),
+        unclaimed: r
+            .last_apply
+            .iter()
+            .flat_map(|a| &a.unclaimed)
+            .map(|u| {
+                let owner = u.owner.clone().unwrap_or_default();
+                UnclaimedObjects {
+                    kind: owner.kind,
+                    namespace: owner.namespace,
+                    name: owner.name,
+                    uid: owner.uid,
+                    objects: u.objects,
+                    since: u.since,
+                }
             })
             .collect(),
     }

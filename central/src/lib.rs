@@ -5,8 +5,10 @@
 pub mod admin;
 pub mod connect;
 pub mod connector;
+pub mod finalizer;
 pub mod grpc;
 pub mod inventory;
 pub mod kafka;
 pub mod link;
+pub mod owned;
 pub mod topic;

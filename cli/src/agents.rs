@@ -72,6 +72,7 @@ pub fn render(list: &ListAgentsResponse, now: SystemTime) -> String {
             );
         }
         details(&mut out, &list.agents, now);
+        unclaimed(&mut out, &list.agents, now);
     }
     out.push('\n');
     if list.desired.is_empty() {
@@ -157,6 +158,38 @@ fn details(out: &mut String, agents: &[Agent], now: SystemTime) {
     }
 }
 
+/// What agents keep for owners central neither reconciles nor declared deleted.
+fn unclaimed(out: &mut String, agents: &[Agent], now: SystemTime) {
+    let rows: Vec<_> = agents
+        .iter()
+        .flat_map(|a| a.unclaimed.iter().map(move |u| (a, u)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str(
+        "\nkept for an owner central does not know (neither reconciled nor deleted by it; \
+         `kstretch remove-unclaimed` removes them on purpose):\n",
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} {:<13} {:<40} {:<36} {:>7} {:>6}",
+        "CLUSTER", "KIND", "OWNER", "UID", "OBJECTS", "SINCE"
+    );
+    for (a, u) in rows {
+        let _ = writeln!(
+            out,
+            "{:<16} {:<13} {:<40} {:<36} {:>7} {:>6}",
+            a.cluster_alias,
+            u.kind,
+            format!("{}/{}", u.namespace, u.name),
+            if u.uid.is_empty() { "-" } else { &u.uid },
+            u.objects,
+            age(u.since.as_ref(), now)
+        );
+    }
+}
+
 fn generation(g: u64) -> String {
     if g == 0 { "-".into() } else { g.to_string() }
 }
@@ -180,6 +213,7 @@ mod tests {
     use super::*;
     use kstretch_proto::admin::v1::{
         ApplyError, BuildInfo, DesiredState, Mismatch, PodReadiness, PodSetSummary,
+        UnclaimedObjects,
     };
 
     fn at(secs: u64) -> SystemTime {
@@ -277,6 +311,14 @@ mod tests {
                             },
                         ],
                     }],
+                    unclaimed: vec![UnclaimedObjects {
+                        kind: "Kafka".into(),
+                        namespace: "kafka".into(),
+                        name: "old".into(),
+                        uid: String::new(),
+                        objects: 9,
+                        since: ts(now - 60),
+                    }],
                     ..Agent::default()
                 },
             ],
@@ -301,6 +343,10 @@ mod tests {
              alpha: mismatch: the certificate names cluster \"alpha\", the agent claims \"beta\"\n\
              beta: v1/Service ns/bad: Invalid: port out of range\n\
              beta: podset ns/kafka-broker: not ready: kafka-broker-1\n\
+             \n\
+             kept for an owner central does not know (neither reconciled nor deleted by it; `kstretch remove-unclaimed` removes them on purpose):\n\
+             CLUSTER          KIND          OWNER                                    UID                                  OBJECTS  SINCE\n\
+             beta             Kafka         kafka/old                                -                                          9    60s\n\
              \n\
              DESIRED FOR      GENERATION OBJECTS  HASH             UPDATED\n\
              beta                      3      12  sha256:012345678 30s ago\n"

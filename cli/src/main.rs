@@ -2,6 +2,7 @@
 
 mod agents;
 mod status;
+mod unclaimed;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -36,6 +37,10 @@ enum Command {
     /// Shows the agents of the member clusters (connected or not), what each applied and
     /// reports, and the desired state central holds per cluster.
     Agents,
+    /// Removes the objects a member cluster's agent keeps for an owner that central neither
+    /// reconciles nor declared deleted (listed as unclaimed by `kstretch agents`), with your
+    /// own credentials for that cluster. Lists them without --yes.
+    RemoveUnclaimed(unclaimed::Args),
 }
 
 /// What went wrong, in words for the person at the terminal.
@@ -50,6 +55,12 @@ pub enum CliError {
     },
     #[error("central answered with an error: {} ({:?})", .0.message(), .0.code())]
     Call(#[from] tonic::Status),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("cannot use the kubeconfig: {0}")]
+    Kubeconfig(String),
+    #[error("the member cluster's apiserver answered with an error: {0}")]
+    Kube(kube::Error),
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -59,6 +70,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Status => status::run(&cli.central, timeout).await,
         Command::Agents => agents::run(&cli.central, timeout).await,
+        Command::RemoveUnclaimed(args) => unclaimed::run(&cli.central, timeout, &args).await,
     };
     match result {
         Ok(text) => {

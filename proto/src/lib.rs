@@ -14,6 +14,10 @@ pub mod admin {
 pub mod agent {
     pub mod v1 {
         tonic::include_proto!("kstretch.agent.v1");
+
+        /// `Hello.capabilities`: the agent removes a whole owner's objects only when a snapshot
+        /// declares the owner deleted, and confirms it in `ApplyReport.confirmed_deleted`.
+        pub const EXPLICIT_DELETION: &str = "explicit-deletion";
     }
 }
 

@@ -91,10 +91,51 @@ impl TestNamespace {
         Api::namespaced(self.cluster.client.clone(), &self.name)
     }
 
+    /// Deletes the namespace, after [`release_member_finalizers`]: the test's central is
+    /// stopped by now, and nothing else would release them, so the namespace would stay
+    /// `Terminating` (and, with it, any later removal of the CRDs).
     pub async fn delete(self) {
+        release_member_finalizers(&self.cluster.client, &self.name).await;
         let _ = Api::<Namespace>::all(self.cluster.client.clone())
             .delete(&self.name, &DeleteParams::background())
             .await;
+    }
+}
+
+/// Takes central's `kstretch.io/member-objects` finalizer off every `Kafka` and `KafkaConnect`
+/// in `namespace`, for a test that has stopped its central (best effort).
+pub async fn release_member_finalizers(client: &kube::Client, namespace: &str) {
+    for plural in ["kafkas", "kafkaconnects"] {
+        let resource = kube::core::ApiResource {
+            group: kstretch_api::names::KAFKA_GROUP.into(),
+            version: "v1".into(),
+            api_version: format!("{}/v1", kstretch_api::names::KAFKA_GROUP),
+            kind: String::new(),
+            plural: plural.into(),
+        };
+        let api: Api<kube::core::DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &resource);
+        let Ok(list) = api.list_metadata(&Default::default()).await else {
+            continue;
+        };
+        for o in list.items {
+            let finalizers: Vec<String> = o
+                .metadata
+                .finalizers
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|f| f != kstretch_api::names::MEMBER_OBJECTS_FINALIZER)
+                .collect();
+            let patch = serde_json::json!({"metadata": {"finalizers": finalizers}});
+            let _ = api
+                .patch(
+                    &o.metadata.name.unwrap_or_default(),
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await;
+        }
     }
 }
 

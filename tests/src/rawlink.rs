@@ -276,5 +276,6 @@ fn applied(snapshot: &Snapshot) -> ApplyReport {
             })
             .collect(),
         finished_at: Some(SystemTime::now().into()),
+        ..ApplyReport::default()
     }
 }

@@ -28,6 +28,8 @@ pub struct Stretch {
     pub clusters: BTreeMap<String, Cluster>,
     pub central: Option<Spawned>,
     pub central_http: String,
+    /// The admin gRPC API of the running central, as `kstretch --central` takes it.
+    pub central_grpc: String,
     central_args: Vec<String>,
     pub agents: BTreeMap<String, Spawned>,
     link_port: u16,
@@ -53,6 +55,7 @@ impl Stretch {
             clusters: [(ALPHA.to_owned(), alpha), (BETA.to_owned(), beta)].into(),
             central: None,
             central_http: String::new(),
+            central_grpc: String::new(),
             central_args: extra.iter().map(|s| s.to_string()).collect(),
             agents: BTreeMap::new(),
             link_port: free_port(),
@@ -68,18 +71,25 @@ impl Stretch {
 
     /// Starts (or restarts) central.
     pub fn start_central(&mut self) {
+        let ns = self.ns.clone();
+        self.start_central_watching(&ns);
+    }
+
+    /// Starts (or restarts) central watching `namespace` instead of the test's namespace.
+    pub fn start_central_watching(&mut self, namespace: &str) {
         let env = TestEnv::get();
         let server = self.pki.server();
         let http_port = free_port();
+        let grpc_port = free_port();
         let mut command = Command::new(binary("kstretch-central"));
         command
             .arg("--kubeconfig")
             .arg(&env.clusters[0].kubeconfig)
-            .args(["--namespace", &self.ns])
+            .args(["--namespace", namespace])
             .args(["--cluster-alias", ALPHA])
             .args(["--member-clusters", &format!("{ALPHA},{BETA}")])
             .args(["--http-addr", &format!("127.0.0.1:{http_port}")])
-            .args(["--grpc-addr", &format!("127.0.0.1:{}", free_port())])
+            .args(["--grpc-addr", &format!("127.0.0.1:{grpc_port}")])
             .args(["--link-addr", &format!("127.0.0.1:{}", self.link_port)])
             .args(["--link-heartbeat-secs", "1"])
             .arg("--tls-ca")
@@ -92,6 +102,33 @@ impl Stretch {
             .env("RUST_LOG", "info,kstretch_central=debug");
         self.central = Some(Spawned::start("central", command));
         self.central_http = format!("http://127.0.0.1:{http_port}");
+        self.central_grpc = format!("http://127.0.0.1:{grpc_port}");
+    }
+
+    /// Runs the `kstretch` CLI against this central; its exit status and its output.
+    pub fn cli(&self, args: &[&str]) -> (bool, String) {
+        let output = Command::new(binary("kstretch"))
+            .args(["--central", &self.central_grpc])
+            .args(args)
+            .output()
+            .expect("kstretch runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
+    }
+
+    /// The kubeconfig of cluster `alias`.
+    pub fn kubeconfig(&self, alias: &str) -> std::path::PathBuf {
+        TestEnv::get()
+            .clusters
+            .iter()
+            .find(|c| c.name == alias)
+            .unwrap_or_else(|| panic!("no cluster {alias}"))
+            .kubeconfig
+            .clone()
     }
 
     pub fn stop_central(&mut self) {

@@ -3,20 +3,22 @@
 //! in dependency order, then deleting what the agent applied earlier and the snapshot no longer
 //! lists. Runs only on an explicit snapshot from central, never at start-up or on disconnect.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use futures::StreamExt;
+use kstretch_api::owner::OwnerKey;
 use kstretch_proto::agent::v1::{
-    AppliedSummary, ApplyReport, ObjectResult, Outcome, RetainedCluster, Snapshot,
+    AppliedSummary, ApplyReport, ObjectResult, Outcome, Owner, Snapshot, UnclaimedOwner,
 };
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
 
 use super::metrics::LinkMetrics;
 use super::objects::{
-    self, Checked, Existing, FIELD_MANAGER, Key, MANAGED_BY_LABEL, MANAGED_BY_VALUE, MANAGED_KINDS,
-    ManagedKind, Prepared, Scope,
+    self, Checked, Claims, Existing, FIELD_MANAGER, Key, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    MANAGED_KINDS, ManagedKind, Prepared, Scope,
 };
 
 /// How many objects of one kind are applied at once.
@@ -29,6 +31,18 @@ pub struct Applier {
     scope: Scope,
     metrics: LinkMetrics,
     last: Arc<Mutex<Option<AppliedSummary>>>,
+    /// Since when each unclaimed owner (and stamped UID) has been kept; logged once on entry.
+    unclaimed_since: Arc<Mutex<BTreeMap<(OwnerKey, String), SystemTime>>>,
+}
+
+/// What pruning did: one result per deletion, and what it found about owners.
+#[derive(Debug, Default)]
+struct Pruned {
+    results: Vec<ObjectResult>,
+    /// Owners with a failed list or delete: their deletion is not confirmed this time.
+    incomplete: bool,
+    failed_owners: BTreeSet<OwnerKey>,
+    unclaimed: BTreeMap<(OwnerKey, String), u32>,
 }
 
 impl std::fmt::Debug for Applier {
@@ -46,6 +60,7 @@ impl Applier {
             scope,
             metrics,
             last: Arc::new(Mutex::new(None)),
+            unclaimed_since: Arc::default(),
         }
     }
 
@@ -94,7 +109,11 @@ impl Applier {
             }
         }
 
-        results.extend(self.prune(&checked, &snapshot.retained).await);
+        let claims = Claims::of(snapshot, &checked);
+        let pruned = self.prune(&checked, &claims).await;
+        results.extend(pruned.results.iter().cloned());
+        let confirmed_deleted = confirmed(snapshot, &pruned);
+        let unclaimed = self.track_unclaimed(&pruned.unclaimed);
 
         let count = |o: Outcome| results.iter().filter(|r| r.outcome() == o).count();
         let (applied, rejected, deleted) = (
@@ -123,7 +142,53 @@ impl Applier {
             hash: snapshot.hash.clone(),
             results,
             finished_at: Some(finished_at.into()),
+            confirmed_deleted,
+            unclaimed,
         }
+    }
+
+    /// Records since when each owner is unclaimed, logs those that are new once, and exports
+    /// the counts.
+    fn track_unclaimed(&self, now: &BTreeMap<(OwnerKey, String), u32>) -> Vec<UnclaimedOwner> {
+        let mut since = self
+            .unclaimed_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        since.retain(|k, _| now.contains_key(k));
+        let mut metric: BTreeMap<(String, String, String), u32> = BTreeMap::new();
+        let out = now
+            .iter()
+            .map(|((owner, uid), objects)| {
+                let at = *since
+                    .entry((owner.clone(), uid.clone()))
+                    .or_insert_with(|| {
+                        tracing::warn!(owner = %owner, uid = %uid, objects,
+                        "kept: central neither reconciles this owner nor declared it deleted; \
+                         `kstretch remove-unclaimed` removes its objects on purpose");
+                        SystemTime::now()
+                    });
+                *metric
+                    .entry((
+                        owner.kind.clone(),
+                        owner.namespace.clone(),
+                        owner.name.clone(),
+                    ))
+                    .or_default() += objects;
+                UnclaimedOwner {
+                    owner: Some(Owner {
+                        kind: owner.kind.clone(),
+                        namespace: owner.namespace.clone(),
+                        name: owner.name.clone(),
+                        uid: uid.clone(),
+                        retain: false,
+                    }),
+                    objects: *objects,
+                    since: Some(at.into()),
+                }
+            })
+            .collect();
+        self.metrics.set_unclaimed(&metric);
+        out
     }
 
     fn api(&self, kind: &ManagedKind, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -150,9 +215,10 @@ impl Applier {
         }
     }
 
-    /// Deletes every object labelled as the agent's, in scope, that the snapshot does not list.
-    async fn prune(&self, checked: &[Checked], retained: &[RetainedCluster]) -> Vec<ObjectResult> {
-        let mut out = Vec::new();
+    /// Deletes the labelled objects in scope that the snapshot makes obsolete (see
+    /// [`objects::sort`]) and counts those kept for nobody.
+    async fn prune(&self, checked: &[Checked], claims: &Claims) -> Pruned {
+        let mut out = Pruned::default();
         let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
         let namespaces: Vec<Option<String>> = match &self.scope {
             Scope::All => vec![None],
@@ -173,6 +239,7 @@ impl Applier {
                     }
                     Err(err) => {
                         // Without the list nothing of this kind is deleted this time.
+                        out.incomplete = true;
                         let (message, reason, code) = describe(&err);
                         let key = Key {
                             api_version: kind.api_version(),
@@ -181,7 +248,7 @@ impl Applier {
                             name: String::new(),
                         };
                         tracing::warn!(kind = kind.kind, %message, "cannot list objects to prune");
-                        out.push(result(
+                        out.results.push(result(
                             &key,
                             Outcome::DeleteFailed,
                             &format!("cannot list {}: {message}", kind.plural),
@@ -194,24 +261,28 @@ impl Applier {
                 let existing: Vec<Existing> = listed
                     .items
                     .iter()
-                    .map(|o| Existing {
-                        key: Key {
+                    .map(|o| {
+                        let key = Key {
                             api_version: kind.api_version(),
                             kind: kind.kind.to_owned(),
                             namespace: o.namespace().unwrap_or_default(),
                             name: o.name_any(),
-                        },
-                        uid: o.uid().unwrap_or_default(),
-                        being_deleted: o.metadata.deletion_timestamp.is_some(),
-                        kafka_cluster: o.labels().get(kstretch_api::names::CLUSTER).cloned(),
-                        kept_when_unlisted: kind.kind == "PersistentVolumeClaim"
-                            && o.annotations()
-                                .get(kstretch_api::names::DELETE_CLAIM)
-                                .is_none_or(|v| v != "true"),
+                        };
+                        Existing::from_metadata(key, &o.metadata)
                     })
                     .collect();
-                for obsolete in objects::obsolete(&existing, checked, retained, &self.scope) {
-                    out.push(self.delete_one(kind, obsolete).await);
+                let verdict = objects::sort(&existing, checked, claims, &self.scope);
+                for obsolete in verdict.delete {
+                    let outcome = self.delete_one(kind, obsolete).await;
+                    if outcome.outcome() == Outcome::DeleteFailed
+                        && let Some((owner, _)) = &obsolete.owner
+                    {
+                        out.failed_owners.insert(owner.clone());
+                    }
+                    out.results.push(outcome);
+                }
+                for (owner, n) in verdict.unclaimed {
+                    *out.unclaimed.entry(owner).or_default() += n;
                 }
             }
         }
@@ -249,6 +320,20 @@ impl Applier {
             }
         }
     }
+}
+
+/// The snapshot's declared deletions that this apply completed: nothing of them is left in the
+/// agent's namespaces but claims kept without deleteClaim.
+fn confirmed(snapshot: &Snapshot, pruned: &Pruned) -> Vec<Owner> {
+    if pruned.incomplete {
+        return Vec::new();
+    }
+    snapshot
+        .deleted
+        .iter()
+        .filter(|d| !pruned.failed_owners.contains(&objects::key_of(d)))
+        .cloned()
+        .collect()
 }
 
 /// The apiserver's message, reason and HTTP code, or the client error.

@@ -1,6 +1,7 @@
 //! Prometheus metrics of the agent's link to central.
 
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
@@ -15,6 +16,7 @@ pub struct LinkMetrics {
     objects_deleted: Counter,
     applied_generation: Gauge,
     protocol_errors: Counter,
+    unclaimed_objects: Family<Vec<(String, String)>, Gauge>,
 }
 
 impl LinkMetrics {
@@ -60,7 +62,29 @@ impl LinkMetrics {
             "Messages exchanged with central that broke the link's rules (either side)",
             m.protocol_errors.clone(),
         );
+        registry.register(
+            "link_unclaimed_objects",
+            "Objects kept for an owner (kind, namespace, name) that central neither reconciles nor declared deleted",
+            m.unclaimed_objects.clone(),
+        );
         m
+    }
+
+    /// Replaces the unclaimed-object counts: `(kind, namespace, name) -> objects`.
+    pub fn set_unclaimed(
+        &self,
+        counts: &std::collections::BTreeMap<(String, String, String), u32>,
+    ) {
+        self.unclaimed_objects.clear();
+        for ((kind, namespace, name), n) in counts {
+            self.unclaimed_objects
+                .get_or_create(&vec![
+                    ("kind".to_owned(), kind.clone()),
+                    ("namespace".to_owned(), namespace.clone()),
+                    ("name".to_owned(), name.clone()),
+                ])
+                .set(i64::from(*n));
+        }
     }
 
     pub fn set_connected(&self, connected: bool) {

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, Hello, Snapshot};
+use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, EXPLICIT_DELETION, Hello, Snapshot};
 use kstretch_runtime::{Health, Registry};
 use kube::Client;
 use tokio::sync::watch;
@@ -178,6 +178,7 @@ pub fn start(
                 claimed_cluster_alias: identity.cluster_alias.clone(),
                 kubernetes_version: identity.kubernetes_version.clone(),
                 namespaces: scope.names(),
+                capabilities: vec![EXPLICIT_DELETION.to_owned()],
                 last_applied: None,
             },
             applier: applier.clone(),

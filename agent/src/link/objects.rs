@@ -3,101 +3,15 @@
 //! the label that marks what it applied, and which earlier objects a snapshot makes obsolete.
 //! Pure, so every rule is unit-tested.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use kstretch_proto::agent::v1::{ObjectRef, RetainedCluster, Snapshot};
-use kube::core::ApiResource;
+pub use kstretch_api::owner::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, MANAGED_KINDS, ManagedKind};
+use kstretch_api::owner::{OwnerKey, owner_of};
+use kstretch_proto::agent::v1::{ObjectRef, Owner, Snapshot};
 use serde_json::Value;
 
 /// The one field manager of everything the agent applies.
 pub const FIELD_MANAGER: &str = "kstretch-agent";
-/// Label on everything the agent applies; only objects carrying it are ever deleted by it.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY_VALUE: &str = "kstretch-agent";
-
-/// A kind the agent applies (and prunes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ManagedKind {
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind: &'static str,
-    pub plural: &'static str,
-    /// Its CRD may be missing from a member cluster; listing it then finds nothing to prune.
-    pub optional: bool,
-}
-
-/// Every kind central may send, in the order they are applied: what pods mount and reach
-/// first, the podsets that create pods last.
-pub const MANAGED_KINDS: &[ManagedKind] = &[
-    ManagedKind {
-        group: "",
-        version: "v1",
-        kind: "ConfigMap",
-        plural: "configmaps",
-        optional: false,
-    },
-    ManagedKind {
-        group: "",
-        version: "v1",
-        kind: "Secret",
-        plural: "secrets",
-        optional: false,
-    },
-    ManagedKind {
-        group: "",
-        version: "v1",
-        kind: "Service",
-        plural: "services",
-        optional: false,
-    },
-    ManagedKind {
-        group: "multicluster.x-k8s.io",
-        version: "v1alpha1",
-        kind: "ServiceExport",
-        plural: "serviceexports",
-        optional: true,
-    },
-    ManagedKind {
-        group: "",
-        version: "v1",
-        kind: "PersistentVolumeClaim",
-        plural: "persistentvolumeclaims",
-        optional: false,
-    },
-    ManagedKind {
-        group: "core.strimzi.io",
-        version: "v1",
-        kind: "StrimziPodSet",
-        plural: "strimzipodsets",
-        optional: false,
-    },
-];
-
-impl ManagedKind {
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.to_owned()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    pub fn api_resource(&self) -> ApiResource {
-        ApiResource {
-            group: self.group.to_owned(),
-            version: self.version.to_owned(),
-            api_version: self.api_version(),
-            kind: self.kind.to_owned(),
-            plural: self.plural.to_owned(),
-        }
-    }
-
-    pub fn lookup(api_version: &str, kind: &str) -> Option<&'static ManagedKind> {
-        MANAGED_KINDS
-            .iter()
-            .find(|k| k.kind == kind && k.api_version() == api_version)
-    }
-}
 
 /// The namespaces the agent works in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -297,40 +211,158 @@ pub struct Existing {
     pub key: Key,
     pub uid: String,
     pub being_deleted: bool,
-    /// Its `strimzi.io/cluster` label: the Kafka cluster it belongs to.
-    pub kafka_cluster: Option<String>,
+    /// The resource that owns it and the owner UID it was stamped with, if it names one.
+    pub owner: Option<(OwnerKey, Option<String>)>,
     /// Never deleted for not being listed: a PVC whose `strimzi.io/delete-claim` is not
     /// `"true"` keeps the data of a removed node (Strimzi's `deleteClaim: false`).
     pub kept_when_unlisted: bool,
 }
 
-/// What to delete after a snapshot: every labelled object in scope that the snapshot does not
-/// list (whether or not its entry could be applied), that is not already going away, and that
-/// does not belong to a Kafka cluster the snapshot retains.
-pub fn obsolete<'a>(
+impl Existing {
+    /// Reads what the decision needs from a listed object's metadata.
+    pub fn from_metadata(
+        key: Key,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Self {
+        let empty = std::collections::BTreeMap::new();
+        let labels = meta.labels.as_ref().unwrap_or(&empty);
+        let annotations = meta.annotations.as_ref().unwrap_or(&empty);
+        Self {
+            owner: owner_of(&key.namespace, labels, annotations),
+            kept_when_unlisted: key.kind == "PersistentVolumeClaim"
+                && annotations
+                    .get(kstretch_api::names::DELETE_CLAIM)
+                    .is_none_or(|v| v != "true"),
+            uid: meta.uid.clone().unwrap_or_default(),
+            being_deleted: meta.deletion_timestamp.is_some(),
+            key,
+        }
+    }
+}
+
+/// What a snapshot says about owners: the ones central claims (and of those, the ones whose
+/// objects it keeps unlisted) and the ones it declared deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claims {
+    claimed: HashSet<OwnerKey>,
+    retained: HashSet<OwnerKey>,
+    /// `RetainedCluster` entries `(namespace, name)`, of any kind (they predate owner kinds).
+    retained_names: HashSet<(String, String)>,
+    deleted: Vec<(OwnerKey, String)>,
+}
+
+/// The proto's owner as a key.
+pub fn key_of(owner: &Owner) -> OwnerKey {
+    OwnerKey {
+        kind: owner.kind.clone(),
+        namespace: owner.namespace.clone(),
+        name: owner.name.clone(),
+    }
+}
+
+impl Claims {
+    /// Claimed: every owner the snapshot lists, and the owner of every object it lists (a
+    /// central that predates the owner list claims only those).
+    pub fn of(snapshot: &Snapshot, checked: &[Checked]) -> Self {
+        let mut claims = Claims::default();
+        for owner in &snapshot.owners {
+            claims.claimed.insert(key_of(owner));
+            if owner.retain {
+                claims.retained.insert(key_of(owner));
+            }
+        }
+        for prepared in checked.iter().filter_map(|c| c.result.as_ref().ok()) {
+            if let Some((owner, _)) = owner_of_body(&prepared.key.namespace, &prepared.body) {
+                claims.claimed.insert(owner);
+            }
+        }
+        claims.retained_names = snapshot
+            .retained
+            .iter()
+            .map(|r| (r.namespace.clone(), r.cluster.clone()))
+            .collect();
+        claims.deleted = snapshot
+            .deleted
+            .iter()
+            .map(|d| (key_of(d), d.uid.clone()))
+            .collect();
+        claims
+    }
+
+    fn keeps(&self, owner: &OwnerKey) -> bool {
+        self.retained.contains(owner)
+            || self
+                .retained_names
+                .contains(&(owner.namespace.clone(), owner.name.clone()))
+    }
+
+    /// Whether a declared deletion covers an object of `owner` stamped with `uid`: the same
+    /// UID, or none (an object of an older central).
+    pub fn deletes(&self, owner: &OwnerKey, uid: Option<&str>) -> Option<&(OwnerKey, String)> {
+        self.deleted
+            .iter()
+            .find(|(d, d_uid)| d == owner && uid.is_none_or(|u| u == d_uid))
+    }
+}
+
+/// What a snapshot makes of the objects that exist.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Verdict<'a> {
+    pub delete: Vec<&'a Existing>,
+    /// Kept although not listed, because no owner claims them and none was declared deleted:
+    /// object counts by owner and stamped UID (empty when unstamped).
+    pub unclaimed: BTreeMap<(OwnerKey, String), u32>,
+}
+
+/// Sorts the labelled objects in scope that the snapshot does not list (whether or not its
+/// entry could be applied) and that are not already going away: deleted when their owner is
+/// claimed and not retained, or declared deleted, or when they name no owner at all (central
+/// never sends such objects); kept and counted as unclaimed when their owner is neither claimed
+/// nor deleted. Claims without `deleteClaim` are never deleted for being unlisted.
+pub fn sort<'a>(
     existing: &'a [Existing],
     snapshot: &[Checked],
-    retained: &[RetainedCluster],
+    claims: &Claims,
     scope: &Scope,
-) -> Vec<&'a Existing> {
+) -> Verdict<'a> {
     let desired: HashSet<&Key> = snapshot.iter().map(|c| &c.key).collect();
-    let is_retained = |e: &Existing| {
-        e.kafka_cluster.as_deref().is_some_and(|cluster| {
-            retained
-                .iter()
-                .any(|r| r.cluster == cluster && r.namespace == e.key.namespace)
-        })
-    };
-    existing
+    let mut verdict = Verdict::default();
+    for e in existing
         .iter()
-        .filter(|e| {
-            !e.being_deleted
-                && scope.allows(&e.key.namespace)
-                && !desired.contains(&e.key)
-                && !e.kept_when_unlisted
-                && !is_retained(e)
-        })
-        .collect()
+        .filter(|e| !e.being_deleted && scope.allows(&e.key.namespace) && !desired.contains(&e.key))
+    {
+        let Some((owner, uid)) = &e.owner else {
+            verdict.delete.push(e);
+            continue;
+        };
+        if claims.keeps(owner) || e.kept_when_unlisted {
+            continue;
+        }
+        if claims.claimed.contains(owner) || claims.deletes(owner, uid.as_deref()).is_some() {
+            verdict.delete.push(e);
+        } else {
+            *verdict
+                .unclaimed
+                .entry((owner.clone(), uid.clone().unwrap_or_default()))
+                .or_default() += 1;
+        }
+    }
+    verdict
+}
+
+/// The owner named by an object body's labels and annotations.
+fn owner_of_body(namespace: &str, body: &Value) -> Option<(OwnerKey, Option<String>)> {
+    let strings = |field: &str| -> std::collections::BTreeMap<String, String> {
+        body.pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    owner_of(namespace, &strings("labels"), &strings("annotations"))
 }
 
 #[cfg(test)]
@@ -447,19 +479,50 @@ mod tests {
         assert_eq!(Scope::All.names(), Vec::<String>::new());
     }
 
+    fn existing(k: &Key, owner: Option<(&str, &str, Option<&str>)>) -> Existing {
+        Existing {
+            key: k.clone(),
+            uid: format!("uid-{}", k.name),
+            being_deleted: k.name == "already-going",
+            kept_when_unlisted: k.kind == "PersistentVolumeClaim",
+            owner: owner.map(|(kind, name, uid)| {
+                (
+                    OwnerKey {
+                        kind: kind.into(),
+                        namespace: k.namespace.clone(),
+                        name: name.into(),
+                    },
+                    uid.map(str::to_owned),
+                )
+            }),
+        }
+    }
+
+    fn owner(kind: &str, name: &str, uid: &str, retain: bool) -> Owner {
+        Owner {
+            kind: kind.into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: uid.into(),
+            retain,
+        }
+    }
+
+    fn deleted_keys<'a>(v: &Verdict<'a>) -> Vec<&'a str> {
+        v.delete.iter().map(|e| e.key.name.as_str()).collect()
+    }
+
+    /// Within an owner central claims, what is no longer listed goes, as before.
     #[test]
-    fn obsolete_objects_are_the_labelled_ones_no_longer_listed() {
-        let keep = key("ConfigMap", "ns", "keep");
+    fn a_claimed_owner_loses_what_is_no_longer_listed() {
+        let listed = key("ConfigMap", "ns", "listed");
         let rejected = key("Service", "ns", "rejected-but-listed");
-        let gone = key("ConfigMap", "ns", "gone");
-        let going = key("ConfigMap", "ns", "already-going");
-        let outside = key("ConfigMap", "other", "outside");
-        let retained = key("ConfigMap", "ns", "of-a-retained-cluster");
-        let kept_claim = key("PersistentVolumeClaim", "ns", "data-kept");
-        let same_name_elsewhere = key("ConfigMap", "ns2", "of-a-retained-cluster");
         let snapshot = Snapshot {
             objects: vec![
-                object(&keep, json!({})),
+                object(
+                    &listed,
+                    json!({"metadata": {"labels": {"strimzi.io/cluster": "a"}}}),
+                ),
                 DesiredObject {
                     r#ref: Some(rejected.to_ref()),
                     json: b"nope".to_vec(),
@@ -469,37 +532,145 @@ mod tests {
         };
         let checked = check(&snapshot, &scope());
         let existing: Vec<Existing> = [
-            &keep,
-            &rejected,
-            &gone,
-            &going,
-            &outside,
-            &retained,
-            &same_name_elsewhere,
-            &kept_claim,
+            (key("ConfigMap", "ns", "listed"), "a"),
+            (rejected.clone(), "a"),
+            (key("ConfigMap", "ns", "scaled-down"), "a"),
+            (key("ConfigMap", "ns", "already-going"), "a"),
+            (key("ConfigMap", "other", "out-of-scope"), "a"),
+            (key("PersistentVolumeClaim", "ns", "data-kept"), "a"),
         ]
-        .into_iter()
-        .map(|k| Existing {
-            key: k.clone(),
-            uid: format!("uid-{}", k.name),
-            being_deleted: k.name == "already-going",
-            kept_when_unlisted: k.name == "data-kept",
-            kafka_cluster: k
-                .name
-                .starts_with("of-a-retained")
-                .then(|| "kept".to_owned()),
-        })
+        .iter()
+        .map(|(k, o)| existing(k, Some(("Kafka", o, Some("u1")))))
+        .chain([existing(&key("ConfigMap", "ns", "no-owner"), None)])
         .collect();
-        let keep_cluster = [RetainedCluster {
-            namespace: "ns".into(),
-            cluster: "kept".into(),
-        }];
-        let scope = Scope::Namespaces(["ns".to_owned(), "ns2".to_owned()].into());
-        let obsolete: Vec<&Key> = obsolete(&existing, &checked, &keep_cluster, &scope)
-            .into_iter()
-            .map(|e| &e.key)
+        let claims = Claims::of(&snapshot, &checked);
+        let verdict = sort(&existing, &checked, &claims, &scope());
+        assert_eq!(deleted_keys(&verdict), ["scaled-down", "no-owner"]);
+        assert!(verdict.unclaimed.is_empty());
+    }
+
+    /// An owner the snapshot neither claims nor declares deleted keeps everything, counted.
+    #[test]
+    fn absent_is_not_deleted() {
+        let snapshot = Snapshot {
+            owners: vec![owner("Kafka", "known", "u9", false)],
+            ..Snapshot::default()
+        };
+        let existing = vec![
+            existing(
+                &key("ConfigMap", "ns", "x-0"),
+                Some(("Kafka", "x", Some("u1"))),
+            ),
+            existing(
+                &key("StrimziPodSet", "ns", "x"),
+                Some(("Kafka", "x", Some("u1"))),
+            ),
+            existing(&key("ConfigMap", "ns", "old"), Some(("Kafka", "x", None))),
+            // A KafkaConnect of the same name is another owner.
+            existing(
+                &key("Service", "ns", "x-connect-api"),
+                Some(("KafkaConnect", "x", Some("u2"))),
+            ),
+            existing(
+                &key("PersistentVolumeClaim", "ns", "data-x-0"),
+                Some(("Kafka", "x", Some("u1"))),
+            ),
+            existing(
+                &key("ConfigMap", "ns", "known-0"),
+                Some(("Kafka", "known", Some("u9"))),
+            ),
+        ];
+        let claims = Claims::of(&snapshot, &[]);
+        let verdict = sort(&existing, &[], &claims, &scope());
+        assert_eq!(
+            deleted_keys(&verdict),
+            ["known-0"],
+            "the claimed owner is pruned"
+        );
+        let counts: Vec<(String, &str, u32)> = verdict
+            .unclaimed
+            .iter()
+            .map(|((o, uid), n)| (o.to_string(), uid.as_str(), *n))
             .collect();
-        assert_eq!(obsolete, [&gone, &same_name_elsewhere]);
+        assert_eq!(
+            counts,
+            [
+                ("Kafka ns/x".to_owned(), "", 1),
+                ("Kafka ns/x".to_owned(), "u1", 2),
+                ("KafkaConnect ns/x".to_owned(), "u2", 1)
+            ]
+        );
+    }
+
+    /// A declared deletion removes that resource's objects (stamped with its UID or with none),
+    /// not those of a later resource of the same name, and never unlisted claims.
+    #[test]
+    fn a_declared_deletion_removes_only_its_uid() {
+        let snapshot = Snapshot {
+            deleted: vec![owner("Kafka", "x", "u1", false)],
+            ..Snapshot::default()
+        };
+        let existing = vec![
+            existing(
+                &key("ConfigMap", "ns", "of-u1"),
+                Some(("Kafka", "x", Some("u1"))),
+            ),
+            existing(
+                &key("ConfigMap", "ns", "unstamped"),
+                Some(("Kafka", "x", None)),
+            ),
+            existing(
+                &key("ConfigMap", "ns", "of-u2"),
+                Some(("Kafka", "x", Some("u2"))),
+            ),
+            existing(
+                &key("ConfigMap", "ns", "connect"),
+                Some(("KafkaConnect", "x", Some("u1"))),
+            ),
+            existing(
+                &key("PersistentVolumeClaim", "ns", "data"),
+                Some(("Kafka", "x", Some("u1"))),
+            ),
+        ];
+        let claims = Claims::of(&snapshot, &[]);
+        let verdict = sort(&existing, &[], &claims, &scope());
+        assert_eq!(deleted_keys(&verdict), ["of-u1", "unstamped"]);
+        assert_eq!(verdict.unclaimed.len(), 2, "{:?}", verdict.unclaimed);
+    }
+
+    /// Retained owners keep everything: by owner (with its kind) or, from a central that
+    /// predates owners, by namespace and name.
+    #[test]
+    fn retained_owners_keep_everything() {
+        let existing = vec![
+            existing(
+                &key("ConfigMap", "ns", "r-0"),
+                Some(("Kafka", "r", Some("u1"))),
+            ),
+            existing(
+                &key("ConfigMap", "ns2", "r-0"),
+                Some(("Kafka", "r", Some("u1"))),
+            ),
+        ];
+        let scope = Scope::Namespaces(["ns".to_owned(), "ns2".to_owned()].into());
+        let by_owner = Snapshot {
+            owners: vec![owner("Kafka", "r", "u1", true)],
+            ..Snapshot::default()
+        };
+        let verdict = sort(&existing, &[], &Claims::of(&by_owner, &[]), &scope);
+        assert_eq!(deleted_keys(&verdict), Vec::<&str>::new());
+        assert_eq!(verdict.unclaimed.len(), 1, "ns2's is nobody's");
+
+        let by_name = Snapshot {
+            retained: vec![kstretch_proto::agent::v1::RetainedCluster {
+                namespace: "ns".into(),
+                cluster: "r".into(),
+            }],
+            ..Snapshot::default()
+        };
+        let verdict = sort(&existing, &[], &Claims::of(&by_name, &[]), &scope);
+        assert!(verdict.delete.is_empty());
+        assert_eq!(verdict.unclaimed.len(), 1);
     }
 
     #[test]

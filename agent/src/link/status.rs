@@ -70,6 +70,11 @@ pub fn report(
                         },
                     })
                     .collect(),
+                cluster_id: ps
+                    .annotations()
+                    .get(kstretch_api::names::CLUSTER_ID)
+                    .cloned()
+                    .unwrap_or_default(),
                 namespace,
             }
         })

@@ -51,7 +51,11 @@ pub async fn run(
                 let span = tracing::info_span!("reconcile_connect", namespace = %connect.namespace().unwrap_or_default(), connect = %connect.name_any());
                 async move {
                     ctx.metrics.reconcile();
-                    reconcile::apply(connect, ctx).await
+                    if connect.metadata.deletion_timestamp.is_some() {
+                        reconcile::delete(connect, ctx).await
+                    } else {
+                        reconcile::apply(connect, ctx).await
+                    }
                 }
                 .instrument(span)
             },
@@ -75,9 +79,9 @@ fn error_policy(connect: Arc<KafkaConnect>, error: &Error, ctx: Arc<Context>) ->
 }
 
 /// Releases this controller's hold on the desired state once every `KafkaConnect` of the first
-/// complete list contributed (or was retained, or is gone), then keeps removing the
-/// contributions of deleted `KafkaConnect`s (read from the watch, not a finalizer, like
-/// `Kafka`s: a resource can always be deleted, whether or not central runs).
+/// complete list contributed (or was retained, or is gone), then keeps forgetting the
+/// `KafkaConnect`s central no longer sees (which deletes nothing: deletion goes through the
+/// finalizer, see [`crate::owned`]).
 async fn release_and_forget_deleted(
     store: Store<KafkaConnect>,
     ctx: Arc<Context>,
@@ -110,9 +114,9 @@ async fn release_and_forget_deleted(
             .filter(|o| o.kind == OwnerKind::KafkaConnect && !present.contains(o))
         {
             tracing::info!(namespace = %gone.namespace, connect = %gone.name,
-                "KafkaConnect deleted: its workers leave the member cluster");
-            if let Err(e) = ctx.owners.remove(&gone) {
-                tracing::warn!(error = %e, "cannot publish the desired state without a deleted KafkaConnect");
+                "KafkaConnect no longer seen: its workers are kept, unclaimed");
+            if let Err(e) = ctx.owners.forget(&gone) {
+                tracing::warn!(error = %e, "cannot publish the desired state without a KafkaConnect no longer seen");
             }
         }
         if !released

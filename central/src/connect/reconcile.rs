@@ -78,21 +78,42 @@ pub fn owner_of(connect: &KafkaConnect) -> Owner {
         kind: OwnerKind::KafkaConnect,
         namespace: connect.namespace().unwrap_or_default(),
         name: connect.name_any(),
+        uid: connect.uid().unwrap_or_default(),
     }
 }
 
-/// Keeps the owner's last contribution; one with none yet is retained as it is in every
-/// member cluster (never "nothing desired", which would delete its workers).
-pub fn keep_or_retain(owners: &Owners, owner: &Owner) -> Result<(), Error> {
-    if owners.get(owner).is_none() {
-        owners.put(owner.clone(), Part::Retain)?;
+pub use crate::owned::keep_or_retain;
+
+fn api(ctx: &Context, connect: &KafkaConnect) -> kube::Api<KafkaConnect> {
+    kube::Api::namespaced(ctx.client.clone(), &connect.namespace().unwrap_or_default())
+}
+
+/// One step of the deletion of a `KafkaConnect`: its workers leave the member cluster on
+/// central's explicit word, and the resource goes once every agent confirmed.
+pub async fn delete(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let owner = owner_of(&connect);
+    match crate::owned::delete(
+        &ctx.client,
+        &api(&ctx, &connect),
+        connect.as_ref(),
+        &owner,
+        &ctx.owners,
+        &ctx.agents,
+    )
+    .await?
+    {
+        crate::owned::Deletion::Waiting(clusters) => {
+            tracing::info!(clusters = %clusters.join(","), "waiting for agents to confirm the deletion");
+            Ok(Action::requeue(BUSY_REQUEUE))
+        }
+        _ => Ok(Action::await_change()),
     }
-    Ok(())
 }
 
 /// Reconciles one `KafkaConnect`.
 pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Action, Error> {
     let owner = owner_of(&connect);
+    crate::owned::claim(&api(&ctx, &connect), connect.as_ref()).await?;
     let now = status::now();
     let name = connect.name_any();
     let namespace = connect.namespace().unwrap_or_default();

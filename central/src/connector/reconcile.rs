@@ -546,40 +546,11 @@ fn json_patch(ops: Value) -> Result<Patch<()>, kube::Error> {
 }
 
 async fn add_finalizer(ctx: &Context, kc: &KafkaConnector) -> Result<(), kube::Error> {
-    // Guarded by a `test`, so a concurrent change of the finalizers is never overwritten.
-    let ops = match &kc.metadata.finalizers {
-        Some(list) if !list.is_empty() => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": list},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
-        ]),
-        _ => json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": kc.resource_version()},
-            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
-        ]),
-    };
-    api::<KafkaConnector>(ctx, kc)
-        .patch(&kc.name_any(), &PatchParams::default(), &json_patch(ops)?)
-        .await?;
-    Ok(())
+    crate::finalizer::add(&api::<KafkaConnector>(ctx, kc), kc, FINALIZER).await
 }
 
 async fn remove_finalizer(ctx: &Context, kc: &KafkaConnector) -> Result<(), kube::Error> {
-    let Some(index) = kc.finalizers().iter().position(|f| f == FINALIZER) else {
-        return Ok(());
-    };
-    let path = format!("/metadata/finalizers/{index}");
-    let ops = json!([
-        {"op": "test", "path": path, "value": FINALIZER},
-        {"op": "remove", "path": path},
-    ]);
-    match api::<KafkaConnector>(ctx, kc)
-        .patch(&kc.name_any(), &PatchParams::default(), &json_patch(ops)?)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
+    crate::finalizer::remove(&api::<KafkaConnector>(ctx, kc), kc, FINALIZER).await
 }
 
 /// Success removes `strimzi.io/connector-offsets`, so the operation runs once per request.

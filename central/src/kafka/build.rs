@@ -488,11 +488,14 @@ fn pod_set(ctx: &Ctx<'_>, pool: &ResolvedPool, pods: Vec<Value>) -> Value {
         names::KIND: "Kafka",
         names::POOL_NAME: pool.name,
     });
-    json!({
+    let mut podset = json!({
         "apiVersion": "core.strimzi.io/v1", "kind": "StrimziPodSet",
         "metadata": ctx.meta(&format!("{}-{}", ctx.kafka, pool.name), ctx.pool_labels(&pool.name)),
         "spec": {"selector": {"matchLabels": selector}, "pods": pods}
-    })
+    });
+    // Read back by a central that lost the `Kafka`'s status, to adopt what runs.
+    podset["metadata"]["annotations"][names::CLUSTER_ID] = json!(ctx.cluster_id);
+    podset
 }
 
 fn service_ports(ctx: &Ctx<'_>, controlplane: bool) -> Vec<Value> {

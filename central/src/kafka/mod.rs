@@ -3,6 +3,7 @@
 //! and status. `reconcile` holds the pipeline; this file wires it into a controller.
 
 pub mod addresses;
+pub mod adopt;
 pub mod build;
 pub mod checks;
 pub mod error;
@@ -58,7 +59,11 @@ pub async fn run(
                 let span = tracing::info_span!("reconcile", namespace = %kafka.namespace().unwrap_or_default(), kafka = %kafka.name_any());
                 async move {
                     ctx.metrics.reconcile();
-                    reconcile::apply(kafka, ctx).await
+                    if kafka.metadata.deletion_timestamp.is_some() {
+                        reconcile::delete(kafka, ctx).await
+                    } else {
+                        reconcile::apply(kafka, ctx).await
+                    }
                 }
                 .instrument(span)
             },
@@ -83,10 +88,9 @@ fn error_policy(kafka: Arc<Kafka>, error: &Error, ctx: Arc<Context>) -> Action {
 
 /// Opens the desired state to agents once every `Kafka` of the first complete list was
 /// reconciled (contributed, or was retained) — and, through [`crate::link::Owners::hold`],
-/// once every `KafkaConnect` of its controller's first list was too — then keeps removing the
-/// contributions of deleted `Kafka`s. Deletion is read from the watch, not from a finalizer,
-/// so that a `Kafka` (and its namespace) can always be deleted, whether or not central runs;
-/// what central does not run for stays in the member clusters until it is back.
+/// once every `KafkaConnect` of its controller's first list was too — then keeps forgetting
+/// the `Kafka`s central no longer sees. Forgetting deletes nothing: a deletion reaches the
+/// agents only through the finalizer's explicit word ([`crate::owned`]).
 async fn open_and_forget_deleted(
     store: Store<Kafka>,
     ctx: Arc<Context>,
@@ -120,9 +124,9 @@ async fn open_and_forget_deleted(
             .filter(|o| o.kind == crate::link::OwnerKind::Kafka && !present.contains(o))
         {
             tracing::info!(namespace = %gone.namespace, kafka = %gone.name,
-                "Kafka deleted: its objects leave the member clusters");
-            if let Err(e) = ctx.owners.remove(&gone) {
-                tracing::warn!(error = %e, "cannot publish the desired state without a deleted Kafka");
+                "Kafka no longer seen: its objects are kept in the member clusters, unclaimed");
+            if let Err(e) = ctx.owners.forget(&gone) {
+                tracing::warn!(error = %e, "cannot publish the desired state without a Kafka no longer seen");
             }
         }
         if !open

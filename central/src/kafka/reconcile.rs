@@ -17,6 +17,7 @@ use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 
 use super::addresses::{self, NodeRef};
+use super::adopt::{self, Adoption};
 use super::build::{self, Built};
 use super::checks::{self, KafkaAccess};
 use super::error::Error;
@@ -31,6 +32,10 @@ use crate::link::{AgentRecord, Agents, Owner, OwnerKind, Owners, Part};
 const BUSY_REQUEUE: Duration = Duration::from_secs(5);
 /// Requeue of a settled cluster, so Kafka-side drift (registrations) is noticed.
 const IDLE_REQUEUE: Duration = Duration::from_secs(300);
+/// A refused `Kafka` is checked again after this even without a change: a refusal can come
+/// from a stale view of another kind (pools listed by the shared store after the controller's
+/// own watch saw them, as after a CRD reinstall), which no later event would correct.
+const REFUSED_RECHECK: Duration = Duration::from_secs(30);
 /// How long the agent has to answer a restart.
 const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -84,12 +89,54 @@ pub fn owner_of(kafka: &Kafka) -> Owner {
         kind: OwnerKind::Kafka,
         namespace: kafka.namespace().unwrap_or_default(),
         name: kafka.name_any(),
+        uid: kafka.uid().unwrap_or_default(),
+    }
+}
+
+fn api(ctx: &Context, kafka: &Kafka) -> kube::Api<Kafka> {
+    kube::Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default())
+}
+
+/// One step of the deletion of a `Kafka`: its objects leave every member cluster on central's
+/// explicit word, and the resource goes once every agent confirmed (see [`crate::owned`]).
+pub async fn delete(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let owner = owner_of(&kafka);
+    match crate::owned::delete(
+        &ctx.client,
+        &api(&ctx, &kafka),
+        kafka.as_ref(),
+        &owner,
+        &ctx.owners,
+        &ctx.agents,
+    )
+    .await?
+    {
+        crate::owned::Deletion::Waiting(clusters) => {
+            let message = format!(
+                "being deleted: waiting for the agents of {} to confirm that its objects are gone (a cluster that never comes back: remove the finalizer {} by hand; its objects stay there, unclaimed)",
+                clusters.join(", "),
+                names::MEMBER_OBJECTS_FINALIZER
+            );
+            let mut kafka_status = kafka.status.clone().unwrap_or_default();
+            kafka_status.conditions = status::conditions(
+                &kafka_status.conditions,
+                status::not_ready("DeletionPending", &message),
+                &[],
+                &status::now(),
+            );
+            if kafka.status.as_ref() != Some(&kafka_status) {
+                status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
+            }
+            Ok(Action::requeue(BUSY_REQUEUE))
+        }
+        _ => Ok(Action::await_change()),
     }
 }
 
 /// Reconciles one `Kafka` that is not being deleted.
 pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error> {
     let owner = owner_of(&kafka);
+    crate::owned::claim(&api(&ctx, &kafka), kafka.as_ref()).await?;
     let now = status::now();
     let mut kafka_status = kafka.status.clone().unwrap_or_default();
     kafka_status.observed_generation = kafka.metadata.generation;
@@ -128,7 +175,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         owner: &owner,
         now: &now,
     };
-    let resolved = match resolve::resolve(&kafka, &pools, &ctx.members) {
+    let mut resolved = match resolve::resolve(&kafka, &pools, &ctx.members) {
         Ok(r) => r,
         Err(invalid) => {
             let reason = invalid.first().map_or("Invalid", |i| i.reason());
@@ -140,6 +187,12 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             return refuser.refuse(kafka_status, reason, &message).await;
         }
     };
+
+    if let Some(action) =
+        adopt_what_runs(&ctx, &kafka, &owner, &mut resolved, &mut kafka_status, &now).await?
+    {
+        return Ok(action);
+    }
 
     // The cluster ID: generated once and stored before any node can be formatted with it.
     let cluster_id = match kafka_status
@@ -466,6 +519,80 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     }))
 }
 
+/// Takes the cluster ID and node IDs of what already runs for a `Kafka` or pool that central
+/// has no record of (a resource re-created after its CRD was reinstalled, a lost status), from
+/// the podsets the agents report: nothing that runs gets a new identity. `Some` when it must
+/// wait for agents that have not reported yet.
+async fn adopt_what_runs(
+    ctx: &Context,
+    kafka: &Kafka,
+    owner: &Owner,
+    resolved: &mut Resolved,
+    kafka_status: &mut KafkaStatus,
+    now: &str,
+) -> Result<Option<Action>, Error> {
+    let unknown_cluster =
+        kafka_status.cluster_id.is_none() && resolved.pools.iter().all(|p| p.cluster_id.is_none());
+    let pools: Vec<_> = resolved
+        .pools
+        .iter()
+        .filter(|p| unknown_cluster || p.ids.current.is_none())
+        .cloned()
+        .collect();
+    if pools.is_empty() {
+        return Ok(None);
+    }
+    let reports: BTreeMap<String, Vec<kstretch_proto::agent::v1::PodSetStatus>> = ctx
+        .agents
+        .list()
+        .into_iter()
+        .filter(|r| r.status_at.is_some())
+        .map(|r| (r.cluster_alias, r.podsets))
+        .collect();
+    match adopt::adopt(
+        &kafka.name_any(),
+        &kafka.namespace().unwrap_or_default(),
+        &pools,
+        &reports,
+    ) {
+        Adoption::Awaiting(aliases) => {
+            keep_or_retain(&ctx.owners, owner)?;
+            let message = format!(
+                "waiting for the agents of {} to report what runs there, so that running nodes keep their cluster ID and node IDs",
+                aliases.join(", ")
+            );
+            kafka_status.conditions = status::conditions(
+                &kafka_status.conditions,
+                status::not_ready("AwaitingMemberClusters", message),
+                &[],
+                now,
+            );
+            status::apply_kafka(&ctx.client, kafka, kafka_status.clone()).await?;
+            Ok(Some(Action::requeue(BUSY_REQUEUE)))
+        }
+        Adoption::Found {
+            cluster_id,
+            node_ids,
+        } => {
+            if let Some(id) = cluster_id.filter(|_| unknown_cluster) {
+                tracing::info!(cluster_id = %id, "adopting the cluster ID of the running nodes");
+                kafka_status.cluster_id = Some(id);
+            }
+            for pool in &mut resolved.pools {
+                let Some(ids) = node_ids.get(&pool.name).filter(|ids| !ids.is_empty()) else {
+                    continue;
+                };
+                if pool.ids.current.is_none() {
+                    tracing::info!(pool = %pool.name, ?ids, "adopting the node IDs of the running pods");
+                    pool.ids.current = Some(ids.clone());
+                    pool.ids.current_roles = pool.roles.clone();
+                }
+            }
+            Ok(None)
+        }
+    }
+}
+
 /// Refuses resources that cannot be used: `Ready=False` on the `Kafka` and its pools, and
 /// nothing in the member clusters changes (the last desired state stands, or is retained).
 struct Refuser<'a> {
@@ -525,18 +652,11 @@ impl Refuser<'_> {
             );
             status::apply_pool(&ctx.client, pool, pool_status).await?;
         }
-        Ok(Action::await_change())
+        Ok(Action::requeue(REFUSED_RECHECK))
     }
 }
 
-/// Keeps the owner's last contribution; an owner with none yet is retained as it is in every
-/// member cluster (never "nothing desired", which would delete its pods).
-pub fn keep_or_retain(owners: &Owners, owner: &Owner) -> Result<(), Error> {
-    if owners.get(owner).is_none() {
-        owners.put(owner.clone(), Part::Retain)?;
-    }
-    Ok(())
-}
+pub use crate::owned::keep_or_retain;
 
 /// A new KRaft cluster ID: 16 random bytes, base64url without padding (Kafka's `Uuid` form).
 fn new_cluster_id() -> String {

@@ -9,7 +9,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, Mismatch, PodSetStatus, ServiceStatus};
+use kstretch_proto::agent::v1::{
+    ApplyReport, BuildInfo, EXPLICIT_DELETION, Mismatch, PodSetStatus, ServiceStatus,
+};
+
+use super::desired::OwnerEntry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -39,6 +43,11 @@ pub struct AgentRecord {
     pub podsets: Vec<PodSetStatus>,
     /// Per-node Services and where they are reachable.
     pub services: Vec<ServiceStatus>,
+    /// When the agent last reported status (kept across its reconnects); `None` until it has
+    /// reported once to this central process.
+    pub status_at: Option<SystemTime>,
+    /// From the agent's `Hello` (e.g. `explicit-deletion`).
+    pub capabilities: Vec<String>,
 }
 
 impl AgentRecord {
@@ -71,6 +80,37 @@ impl AgentRecord {
             last_apply_at: None,
             podsets: Vec::new(),
             services: Vec::new(),
+            status_at: None,
+            capabilities: Vec::new(),
+        }
+    }
+
+    pub fn with_capabilities(mut self, capabilities: Vec<String>) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// Whether this agent has carried out the declared deletion of `owner`, with
+    /// `current_hash` the hash of the snapshot central holds for its cluster (which declares
+    /// it). An agent that predates explicit deletion deletes by absence: applying that
+    /// snapshot did it.
+    pub fn confirms_deletion(&self, owner: &OwnerEntry, current_hash: Option<&str>) -> bool {
+        let Some(report) = &self.last_apply else {
+            return false;
+        };
+        if self.capabilities.iter().any(|c| c == EXPLICIT_DELETION) {
+            report.confirmed_deleted.iter().any(|d| {
+                d.kind == owner.kind
+                    && d.namespace == owner.namespace
+                    && d.name == owner.name
+                    && d.uid == owner.uid
+            })
+        } else {
+            current_hash == Some(report.hash.as_str())
+                && report
+                    .results
+                    .iter()
+                    .all(|r| r.outcome() != kstretch_proto::agent::v1::Outcome::DeleteFailed)
         }
     }
 }
@@ -134,6 +174,7 @@ impl Agents {
             record.last_apply_at = previous.last_apply_at;
             record.podsets = previous.podsets.clone();
             record.services = previous.services.clone();
+            record.status_at = previous.status_at;
         }
         state.records.insert(alias, record);
         drop(state);

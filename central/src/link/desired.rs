@@ -50,10 +50,45 @@ pub struct DesiredSnapshot {
     /// `sha256:<hex>` over the objects in key order.
     pub hash: String,
     pub objects: Vec<DesiredObject>,
-    /// Kafka clusters (namespace, name) whose objects the agent must keep although they are
-    /// not listed: central does not know their desired state right now.
-    pub retained: Vec<Retained>,
+    /// What the snapshot says about owners (retained, claimed, declared deleted).
+    pub ownership: Ownership,
     pub updated_at: SystemTime,
+}
+
+/// What a snapshot says about the owners of objects, besides listing objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ownership {
+    /// Kafka clusters (namespace, name) whose objects the agent must keep although they are
+    /// not listed: central does not know their desired state right now. For agents that
+    /// predate `owners`.
+    pub retained: Vec<Retained>,
+    /// Every owner central reconciles (the agent deletes unlisted objects only of these, or of
+    /// `deleted`); an entry with `retain` keeps all its objects.
+    pub owners: Vec<OwnerEntry>,
+    /// Owners central saw deleted and not every agent has confirmed yet.
+    pub deleted: Vec<OwnerEntry>,
+}
+
+impl Ownership {
+    fn normalize(&mut self) {
+        self.retained.sort();
+        self.retained.dedup();
+        self.owners.sort();
+        self.owners.dedup();
+        self.deleted.sort();
+        self.deleted.dedup();
+    }
+}
+
+/// One owner as a snapshot names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OwnerEntry {
+    /// `Kafka` or `KafkaConnect`.
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub retain: bool,
 }
 
 /// A Kafka cluster whose objects are kept unlisted: `(namespace, name)`.
@@ -137,7 +172,14 @@ impl DesiredStates {
         objects: Vec<Value>,
         retained: Vec<Retained>,
     ) -> Result<SetOutcome, DesiredError> {
-        self.set_prepared(alias, prepare(objects)?, retained)
+        self.set_prepared(
+            alias,
+            prepare(objects)?,
+            Ownership {
+                retained,
+                ..Ownership::default()
+            },
+        )
     }
 
     /// Like [`DesiredStates::set_retaining`], with objects already [`prepare`]d.
@@ -145,14 +187,13 @@ impl DesiredStates {
         &self,
         alias: &str,
         objects: Vec<DesiredObject>,
-        mut retained: Vec<Retained>,
+        mut ownership: Ownership,
     ) -> Result<SetOutcome, DesiredError> {
         if !is_valid_alias(alias) {
             return Err(DesiredError::InvalidAlias(alias.to_owned()));
         }
-        retained.sort();
-        retained.dedup();
-        let hash = content_hash(&objects, &retained);
+        ownership.normalize();
+        let hash = content_hash(&objects, &ownership);
         let mut outcome = SetOutcome {
             generation: 0,
             changed: false,
@@ -174,7 +215,7 @@ impl DesiredStates {
                         generation,
                         hash: hash.clone(),
                         objects: objects.clone(),
-                        retained: retained.clone(),
+                        ownership: ownership.clone(),
                         updated_at: SystemTime::now(),
                     }),
                 );
@@ -246,16 +287,30 @@ pub fn prepare(objects: Vec<Value>) -> Result<Vec<DesiredObject>, DesiredError> 
     Ok(out)
 }
 
-/// `sha256:<hex>` over the keys and JSON of `objects` (already in key order) and the retained
-/// clusters (sorted).
-pub fn content_hash(objects: &[DesiredObject], retained: &[Retained]) -> String {
+/// `sha256:<hex>` over the keys and JSON of `objects` (already in key order) and what the
+/// snapshot says about owners (sorted).
+pub fn content_hash(objects: &[DesiredObject], ownership: &Ownership) -> String {
     let mut ctx = Context::new(&SHA256);
-    // Without retained clusters the hash is what it was before they existed, so an agent's
-    // last applied hash still matches after a central upgrade.
-    for r in retained {
+    let mut field = |part: &[u8]| {
+        ctx.update(&(part.len() as u64).to_be_bytes());
+        ctx.update(part);
+    };
+    // Without retained clusters and owners the hash is what it was before they existed, so an
+    // agent's last applied hash still matches after a central upgrade.
+    for r in &ownership.retained {
         for part in ["retained", &r.namespace, &r.cluster] {
-            ctx.update(&(part.len() as u64).to_be_bytes());
-            ctx.update(part.as_bytes());
+            field(part.as_bytes());
+        }
+    }
+    for (tag, list) in [
+        ("owner", &ownership.owners),
+        ("deleted", &ownership.deleted),
+    ] {
+        for o in list {
+            let retain = if o.retain { "retain" } else { "" };
+            for part in [tag, &o.kind, &o.namespace, &o.name, &o.uid, retain] {
+                field(part.as_bytes());
+            }
         }
     }
     for object in objects {
@@ -265,11 +320,9 @@ pub fn content_hash(objects: &[DesiredObject], retained: &[Retained]) -> String 
             &object.key.namespace,
             &object.key.name,
         ] {
-            ctx.update(&(part.len() as u64).to_be_bytes());
-            ctx.update(part.as_bytes());
+            field(part.as_bytes());
         }
-        ctx.update(&(object.json.len() as u64).to_be_bytes());
-        ctx.update(&object.json);
+        field(&object.json);
     }
     let digest = ctx.finish();
     let mut hex = String::with_capacity(7 + 64);
@@ -304,6 +357,7 @@ mod tests {
 
     #[test]
     fn the_hash_ignores_order_of_objects_and_of_keys() {
+        let none = Ownership::default();
         let a = prepare(vec![cm("a", "1"), cm("b", "2")]).unwrap();
         let b = prepare(vec![
             cm("b", "2"),
@@ -311,22 +365,48 @@ mod tests {
                    "kind": "ConfigMap", "apiVersion": "v1"}),
         ])
         .unwrap();
-        assert_eq!(content_hash(&a, &[]), content_hash(&b, &[]));
+        assert_eq!(content_hash(&a, &none), content_hash(&b, &none));
         let c = prepare(vec![cm("a", "1"), cm("b", "3")]).unwrap();
-        assert_ne!(content_hash(&a, &[]), content_hash(&c, &[]));
-        assert!(content_hash(&a, &[]).starts_with("sha256:"));
-        assert_eq!(content_hash(&a, &[]).len(), 7 + 64);
+        assert_ne!(content_hash(&a, &none), content_hash(&c, &none));
+        assert!(content_hash(&a, &none).starts_with("sha256:"));
+        assert_eq!(content_hash(&a, &none).len(), 7 + 64);
         let kept = Retained {
             namespace: "ns".into(),
             cluster: "c".into(),
         };
-        assert_ne!(content_hash(&a, &[]), content_hash(&a, &[kept]));
+        assert_ne!(
+            content_hash(&a, &none),
+            content_hash(
+                &a,
+                &Ownership {
+                    retained: vec![kept],
+                    ..Ownership::default()
+                }
+            )
+        );
+        let entry = OwnerEntry {
+            kind: "Kafka".into(),
+            namespace: "ns".into(),
+            name: "c".into(),
+            uid: "u1".into(),
+            retain: false,
+        };
+        let claimed = Ownership {
+            owners: vec![entry.clone()],
+            ..Ownership::default()
+        };
+        let deleted = Ownership {
+            deleted: vec![entry],
+            ..Ownership::default()
+        };
+        assert_ne!(content_hash(&a, &none), content_hash(&a, &claimed));
+        assert_ne!(content_hash(&a, &claimed), content_hash(&a, &deleted));
     }
 
     #[test]
     fn the_empty_snapshot_has_a_hash_too() {
         assert_eq!(
-            content_hash(&[], &[]),
+            content_hash(&[], &Ownership::default()),
             "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
     }

@@ -32,7 +32,10 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
 pub use agents::{AgentRecord, Agents};
-pub use desired::{DesiredError, DesiredSnapshot, DesiredStates, ObjectKey, Retained, SetOutcome};
+pub use desired::{
+    DesiredError, DesiredSnapshot, DesiredStates, ObjectKey, OwnerEntry, Ownership, Retained,
+    SetOutcome,
+};
 pub use identity::{ClusterIdentity, IdentityError};
 pub use metrics::LinkMetrics;
 pub use owners::{Owner, OwnerKind, Owners, Part};

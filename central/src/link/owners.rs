@@ -2,24 +2,58 @@
 //! the objects it needs in each cluster, and each cluster's snapshot is the union.
 //!
 //! Nothing is published until [`Owners::open`] is called, once every owner known at start-up
-//! has contributed: a snapshot built from half of the owners would make agents delete the other
-//! half. An owner whose desired state is unknown (an invalid `Kafka` just after a restart)
-//! contributes [`Part::Retain`], and agents then keep its objects untouched.
+//! has contributed. An owner whose desired state is unknown (an invalid `Kafka` just after a
+//! restart) contributes [`Part::Retain`], and agents then keep its objects untouched.
+//!
+//! Absent is not deleted: every snapshot names the owners central reconciles, and agents delete
+//! a whole owner's objects only once it is [`Owners::delete`]d (central saw the resource being
+//! deleted), never because it is missing; an owner that is merely [`Owners::forget`]-ten (no
+//! longer seen) leaves its objects in place, kept and reported as unclaimed by the agents.
+//! Every object is stamped with its owner's kind and UID.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
-use super::desired::{DesiredError, DesiredStates, Retained};
+use super::desired::{DesiredError, DesiredStates, OwnerEntry, Ownership, Retained};
 
-/// One resource that contributes objects: its kind, namespace and name (a `Kafka` and a
-/// `KafkaConnect` of the same name are different owners).
+/// One resource that contributes objects: its kind, namespace, name and UID (a `Kafka` and a
+/// `KafkaConnect` of the same name are different owners; a re-created resource replaces the
+/// one before it).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Owner {
     pub kind: OwnerKind,
     pub namespace: String,
     pub name: String,
+    pub uid: String,
+}
+
+impl Owner {
+    fn same_resource_name(&self, other: &Owner) -> bool {
+        self.kind == other.kind && self.namespace == other.namespace && self.name == other.name
+    }
+
+    /// The owner as snapshots name it.
+    pub fn entry(&self, retain: bool) -> OwnerEntry {
+        OwnerEntry {
+            kind: self.kind.as_str().to_owned(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            retain,
+        }
+    }
+}
+
+impl OwnerKind {
+    /// The resource's Kubernetes kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnerKind::Kafka => "Kafka",
+            OwnerKind::KafkaConnect => "KafkaConnect",
+        }
+    }
 }
 
 /// The kind of resource an [`Owner`] is.
@@ -46,6 +80,8 @@ struct State {
     /// Controllers whose start-up owners have not all contributed yet (see [`Owners::hold`]).
     holds: BTreeSet<&'static str>,
     parts: BTreeMap<Owner, Part>,
+    /// Owners central saw deleted whose deletion not every agent has confirmed.
+    deleted: BTreeSet<Owner>,
     /// Owners that contributed or were removed since start-up.
     seen: BTreeSet<Owner>,
     /// Every cluster a snapshot was published for, so that a cluster whose last owner left
@@ -71,27 +107,30 @@ impl Owners {
         }
     }
 
-    /// Replaces `owner`'s contribution; publishes if open. On error nothing is published and
-    /// the owner's previous contribution stands.
+    /// Replaces `owner`'s contribution (and that of an earlier resource of the same name);
+    /// publishes if open. On error nothing is published and the previous contributions stand.
     pub fn put(&self, owner: Owner, part: Part) -> Result<(), DesiredError> {
         let mut state = self.lock();
         state.seen.insert(owner.clone());
-        let previous = state.parts.insert(owner.clone(), part);
+        let before = state.parts.clone();
+        state
+            .parts
+            .retain(|o, _| o == &owner || !o.same_resource_name(&owner));
+        state.parts.insert(owner, part);
         if !state.open {
             return Ok(());
         }
         let result = self.publish(&mut state);
         if result.is_err() {
-            match previous {
-                Some(p) => state.parts.insert(owner, p),
-                None => state.parts.remove(&owner),
-            };
+            state.parts = before;
         }
         result
     }
 
-    /// The owner is gone (its `Kafka` was deleted): its objects leave every snapshot.
-    pub fn remove(&self, owner: &Owner) -> Result<(), DesiredError> {
+    /// Central no longer sees the resource (it left central's scope, its CRD was removed, a
+    /// finalizer was taken off by hand): its objects leave the snapshots but are not deleted;
+    /// agents keep them as unclaimed.
+    pub fn forget(&self, owner: &Owner) -> Result<(), DesiredError> {
         let mut state = self.lock();
         state.seen.insert(owner.clone());
         if state.parts.remove(owner).is_none() || !state.open {
@@ -100,9 +139,40 @@ impl Owners {
         self.publish(&mut state)
     }
 
+    /// Central saw the resource being deleted: agents delete its objects and confirm it.
+    pub fn delete(&self, owner: &Owner) -> Result<(), DesiredError> {
+        let mut state = self.lock();
+        state.seen.insert(owner.clone());
+        let removed = state.parts.remove(owner).is_some();
+        let added = state.deleted.insert(owner.clone());
+        if !(removed || added) || !state.open {
+            return Ok(());
+        }
+        self.publish(&mut state)
+    }
+
+    /// Every agent confirmed the deletion and the resource is gone: stop declaring it.
+    pub fn deletion_done(&self, owner: &Owner) -> Result<(), DesiredError> {
+        let mut state = self.lock();
+        if !state.deleted.remove(owner) || !state.open {
+            return Ok(());
+        }
+        self.publish(&mut state)
+    }
+
+    /// Owners whose deletion is declared to agents.
+    pub fn deleted(&self) -> Vec<Owner> {
+        self.lock().deleted.iter().cloned().collect()
+    }
+
     /// The current contribution of `owner`.
     pub fn get(&self, owner: &Owner) -> Option<Part> {
         self.lock().parts.get(owner).cloned()
+    }
+
+    /// The member clusters (every one gets a snapshot once open).
+    pub fn members(&self) -> Vec<String> {
+        self.members.iter().cloned().collect()
     }
 
     /// The hash of the snapshot published for `alias`, if any.
@@ -160,7 +230,7 @@ impl Owners {
     }
 
     fn publish(&self, state: &mut State) -> Result<(), DesiredError> {
-        let (objects, retained) = assemble(&state.parts);
+        let (objects, ownership) = assemble(&state.parts, &state.deleted);
         let aliases: BTreeSet<String> = self
             .members
             .iter()
@@ -176,7 +246,7 @@ impl Owners {
         for alias in aliases {
             let objects = prepared.remove(&alias).unwrap_or_default();
             self.desired
-                .set_prepared(&alias, objects, retained.clone())?;
+                .set_prepared(&alias, objects, ownership.clone())?;
             state.published.insert(alias);
         }
         Ok(())
@@ -188,27 +258,58 @@ impl Owners {
     }
 }
 
-/// The union of every owner's objects by alias, and the retained owners.
-fn assemble(parts: &BTreeMap<Owner, Part>) -> (BTreeMap<String, Vec<Value>>, Vec<Retained>) {
+/// The union of every owner's objects by alias, each stamped with its owner, and what every
+/// snapshot says about owners.
+fn assemble(
+    parts: &BTreeMap<Owner, Part>,
+    deleted: &BTreeSet<Owner>,
+) -> (BTreeMap<String, Vec<Value>>, Ownership) {
     let mut objects: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    let mut retained = Vec::new();
+    let mut ownership = Ownership {
+        deleted: deleted.iter().map(|o| o.entry(false)).collect(),
+        ..Ownership::default()
+    };
     for (owner, part) in parts {
         match part {
             Part::Objects(by_alias) => {
+                ownership.owners.push(owner.entry(false));
                 for (alias, list) in by_alias {
                     objects
                         .entry(alias.clone())
                         .or_default()
-                        .extend(list.iter().cloned());
+                        .extend(list.iter().map(|o| stamped(o.clone(), owner)));
                 }
             }
-            Part::Retain => retained.push(Retained {
-                namespace: owner.namespace.clone(),
-                cluster: owner.name.clone(),
-            }),
+            Part::Retain => {
+                ownership.owners.push(owner.entry(true));
+                ownership.retained.push(Retained {
+                    namespace: owner.namespace.clone(),
+                    cluster: owner.name.clone(),
+                });
+            }
         }
     }
-    (objects, retained)
+    (objects, ownership)
+}
+
+/// `object` with its owner's kind and UID in its annotations.
+fn stamped(mut object: Value, owner: &Owner) -> Value {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(
+                kstretch_api::names::OWNER_KIND.to_owned(),
+                Value::String(owner.kind.as_str().to_owned()),
+            );
+            annotations.insert(
+                kstretch_api::names::OWNER_UID.to_owned(),
+                Value::String(owner.uid.clone()),
+            );
+        }
+    }
+    object
 }
 
 #[cfg(test)]
@@ -228,6 +329,7 @@ mod tests {
             kind: OwnerKind::Kafka,
             namespace: "ns".into(),
             name: name.into(),
+            uid: format!("uid-{name}"),
         }
     }
 
@@ -270,7 +372,7 @@ mod tests {
         assert_eq!(names(&desired, "gamma"), ["b-1"]);
 
         // b leaves gamma: gamma gets an explicit empty snapshot.
-        owners.remove(&owner("b")).unwrap();
+        owners.forget(&owner("b")).unwrap();
         assert!(names(&desired, "gamma").is_empty());
         assert_eq!(names(&desired, "alpha"), ["a-0"]);
     }
@@ -284,12 +386,13 @@ mod tests {
         let snapshot = desired.get("alpha").unwrap();
         assert!(snapshot.objects.is_empty());
         assert_eq!(
-            snapshot.retained,
+            snapshot.ownership.retained,
             [Retained {
                 namespace: "ns".into(),
                 cluster: "broken".into()
             }]
         );
+        assert_eq!(snapshot.ownership.owners, [owner("broken").entry(true)]);
     }
 
     #[test]
@@ -319,7 +422,7 @@ mod tests {
         owners.release("KafkaConnect").unwrap();
         assert!(owners.is_open());
         assert_eq!(names(&desired, "alpha"), ["connect-0", "kafka-0"]);
-        owners.remove(&connect).unwrap();
+        owners.forget(&connect).unwrap();
         assert_eq!(names(&desired, "alpha"), ["kafka-0"]);
     }
 
@@ -359,5 +462,76 @@ mod tests {
                 [("alpha".into(), vec![cm("ns", "a-0")])].into()
             ))
         );
+    }
+
+    /// Forgetting an owner drops its objects from the snapshots without declaring anything;
+    /// deleting one declares it (with its UID) in every cluster's snapshot until it is done.
+    #[test]
+    fn forget_and_delete_differ_and_objects_are_stamped() {
+        let desired = DesiredStates::new();
+        let owners = Owners::new(desired.clone(), ["alpha".into(), "beta".into()].into());
+        owners.open().unwrap();
+        let a = owner("a");
+        owners
+            .put(
+                a.clone(),
+                Part::Objects([("alpha".into(), vec![cm("ns", "a-0")])].into()),
+            )
+            .unwrap();
+        let snapshot = desired.get("alpha").unwrap();
+        let object: Value = serde_json::from_slice(&snapshot.objects[0].json).unwrap();
+        assert_eq!(
+            object["metadata"]["annotations"],
+            json!({"kstretch.io/owner-kind": "Kafka", "kstretch.io/owner-uid": "uid-a"})
+        );
+        assert_eq!(snapshot.ownership.owners, [a.entry(false)]);
+        assert_eq!(
+            desired.get("beta").unwrap().ownership.owners,
+            [a.entry(false)],
+            "every cluster learns every owner"
+        );
+
+        owners.forget(&a).unwrap();
+        let snapshot = desired.get("alpha").unwrap();
+        assert!(snapshot.objects.is_empty());
+        assert!(snapshot.ownership.owners.is_empty() && snapshot.ownership.deleted.is_empty());
+
+        owners
+            .put(
+                a.clone(),
+                Part::Objects([("alpha".into(), vec![cm("ns", "a-0")])].into()),
+            )
+            .unwrap();
+        owners.delete(&a).unwrap();
+        for alias in ["alpha", "beta"] {
+            let snapshot = desired.get(alias).unwrap();
+            assert!(snapshot.objects.is_empty());
+            assert_eq!(snapshot.ownership.deleted, [a.entry(false)]);
+        }
+        assert_eq!(owners.deleted(), std::slice::from_ref(&a));
+        owners.deletion_done(&a).unwrap();
+        assert!(desired.get("beta").unwrap().ownership.deleted.is_empty());
+    }
+
+    /// A re-created resource (same name, new UID) replaces the one before it.
+    #[test]
+    fn a_recreated_resource_replaces_its_predecessor() {
+        let desired = DesiredStates::new();
+        let owners = Owners::new(desired.clone(), ["alpha".into()].into());
+        owners.open().unwrap();
+        let old = owner("a");
+        let new = Owner {
+            uid: "uid-new".into(),
+            ..owner("a")
+        };
+        for o in [&old, &new] {
+            owners
+                .put(
+                    o.clone(),
+                    Part::Objects([("alpha".into(), vec![cm("ns", "a-0")])].into()),
+                )
+                .unwrap();
+        }
+        assert_eq!(owners.owners(), [new]);
     }
 }

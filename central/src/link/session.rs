@@ -14,7 +14,7 @@ use tonic::{Status, Streaming};
 
 use super::Link;
 use super::agents::AgentRecord;
-use super::desired::DesiredSnapshot;
+use super::desired::{DesiredSnapshot, OwnerEntry};
 use super::identity::ClusterIdentity;
 use super::protocol::{self, Incoming, Phase, Violation};
 
@@ -85,6 +85,7 @@ pub fn to_proto(snapshot: &DesiredSnapshot) -> Snapshot {
             })
             .collect(),
         retained: snapshot
+            .ownership
             .retained
             .iter()
             .map(|r| kstretch_proto::agent::v1::RetainedCluster {
@@ -92,6 +93,28 @@ pub fn to_proto(snapshot: &DesiredSnapshot) -> Snapshot {
                 cluster: r.cluster.clone(),
             })
             .collect(),
+        owners: snapshot
+            .ownership
+            .owners
+            .iter()
+            .map(owner_to_proto)
+            .collect(),
+        deleted: snapshot
+            .ownership
+            .deleted
+            .iter()
+            .map(owner_to_proto)
+            .collect(),
+    }
+}
+
+fn owner_to_proto(o: &OwnerEntry) -> kstretch_proto::agent::v1::Owner {
+    kstretch_proto::agent::v1::Owner {
+        kind: o.kind.clone(),
+        namespace: o.namespace.clone(),
+        name: o.name.clone(),
+        uid: o.uid.clone(),
+        retain: o.retain,
     }
 }
 
@@ -153,7 +176,8 @@ pub(crate) async fn run(
         hello.namespaces.clone(),
         remote,
         mismatches.clone(),
-    );
+    )
+    .with_capabilities(hello.capabilities.clone());
     let (stream, superseded) = link.agents.connect(record);
     link.refresh();
     tracing::info!(
@@ -349,6 +373,7 @@ fn record(link: &Link, alias: &str, stream: u64, incoming: Incoming) {
             link.agents.update(alias, stream, |r| {
                 r.podsets = report.podsets;
                 r.services = report.services;
+                r.status_at = Some(SystemTime::now());
             });
             link.agents.notify();
         }
