@@ -179,7 +179,14 @@ async fn main() -> anyhow::Result<()> {
     // Desired state is published to agents only once every Kafka was reconciled once (see
     // `link::owners`): a partial snapshot would delete the other clusters' pods.
     let desired = DesiredStates::new();
-    let owners = Owners::new(desired.clone(), members.all.clone());
+    // Without the link no agent can receive or confirm anything: a deleted resource then waits
+    // for no member cluster (whatever an earlier central placed stays there, unclaimed).
+    let linked_members = if tls.is_some() {
+        members.all.clone()
+    } else {
+        Default::default()
+    };
+    let owners = Owners::new(desired.clone(), linked_members);
     let config = LinkConfig {
         heartbeat: Duration::from_secs(args.link_heartbeat_secs),
         resync: Duration::from_secs(args.link_resync_secs),

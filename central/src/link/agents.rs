@@ -281,4 +281,67 @@ mod tests {
         assert!(agents.connected().is_empty());
         assert_eq!(agents.list().len(), 1, "known agents are kept");
     }
+
+    /// An agent that understands explicit deletion confirms it by name and UID; one that
+    /// predates it deleted by absence when it applied the snapshot declaring it, unless a
+    /// delete failed.
+    #[test]
+    fn a_deletion_is_confirmed_by_word_or_by_applying_the_snapshot_that_declares_it() {
+        use kstretch_proto::agent::v1::{ObjectResult, Outcome, Owner};
+        let entry = OwnerEntry {
+            kind: "Kafka".into(),
+            namespace: "ns".into(),
+            name: "c".into(),
+            uid: "u1".into(),
+            retain: false,
+        };
+        let proto = |uid: &str| Owner {
+            kind: "Kafka".into(),
+            namespace: "ns".into(),
+            name: "c".into(),
+            uid: uid.into(),
+            retain: false,
+        };
+        let mut new = record("beta").with_capabilities(vec![EXPLICIT_DELETION.into()]);
+        assert!(
+            !new.confirms_deletion(&entry, Some("h")),
+            "nothing applied yet"
+        );
+        new.last_apply = Some(ApplyReport {
+            hash: "h".into(),
+            confirmed_deleted: vec![proto("u0")],
+            ..ApplyReport::default()
+        });
+        assert!(!new.confirms_deletion(&entry, Some("h")), "another UID");
+        new.last_apply = Some(ApplyReport {
+            hash: "old".into(),
+            confirmed_deleted: vec![proto("u1")],
+            ..ApplyReport::default()
+        });
+        assert!(new.confirms_deletion(&entry, Some("h")));
+
+        let mut old = record("beta");
+        old.last_apply = Some(ApplyReport {
+            hash: "old".into(),
+            ..ApplyReport::default()
+        });
+        assert!(
+            !old.confirms_deletion(&entry, Some("h")),
+            "not the declaring snapshot"
+        );
+        old.last_apply = Some(ApplyReport {
+            hash: "h".into(),
+            results: vec![ObjectResult {
+                outcome: Outcome::DeleteFailed.into(),
+                ..ObjectResult::default()
+            }],
+            ..ApplyReport::default()
+        });
+        assert!(!old.confirms_deletion(&entry, Some("h")), "a delete failed");
+        old.last_apply = Some(ApplyReport {
+            hash: "h".into(),
+            ..ApplyReport::default()
+        });
+        assert!(old.confirms_deletion(&entry, Some("h")));
+    }
 }
