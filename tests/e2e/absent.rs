@@ -460,7 +460,7 @@ async fn the_crds_reinstalled_in_the_central_cluster_restart_nothing() {
     for ns in namespaces.list(&ListParams::default()).await.unwrap().items {
         let name = ns.name_any();
         if name != stretch.ns {
-            kstretch_tests::cluster::release_member_finalizers(&alpha, &name).await;
+            kstretch_tests::cluster::release_all_finalizers(&alpha, &name).await;
         }
     }
     for name in &ours {

@@ -105,13 +105,44 @@ impl TestNamespace {
 /// Takes central's `kstretch.io/member-objects` finalizer off every `Kafka` and `KafkaConnect`
 /// in `namespace`, for a test that has stopped its central (best effort).
 pub async fn release_member_finalizers(client: &kube::Client, namespace: &str) {
-    for plural in ["kafkas", "kafkaconnects"] {
+    release_finalizers(client, namespace, &["kafkas", "kafkaconnects"], |f| {
+        f == kstretch_api::names::MEMBER_OBJECTS_FINALIZER
+    })
+    .await;
+}
+
+/// Takes every finalizer off every resource of kstretch's `kafka.strimzi.io` kinds in
+/// `namespace`: for a test that removes the CRDs while other tests left resources whose
+/// central is gone (best effort).
+pub async fn release_all_finalizers(client: &kube::Client, namespace: &str) {
+    release_finalizers(
+        client,
+        namespace,
+        &[
+            "kafkas",
+            "kafkaconnects",
+            "kafkaconnectors",
+            "kafkatopics",
+            "kafkanodepools",
+        ],
+        |_| true,
+    )
+    .await;
+}
+
+async fn release_finalizers(
+    client: &kube::Client,
+    namespace: &str,
+    plurals: &[&str],
+    release: impl Fn(&str) -> bool,
+) {
+    for plural in plurals {
         let resource = kube::core::ApiResource {
             group: kstretch_api::names::KAFKA_GROUP.into(),
             version: "v1".into(),
             api_version: format!("{}/v1", kstretch_api::names::KAFKA_GROUP),
             kind: String::new(),
-            plural: plural.into(),
+            plural: (*plural).into(),
         };
         let api: Api<kube::core::DynamicObject> =
             Api::namespaced_with(client.clone(), namespace, &resource);
@@ -119,15 +150,12 @@ pub async fn release_member_finalizers(client: &kube::Client, namespace: &str) {
             continue;
         };
         for o in list.items {
-            let finalizers: Vec<String> = o
-                .metadata
-                .finalizers
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|f| f != kstretch_api::names::MEMBER_OBJECTS_FINALIZER)
-                .collect();
-            let patch = serde_json::json!({"metadata": {"finalizers": finalizers}});
+            let all = o.metadata.finalizers.clone().unwrap_or_default();
+            let kept: Vec<&String> = all.iter().filter(|f| !release(f)).collect();
+            if kept.len() == all.len() {
+                continue;
+            }
+            let patch = serde_json::json!({"metadata": {"finalizers": kept}});
             let _ = api
                 .patch(
                     &o.metadata.name.unwrap_or_default(),
