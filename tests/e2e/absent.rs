@@ -516,3 +516,45 @@ async fn the_crds_reinstalled_in_the_central_cluster_restart_nothing() {
     );
     stretch.finish().await;
 }
+
+/// An agent of the previous version (no `explicit-deletion` capability; it deletes by absence)
+/// confirms a deletion by applying the snapshot that declares it: the `Kafka` is released once
+/// that agent reported the declaring snapshot applied, and that snapshot names the deleted
+/// owner with its UID. Played by a raw link client with beta's certificate.
+#[tokio::test]
+async fn an_agent_of_the_previous_version_confirms_by_applying_the_declaring_snapshot() {
+    let _shared = CRDS.read().await;
+    let mut stretch = Stretch::start("absent-compat", &[]).await;
+    stretched(&stretch, "my-cluster").await;
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let uid = kafkas.get("my-cluster").await.unwrap().uid().unwrap();
+    stretch.stop_agent(BETA);
+    let old_agent = kstretch_tests::rawlink::SimulatedMember::connect(
+        &stretch.link_url(),
+        &stretch.agent_cert(BETA),
+        BETA,
+        std::slice::from_ref(&stretch.ns),
+        true,
+    )
+    .await
+    .expect("the old agent connects");
+    kafkas
+        .delete("my-cluster", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Kafka to be released", TIMEOUT, || async {
+        match kafkas.get_opt("my-cluster").await.unwrap() {
+            None => Seen::Done(()),
+            Some(k) => Seen::NotYet(format!("{:#?}\n{}", k.status, stretch.logs())),
+        }
+    })
+    .await;
+    let seen = old_agent.log.lock().unwrap().declared_deleted.clone();
+    assert!(
+        seen.iter()
+            .any(|d| d == &format!("Kafka {}/my-cluster {uid}", stretch.ns)),
+        "the old agent was sent the declared deletion: {seen:?}"
+    );
+    drop(old_agent);
+    stretch.finish().await;
+}

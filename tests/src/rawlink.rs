@@ -157,6 +157,8 @@ pub struct MemberLog {
     pub ended: Option<String>,
     /// Protocol errors central sent.
     pub errors: Vec<String>,
+    /// Every owner any snapshot declared deleted, as `Kind namespace/name uid`, in order.
+    pub declared_deleted: Vec<String>,
 }
 
 /// A member cluster played by a raw client on its own task; the task ends with the stream or
@@ -237,6 +239,12 @@ async fn serve(mut stream: RawStream, log: Arc<Mutex<MemberLog>>, report_applies
                 let report = report_applies.then(|| Body::ApplyReport(applied(&snapshot)));
                 let mut l = lock();
                 l.snapshots.push(seen);
+                for d in &snapshot.deleted {
+                    let entry = format!("{} {}/{} {}", d.kind, d.namespace, d.name, d.uid);
+                    if !l.declared_deleted.contains(&entry) {
+                        l.declared_deleted.push(entry);
+                    }
+                }
                 l.last = Some(snapshot);
                 report
             }

@@ -120,6 +120,16 @@ impl Stretch {
         (output.status.success(), text)
     }
 
+    /// The agent link's address, as agents are given it.
+    pub fn link_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.link_port)
+    }
+
+    /// The link certificate of the agent of `alias`.
+    pub fn agent_cert(&self, alias: &str) -> CertFiles {
+        self.pki.agent(alias)
+    }
+
     /// The kubeconfig of cluster `alias`.
     pub fn kubeconfig(&self, alias: &str) -> std::path::PathBuf {
         TestEnv::get()
