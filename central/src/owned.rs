@@ -20,12 +20,10 @@ use crate::link::{Agents, Owner, Owners, Part};
 /// Where the deletion of a resource stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deletion {
-    /// Its objects are gone from every member cluster (or it was never ours to clean up):
-    /// the resource is released.
+    /// Released: its objects are gone from every member cluster, or it was never ours to
+    /// clean up, or its CRD is being removed (not the user's deletion: its objects stay,
+    /// unclaimed).
     Released,
-    /// Its CRD is being removed: not the user's deletion. The resource is released and its
-    /// objects are kept in the member clusters, unclaimed.
-    ReleasedKeepingObjects,
     /// These member clusters' agents have not confirmed yet.
     Waiting(Vec<String>),
 }
@@ -68,12 +66,13 @@ where
         owners.forget(owner)?;
         return Ok(Deletion::Released);
     }
-    if crd_being_removed::<K>(client).await? {
+    // Asked once: a deletion already declared was the user's.
+    if !owners.deleted().contains(owner) && crd_being_removed::<K>(client).await? {
         tracing::warn!(namespace = %owner.namespace, name = %owner.name, kind = owner.kind.as_str(),
             "deleted with its CRD: its objects stay in the member clusters, unclaimed");
         owners.forget(owner)?;
         crate::finalizer::remove(api, obj, MEMBER_OBJECTS_FINALIZER).await?;
-        return Ok(Deletion::ReleasedKeepingObjects);
+        return Ok(Deletion::Released);
     }
     owners.delete(owner)?;
     let waiting = unconfirmed(owner, owners, agents);

@@ -231,18 +231,7 @@ async fn a_deletion_reaches_every_cluster_across_a_central_restart_and_a_late_ag
         .delete("my-cluster", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("alpha's objects to go", TIMEOUT, || async {
-        let alpha = objects_of(&stretch, ALPHA, "my-cluster").await;
-        if alpha
-            .keys()
-            .all(|k| k.starts_with("PersistentVolumeClaim/"))
-        {
-            Seen::Done(())
-        } else {
-            Seen::NotYet(format!("{alpha:#?}\n{}", stretch.logs()))
-        }
-    })
-    .await;
+    only_claims_left(&stretch, ALPHA, "my-cluster").await;
     let pending = stretch
         .wait_in_alpha(
             "my-cluster",
@@ -275,13 +264,11 @@ async fn a_deletion_reaches_every_cluster_across_a_central_restart_and_a_late_ag
     );
 
     stretch.start_agent(BETA);
-    wait_for("beta's objects and the Kafka to go", TIMEOUT, || async {
-        let beta = objects_of(&stretch, BETA, "my-cluster").await;
-        let gone = kafkas.get_opt("my-cluster").await.unwrap().is_none();
-        if gone && beta.keys().all(|k| k.starts_with("PersistentVolumeClaim/")) {
-            Seen::Done(())
-        } else {
-            Seen::NotYet(format!("Kafka gone: {gone}; {beta:#?}\n{}", stretch.logs()))
+    only_claims_left(&stretch, BETA, "my-cluster").await;
+    wait_for("the Kafka to go", TIMEOUT, || async {
+        match kafkas.get_opt("my-cluster").await.unwrap() {
+            None => Seen::Done(()),
+            Some(k) => Seen::NotYet(format!("{:#?}\n{}", k.status, stretch.logs())),
         }
     })
     .await;
@@ -292,6 +279,23 @@ async fn a_deletion_reaches_every_cluster_across_a_central_restart_and_a_late_ag
         "claims stay"
     );
     stretch.finish().await;
+}
+
+/// Waits until only claims (kept without deleteClaim) are left of Kafka `name` in `alias`.
+async fn only_claims_left(stretch: &Stretch, alias: &str, name: &str) {
+    wait_for(
+        &format!("{name}'s objects in {alias} to go"),
+        TIMEOUT,
+        || async {
+            let left = objects_of(stretch, alias, name).await;
+            if left.keys().all(|k| k.starts_with("PersistentVolumeClaim/")) {
+                Seen::Done(())
+            } else {
+                Seen::NotYet(format!("{left:#?}\n{}", stretch.logs()))
+            }
+        },
+    )
+    .await;
 }
 
 fn count_prefixed(objects: &BTreeMap<String, String>, prefix: &str) -> usize {
@@ -379,15 +383,7 @@ async fn the_removal_command_removes_only_the_named_owners_unclaimed_objects() {
         ok && text.contains("deleted StrimziPodSet/one-one-brokers"),
         "{text}"
     );
-    wait_for("one's objects in beta to go", TIMEOUT, || async {
-        let beta = objects_of(&stretch, BETA, "one").await;
-        if beta.keys().all(|k| k.starts_with("PersistentVolumeClaim/")) {
-            Seen::Done(())
-        } else {
-            Seen::NotYet(format!("{beta:#?}"))
-        }
-    })
-    .await;
+    only_claims_left(&stretch, BETA, "one").await;
     let one_after = both(&stretch, "one").await;
     assert_eq!(count_prefixed(&one_after, "beta:PersistentVolumeClaim/"), 2);
     let alpha_of = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
@@ -497,7 +493,6 @@ async fn the_crds_reinstalled_in_the_central_cluster_restart_nothing() {
         ready.status.unwrap().cluster_id.as_deref(),
         Some(cluster_id.as_str())
     );
-    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
     for (name, ids) in [("controllers", vec![20]), ("brokers", vec![10, 11])] {
         let p = stretch
             .wait_in_alpha(name, "the pool's node IDs", TIMEOUT, |p: &KafkaNodePool| {
@@ -506,7 +501,6 @@ async fn the_crds_reinstalled_in_the_central_cluster_restart_nothing() {
             .await;
         assert_eq!(p.status.unwrap().node_ids, ids, "pool {name}");
     }
-    drop(pools);
     // Long enough for a roll or a prune to have started.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(

@@ -110,10 +110,10 @@ impl Applier {
         }
 
         let claims = Claims::of(snapshot, &checked);
-        let pruned = self.prune(&checked, &claims).await;
-        results.extend(pruned.results.iter().cloned());
+        let mut pruned = self.prune(&checked, &claims).await;
         let confirmed_deleted = confirmed(snapshot, &pruned);
         let unclaimed = self.track_unclaimed(&pruned.unclaimed);
+        results.append(&mut pruned.results);
 
         let count = |o: Outcome| results.iter().filter(|r| r.outcome() == o).count();
         let (applied, rejected, deleted) = (
