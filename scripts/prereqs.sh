@@ -5,12 +5,17 @@
 set -euo pipefail
 
 need_apt=()
+# The real nodes of the test environment (tests/env/nodes.sh): containerd, runc and the CNI
+# plugins; debootstrap builds the Kafka image's root filesystem.
 have() { command -v "$1" >/dev/null 2>&1; }
 for pair in cmake:cmake g++:g++ make:make openssl:openssl curl:curl ss:iproute2 \
-  pgrep:procps setsid:util-linux mvn:maven java:openjdk-17-jdk-headless python3:python3; do
+  pgrep:procps setsid:util-linux mvn:maven java:openjdk-17-jdk-headless python3:python3 \
+  containerd:containerd runc:runc iptables:iptables conntrack:conntrack socat:socat \
+  debootstrap:debootstrap nsenter:util-linux gcc:gcc; do
   tool=${pair%%:*} pkg=${pair#*:}
   have "$tool" || need_apt+=("$pkg")
 done
+[[ -x /usr/lib/cni/bridge ]] || need_apt+=(containernetworking-plugins)
 # librdkafka (built by the rdkafka crate for the tests) includes curl's header even when curl
 # support is off.
 [[ -f /usr/include/x86_64-linux-gnu/curl/curl.h || -f /usr/include/curl/curl.h ]] ||

@@ -32,6 +32,9 @@ if [[ -z ${KSTRETCH_LOCK_HELD:-} ]]; then
   flock -w 900 9 || die "another up.sh/down.sh is running on $STATE"
 fi
 
+# Real nodes first: their teardown also removes what their pods leave on the machine.
+"$ENV_DIR/nodes.sh" down
+
 # Stop in reverse dependency order; names in each group are stopped in parallel.
 stop_group() {
   local n pids=()

@@ -2,11 +2,12 @@
 # tests/env/install.sh — owns: building/fetching every binary of the kstretch test
 # environment into the versioned cache ${KSTRETCH_CACHE:-$HOME/.cache/kstretch}:
 #   k8s-<v>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
+#   k8s-node-<v>/{kubelet,kube-proxy}   pause-image-*/ debian-jre-*/ kafka-image-*/ (see images)
 #   etcd-<v>/etcd   kwok-<v>/{kwok,stages/*.yaml}   helm-<v>/helm   kafka-<v>/libs/*.jar
 # A component is rebuilt only when its final files are missing. Each one is built in a
 # temporary directory inside the cache and moved into place with one rename, so an
 # interrupted build never leaves a half-filled versioned directory behind.
-# Usage: install.sh [k8s|etcd|kwok|helm|kafka ...]   (no argument = all)
+# Usage: install.sh [k8s|k8s-node|etcd|kwok|helm|kafka|images ...]   (no argument = all)
 set -euo pipefail
 
 ENV_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -55,36 +56,60 @@ timed() {
 K8S_DIR=$CACHE/k8s-$KSTRETCH_K8S_VERSION
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
-build_k8s() {
-  local v=$KSTRETCH_K8S_VERSION minor patch major work gomod staging x
+# k8s_build OUT PKG... — build k8s.io/kubernetes commands into OUT, in a throwaway module
+# that pins every staging repo (`go install` refuses k8s's own go.mod replaces) and stamps
+# the version (unstamped binaries report v0.0.0 and misbehave).
+k8s_build() {
+  local out=$1 v=$KSTRETCH_K8S_VERSION minor patch major gomod staging x pkg
+  shift
   major=${v#v}; major=${major%%.*}
   minor=${v#v*.}; minor=${minor%%.*}
   patch=${v##*.}
   staging=v0.$minor.$patch
+  go mod init kstretch.test/k8s-build >/dev/null 2>&1
+  gomod=$(go mod download -json "k8s.io/kubernetes@$v" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  [[ -s $gomod ]] || die "could not download k8s.io/kubernetes@$v go.mod"
+  while read -r x; do
+    go mod edit -replace="$x=$x@$staging"
+  done < <(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod")
+  grep -q 'k8s.io/api =>' go.mod || die "no staging replaces found in $gomod"
+  go get "k8s.io/kubernetes@$v" 2>&1 | grep -v '^go: downloading' >&2 || true
+  grep -q "k8s.io/kubernetes $v" go.mod || die "go get k8s.io/kubernetes@$v failed"
+  pkg=k8s.io/component-base/version
+  mkdir -p "$out"
+  # One `go build` for all commands, so shared packages compile once.
+  go build -mod=mod -trimpath -o "$out/" \
+    -ldflags "-s -w -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" \
+    "${@/#/k8s.io/kubernetes/cmd/}"
+}
+
+build_k8s() {
+  local work
   work=$(tmpdir k8s)
   (
     cd "$work"
-    go mod init kstretch.test/k8s-build >/dev/null 2>&1
-    gomod=$(go mod download -json "k8s.io/kubernetes@$v" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-    [[ -s $gomod ]] || die "could not download k8s.io/kubernetes@$v go.mod"
-    # Every `k8s.io/<x> => ./staging/...` replace of k8s's own go.mod, pinned to the
-    # published staging module version instead.
-    while read -r x; do
-      go mod edit -replace="$x=$x@$staging"
-    done < <(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod")
-    grep -q 'k8s.io/api =>' go.mod || die "no staging replaces found in $gomod"
-    go get "k8s.io/kubernetes@$v" 2>&1 | grep -v '^go: downloading' >&2 || true
-    grep -q "k8s.io/kubernetes $v" go.mod || die "go get k8s.io/kubernetes@$v failed"
-    local pkg=k8s.io/component-base/version
-    mkdir out
-    # One `go build` for all four, so shared packages compile once.
-    go build -mod=mod -trimpath -o out/ \
-      -ldflags "-s -w -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
-    ./out/kube-apiserver --version | grep -qx "Kubernetes $v" || die "kube-apiserver reports $(./out/kube-apiserver --version)"
+    k8s_build out "${K8S_BINS[@]}"
+    ./out/kube-apiserver --version | grep -qx "Kubernetes $KSTRETCH_K8S_VERSION" || die "kube-apiserver reports $(./out/kube-apiserver --version)"
   )
   publish "$work/out" "$K8S_DIR"
+  rm -rf "$work"
+}
+
+# ---------------------------------------------------------------- kubernetes nodes
+# What a real node runs besides containerd (Debian's): kubelet and kube-proxy. Kept apart
+# from the control plane so a kwok-only environment never waits for them.
+K8S_NODE_DIR=$CACHE/k8s-node-$KSTRETCH_K8S_VERSION
+K8S_NODE_BINS=(kubelet kube-proxy)
+
+build_k8s_node() {
+  local work
+  work=$(tmpdir k8s-node)
+  (
+    cd "$work"
+    k8s_build out "${K8S_NODE_BINS[@]}"
+    ./out/kubelet --version | grep -qx "Kubernetes $KSTRETCH_K8S_VERSION" || die "kubelet reports $(./out/kubelet --version)"
+  )
+  publish "$work/out" "$K8S_NODE_DIR"
   rm -rf "$work"
 }
 
@@ -174,10 +199,71 @@ build_kafka() {
   rm -rf "$work"
 }
 
+# ---------------------------------------------------------------- images
+# The images real nodes run, built without an engine or a registry (tests/env/image/):
+#   pause-image-<hash>/          OCI layout of containerd's sandbox image
+#   debian-jre-<suite>-17/rootfs.tar   Debian minbase + openjdk-17-jre-headless + appuser (1000)
+#   kafka-image-<v>-<hash>/      OCI layout of apache/kafka:<v>: that rootfs plus /opt/kafka
+# The hash covers tests/env/image, so a changed script gives a new image directory.
+IMAGE_SRC=$ENV_DIR/image
+IMAGE_HASH=$(cd "$IMAGE_SRC" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
+PAUSE_IMAGE_DIR=$CACHE/pause-image-$IMAGE_HASH
+JRE_SUITE=bookworm
+JRE_DIR=$CACHE/debian-jre-$JRE_SUITE-17
+KAFKA_IMAGE_DIR=$CACHE/kafka-image-$KSTRETCH_KAFKA_VERSION-$IMAGE_HASH
+
+build_pause_image() {
+  local work
+  work=$(tmpdir pause-image)
+  mkdir -p "$work/root"
+  gcc -static -Os -s -o "$work/root/pause" "$IMAGE_SRC/pause.c"
+  tar --numeric-owner --owner=0 --group=0 -C "$work/root" -cf "$work/layer.tar" pause
+  python3 "$IMAGE_SRC/oci.py" --name "$KSTRETCH_PAUSE_IMAGE" --layer "$work/layer.tar" \
+    --entrypoint /pause --out "$work/out"
+  publish "$work/out" "$PAUSE_IMAGE_DIR"
+  rm -rf "$work"
+}
+
+build_jre_rootfs() {
+  local work mirror
+  work=$(tmpdir debian-jre)
+  # The machine's own Debian mirror (the only one reachable).
+  mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+  mirror=${mirror:-$(awk '$1 == "deb" && $2 ~ /debian\/?$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)}
+  mirror=${mirror:-http://deb.debian.org/debian}
+  log "debootstrap $JRE_SUITE from $mirror"
+  debootstrap --variant=minbase --include=openjdk-17-jre-headless "$JRE_SUITE" "$work/rootfs" "$mirror" \
+    >"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; die "debootstrap failed"; }
+  chroot "$work/rootfs" /usr/sbin/useradd --uid 1000 --gid 0 --home-dir /home/appuser --create-home \
+    --shell /bin/sh appuser
+  rm -rf "$work/rootfs"/var/cache/apt/archives/*.deb "$work/rootfs"/var/lib/apt/lists/* \
+    "$work/rootfs"/usr/share/doc/* "$work/rootfs"/usr/share/man/* "$work/rootfs"/dev/* \
+    "$work/rootfs"/proc/* "$work/rootfs"/sys/*
+  mkdir -p "$work/out"
+  tar --numeric-owner -C "$work/rootfs" -cf "$work/out/rootfs.tar" .
+  publish "$work/out" "$JRE_DIR"
+  rm -rf "$work"
+}
+
+build_kafka_image() {
+  local work
+  work=$(tmpdir kafka-image)
+  mkdir -p "$work/root/opt/kafka/libs" "$work/root/opt/kafka/plugins"
+  cp -r "$IMAGE_SRC/kafka/bin" "$IMAGE_SRC/kafka/config" "$work/root/opt/kafka/"
+  cp "$KAFKA_DIR"/libs/*.jar "$work/root/opt/kafka/libs/"
+  tar --numeric-owner --owner=1000 --group=0 -C "$work/root" -cf "$work/layer.tar" opt
+  python3 "$IMAGE_SRC/oci.py" --name "docker.io/apache/kafka:$KSTRETCH_KAFKA_VERSION" \
+    --layer "$JRE_DIR/rootfs.tar" --layer "$work/layer.tar" --user 1000 --workdir /opt/kafka \
+    --env PATH=/opt/kafka/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --env JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 --out "$work/out"
+  publish "$work/out" "$KAFKA_IMAGE_DIR"
+  rm -rf "$work"
+}
+
 # ---------------------------------------------------------------- main
 want() { [[ $# -eq 0 ]] && return 0; local c; for c in "${SELECTED[@]}"; do [[ $c == "$1" ]] && return 0; done; return 1; }
 SELECTED=("$@")
-[[ ${#SELECTED[@]} -eq 0 ]] && SELECTED=(k8s etcd kwok helm kafka)
+[[ ${#SELECTED[@]} -eq 0 ]] && SELECTED=(k8s k8s-node etcd kwok helm kafka images)
 
 TOTAL_START=$(date +%s)
 
@@ -197,6 +283,10 @@ if want k8s; then
   if have "$K8S_DIR" "${K8S_BINS[@]}"; then log "cached k8s-$KSTRETCH_K8S_VERSION"
   else timed "k8s-$KSTRETCH_K8S_VERSION" build_k8s; fi
 fi
+if want k8s-node; then
+  if have "$K8S_NODE_DIR" "${K8S_NODE_BINS[@]}"; then log "cached k8s-node-$KSTRETCH_K8S_VERSION"
+  else timed "k8s-node-$KSTRETCH_K8S_VERSION" build_k8s_node; fi
+fi
 if want etcd; then
   if have "$ETCD_DIR" etcd; then log "cached etcd-$KSTRETCH_ETCD_VERSION"
   else timed "etcd-$KSTRETCH_ETCD_VERSION" build_etcd; fi
@@ -212,5 +302,16 @@ fi
 
 if [[ -n $KAFKA_PID ]]; then
   wait "$KAFKA_PID" || die "kafka download failed"
+fi
+if want images; then
+  if have "$PAUSE_IMAGE_DIR" index.json; then log "cached pause image"
+  else timed "pause image" build_pause_image; fi
+  if have "$JRE_DIR" rootfs.tar; then log "cached debian-jre-$JRE_SUITE-17"
+  else timed "debian-jre-$JRE_SUITE-17" build_jre_rootfs; fi
+  if have "$KAFKA_IMAGE_DIR" index.json; then log "cached kafka-image-$KSTRETCH_KAFKA_VERSION"
+  else
+    kafka_complete || die "the Kafka image needs the Kafka jars: install.sh kafka"
+    timed "kafka-image-$KSTRETCH_KAFKA_VERSION" build_kafka_image
+  fi
 fi
 log "install done in $(($(date +%s) - TOTAL_START))s (cache: $CACHE)"

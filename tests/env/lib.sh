@@ -199,7 +199,8 @@ is_ours_exe() {
   local exe
   exe=$(readlink "/proc/$1/exe" 2>/dev/null || true)
   case ${exe##*/} in
-    etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kwok | java) is_ours "$1" ;;
+    etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kwok | java | \
+      containerd | containerd-shim-runc-v2 | kubelet | kube-proxy | socat) is_ours "$1" ;;
     *) return 1 ;;
   esac
 }
@@ -257,3 +258,18 @@ connect_check() {
   curl -sf -m 3 -o /dev/null "$CONNECT_URL/health" &&
     curl -sf -m 3 "$CONNECT_URL/connector-plugins" | grep -q FileStreamSourceConnector
 }
+
+# The real node of cluster CUR_C (index CUR_I), see nodes.sh for the layout.
+node_name() { printf '%s-real-0' "$1"; }
+netns() { printf 'kstretch-%s' "$1"; }
+host_ip() { printf '10.250.%s.1' "$1"; }
+node_ip() { printf '10.250.%s.2' "$1"; }
+pod_cidr() { printf '10.%s.0.0/24' $((110 + $1)); }
+node_dir() { printf '%s/nodes/%s' "$STATE" "$1"; }
+cgroup_root() { printf 'kstretch-%s' "$1"; }
+in_node() { nsenter --net="/run/netns/$(netns "$CUR_C")" "$@"; }
+apiserver_port() { cluster_port "$KSTRETCH_APISERVER_BASE_PORT" "$1"; }
+apiproxy_check() { (exec 3<>"/dev/tcp/$(host_ip "$CUR_I")/$(apiserver_port "$CUR_I")") 2>/dev/null; }
+containerd_check() { ctr --address "$(node_dir "$CUR_C")/containerd.sock" version >/dev/null 2>&1; }
+kubelet_check() { in_node curl -sf -m 2 http://127.0.0.1:10248/healthz | grep -qx ok; }
+kube_proxy_check() { in_node curl -s -m 2 -o /dev/null http://127.0.0.1:10256/healthz; }

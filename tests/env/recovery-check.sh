@@ -33,7 +33,10 @@ log "up.sh recovered from the crash in $((SECONDS - t))s (incl. $KAFKA_NODELETE:
 "$here/down.sh" >/dev/null
 left=$(all_pids_of_ours)
 [[ -z $left ]] || die "down.sh left processes running: $left"
-log "down.sh left nothing running"
+left=$("$here/nodes.sh" leftovers)
+[[ -z $left ]] || die "down.sh left parts of the real nodes behind:
+$left"
+log "down.sh left nothing running and nothing of the real nodes behind"
 
 "$here/up.sh" >/dev/null
 log "environment is up again"

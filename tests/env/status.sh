@@ -27,6 +27,10 @@ for CUR_I in "${!CLUSTERS[@]}"; do
   row "$CUR_C-controller-manager" kcm_check "$K8S_DIR/kube-controller-manager"
   row "$CUR_C-scheduler" sched_check "$K8S_DIR/kube-scheduler"
   row "$CUR_C-kwok" kwok_check "$KWOK_DIR/kwok"
+  row "$CUR_C-apiproxy" apiproxy_check socat
+  row "$CUR_C-containerd" containerd_check containerd
+  row "$CUR_C-kubelet" kubelet_check kubelet
+  row "$CUR_C-kube-proxy" kube_proxy_check kube-proxy
 done
 for KAFKA_N in "${KAFKA_NODES[@]}"; do
   row "kafka-$KAFKA_N" kafka_node_check kafka.Kafka

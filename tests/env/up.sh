@@ -36,7 +36,8 @@ phase_end
 # ------------------------------------------------------------------ fingerprint
 # Over the files that define what runs (not down.sh/status.sh/smoke.sh, which do not).
 FINGERPRINT=$( {
-  cat "$ENV_DIR"/{versions,lib,install,up}.sh "$ENV_DIR"/kafka/{pom.xml,log4j2.properties}
+  cat "$ENV_DIR"/{versions,lib,install,up,nodes}.sh "$ENV_DIR"/kafka/{pom.xml,log4j2.properties}
+  (cd "$ENV_DIR/image" && find . -type f | LC_ALL=C sort | xargs cat)
   printf 'clusters=%s\nstate=%s\ncache=%s\n' "$KSTRETCH_CLUSTERS" "$STATE" "$CACHE"
 } | sha256sum | cut -d' ' -f1)
 if [[ ! -f $STATE/fingerprint || $(<"$STATE/fingerprint") != "$FINGERPRINT" ]]; then
@@ -145,7 +146,7 @@ phase_end
 gen_cluster_pki() {
   local c=$1 dir=$STATE/$1/pki tmp
   [[ -s $dir/ca.crt && -s $dir/ca.key && -s $dir/apiserver.crt && -s $dir/apiserver.key &&
-    -s $dir/sa.key && -s $dir/sa.pub && -s $dir/admin.token ]] && return 0
+    -s $dir/sa.key && -s $dir/sa.pub && -s $dir/admin.token && -s $dir/kubelet-client.crt ]] && return 0
   tmp=$(mktemp -d "$STATE/$c/.pki.XXXXXX")
   (
     cd "$tmp"
@@ -159,6 +160,14 @@ gen_cluster_pki() {
       "extendedKeyUsage=serverAuth" "authorityKeyIdentifier=keyid,issuer" "subjectKeyIdentifier=hash" >apiserver.ext
     openssl x509 -req -sha256 -days 3650 -in apiserver.csr -CA ca.crt -CAkey ca.key \
       -CAcreateserial -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+    # The apiserver's identity towards kubelets (kubectl logs/exec on real nodes).
+    openssl req -newkey rsa:2048 -nodes -sha256 -keyout kubelet-client.key -out kubelet-client.csr \
+      -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+      "extendedKeyUsage=clientAuth" >kubelet-client.ext
+    openssl x509 -req -sha256 -days 3650 -in kubelet-client.csr -CA ca.crt -CAkey ca.key \
+      -CAcreateserial -extfile kubelet-client.ext -out kubelet-client.crt 2>/dev/null
+    rm -f kubelet-client.csr kubelet-client.ext
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     openssl rand -hex 24 >admin.token
@@ -480,6 +489,8 @@ apiserver_start() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.96.0.0/16 \
     --endpoint-reconciler-type=none \
+    --kubelet-client-certificate="$dir/pki/kubelet-client.crt" --kubelet-client-key="$dir/pki/kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP \
     --allow-privileged=true --profiling=false
 }
 
@@ -660,6 +671,11 @@ for i in "${!CLUSTERS[@]}"; do
 done
 phase_end
 
+# ------------------------------------------------------------------ real nodes
+phase_start real-nodes
+"$ENV_DIR/nodes.sh" up
+phase_end
+
 # ------------------------------------------------------------------ env file
 KUBECONFIGS=()
 {
@@ -687,6 +703,9 @@ KUBECONFIGS=()
   printf 'KSTRETCH_CONNECT_URL=%s\n' "$CONNECT_URL"
   printf 'KSTRETCH_KAFKA_NODELETE_BOOTSTRAP=%s\n' "$KAFKA_NODELETE_BOOTSTRAP"
   printf 'KSTRETCH_KAFKA_NODELETE_CLUSTER_ID=%s\n' "$KAFKA_NODELETE_CLUSTER_ID"
+  for i in "${!CLUSTERS[@]}"; do
+    printf 'KSTRETCH_REAL_NODE_IP_%s=10.250.%s.2\n' "$(upper "${CLUSTERS[$i]}")" "$i"
+  done
 } >"$STATE/env.tmp"
 mv -f "$STATE/env.tmp" "$STATE/env"
 

@@ -9,6 +9,9 @@ use std::sync::OnceLock;
 pub struct ClusterEnv {
     pub name: String,
     pub kubeconfig: PathBuf,
+    /// `KSTRETCH_REAL_NODE_IP_<CLUSTER>`: the address of the cluster's real node (kubelet and
+    /// containerd), where its NodePorts are reached from the host and from the other cluster.
+    pub real_node_ip: String,
 }
 
 /// Everything the environment provides, as written by `tests/env/up.sh`.
@@ -69,13 +72,11 @@ impl TestEnv {
         let clusters = get("KSTRETCH_CLUSTERS")?
             .split_whitespace()
             .map(|name| {
-                let key = format!(
-                    "KSTRETCH_KUBECONFIG_{}",
-                    name.to_uppercase().replace('-', "_")
-                );
+                let upper = name.to_uppercase().replace('-', "_");
                 Ok(ClusterEnv {
                     name: name.to_owned(),
-                    kubeconfig: PathBuf::from(get(&key)?),
+                    kubeconfig: PathBuf::from(get(&format!("KSTRETCH_KUBECONFIG_{upper}"))?),
+                    real_node_ip: get(&format!("KSTRETCH_REAL_NODE_IP_{upper}"))?,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -171,6 +172,8 @@ KSTRETCH_LOG_DIR=/s/logs
 KSTRETCH_CLUSTERS="alpha beta"
 KSTRETCH_KUBECONFIG_ALPHA=/s/alpha/kubeconfig
 KSTRETCH_KUBECONFIG_BETA=/s/beta/kubeconfig
+KSTRETCH_REAL_NODE_IP_ALPHA=10.250.0.2
+KSTRETCH_REAL_NODE_IP_BETA=10.250.1.2
 KSTRETCH_KAFKA_BOOTSTRAP=127.0.0.1:19091,127.0.0.1:19092,127.0.0.1:19093
 KSTRETCH_KAFKA_BROKER_IDS=1,2,3
 KSTRETCH_KAFKA_CLUSTER_ID=abc
@@ -189,6 +192,7 @@ KSTRETCH_KAFKA_NODELETE_CLUSTER_ID=nodel
             env.clusters[1].kubeconfig,
             PathBuf::from("/s/beta/kubeconfig")
         );
+        assert_eq!(env.clusters[1].real_node_ip, "10.250.1.2");
         assert_eq!(env.kafka_broker_ids, [1, 2, 3]);
         assert_eq!(env.broker_address(2).as_deref(), Some("127.0.0.1:19092"));
         assert_eq!(env.broker_address(7), None);
