@@ -4,10 +4,11 @@
 #   k8s-<v>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
 #   k8s-node-<v>/{kubelet,kube-proxy}   pause-image-*/ debian-jre-*/ kafka-image-*/ (see images)
 #   etcd-<v>/etcd   kwok-<v>/{kwok,stages/*.yaml}   helm-<v>/helm   kafka-<v>/libs/*.jar
+#   local-path-<v>/local-path-provisioner
 # A component is rebuilt only when its final files are missing. Each one is built in a
 # temporary directory inside the cache and moved into place with one rename, so an
 # interrupted build never leaves a half-filled versioned directory behind.
-# Usage: install.sh [k8s|k8s-node|etcd|kwok|helm|kafka|images ...]   (no argument = all)
+# Usage: install.sh [k8s|k8s-node|etcd|kwok|helm|local-path|kafka|images ...]   (no argument = all)
 set -euo pipefail
 
 ENV_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -178,6 +179,21 @@ build_helm() (
   rm -rf "$work"
 )
 
+# ---------------------------------------------------------------- local-path-provisioner
+# The dynamic provisioner of the real nodes' claims (a directory on the node per volume).
+LOCAL_PATH_DIR=$CACHE/local-path-$KSTRETCH_LOCAL_PATH_VERSION
+
+build_local_path() (
+  local work
+  work=$(tmpdir local-path)
+  mkdir -p "$work/out"
+  cd "$work"
+  GOBIN=$work/out go install -trimpath -ldflags "-s -w" \
+    "github.com/rancher/local-path-provisioner@$KSTRETCH_LOCAL_PATH_VERSION"
+  publish "$work/out" "$LOCAL_PATH_DIR"
+  rm -rf "$work"
+)
+
 # ---------------------------------------------------------------- kafka
 KAFKA_DIR=$CACHE/kafka-$KSTRETCH_KAFKA_VERSION
 
@@ -263,7 +279,7 @@ build_kafka_image() {
 # ---------------------------------------------------------------- main
 want() { [[ $# -eq 0 ]] && return 0; local c; for c in "${SELECTED[@]}"; do [[ $c == "$1" ]] && return 0; done; return 1; }
 SELECTED=("$@")
-[[ ${#SELECTED[@]} -eq 0 ]] && SELECTED=(k8s k8s-node etcd kwok helm kafka images)
+[[ ${#SELECTED[@]} -eq 0 ]] && SELECTED=(k8s k8s-node etcd kwok helm local-path kafka images)
 
 TOTAL_START=$(date +%s)
 
@@ -294,6 +310,10 @@ fi
 if want kwok; then
   if kwok_complete; then log "cached kwok-$KSTRETCH_KWOK_VERSION"
   else timed "kwok-$KSTRETCH_KWOK_VERSION" build_kwok; fi
+fi
+if want local-path; then
+  if have "$LOCAL_PATH_DIR" local-path-provisioner; then log "cached local-path-$KSTRETCH_LOCAL_PATH_VERSION"
+  else timed "local-path-$KSTRETCH_LOCAL_PATH_VERSION" build_local_path; fi
 fi
 if want helm; then
   if have "$HELM_DIR" helm; then log "cached helm-$KSTRETCH_HELM_VERSION"

@@ -31,6 +31,7 @@ for CUR_I in "${!CLUSTERS[@]}"; do
   row "$CUR_C-containerd" containerd_check containerd
   row "$CUR_C-kubelet" kubelet_check kubelet
   row "$CUR_C-kube-proxy" kube_proxy_check kube-proxy
+  row "$CUR_C-local-path" local_path_check local-path-provisioner
 done
 for KAFKA_N in "${KAFKA_NODES[@]}"; do
   row "kafka-$KAFKA_N" kafka_node_check kafka.Kafka
