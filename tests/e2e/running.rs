@@ -2,22 +2,34 @@
 //! containerd per cluster, `tests/env/nodes.sh`) run the local `apache/kafka` image, and the
 //! nodes of alpha and beta reach each other through per-node NodePort Services at each
 //! cluster's node address (`nodeport` addressing). Kafka's own protocol, through rdkafka, is
-//! the judge: what is produced through a broker of one cluster is consumed through the other.
+//! the judge: what is produced through a broker of one cluster is consumed through the other,
+//! and a producer with `acks=all` runs through rolls, restarts and central's absence without
+//! losing an acknowledged record.
+//!
+//! The tests run one at a time (each starts three JVMs on a two-core machine).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kstretch_api::Kafka;
 use kstretch_tests::TestEnv;
 use kstretch_tests::kafka::{broker_ids, consume, create_topic, produce};
+use kstretch_tests::load::{Load, missing};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::Api;
-use kube::api::{ListParams, LogParams};
+use kube::api::{ListParams, LogParams, Patch, PatchParams};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+/// One real-pod test at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
 /// JVMs start slowly on two busy cores; a whole cluster takes a minute or two.
 const START_TIMEOUT: Duration = Duration::from_secs(300);
@@ -55,7 +67,7 @@ fn kafka() -> Value {
 
 /// A pool of combined nodes in `alias`, placed on the real node as a user places pods: a node
 /// selector and a toleration in `template.pod`.
-fn pool(name: &str, replicas: i32, alias: &str) -> Value {
+fn pool(name: &str, replicas: i32, alias: &str, storage: Value) -> Value {
     let mut annotations = json!({});
     if alias != ALPHA {
         annotations["strimzi.io/stretch-cluster-alias"] = json!(alias);
@@ -66,7 +78,7 @@ fn pool(name: &str, replicas: i32, alias: &str) -> Value {
                      "annotations": annotations},
         "spec": {
             "replicas": replicas, "roles": ["controller", "broker"],
-            "storage": {"type": "ephemeral"},
+            "storage": storage,
             "jvmOptions": {"-Xms": "128m", "-Xmx": "320m"},
             "template": {"pod": {
                 "nodeSelector": {"kstretch.test/node": "real"},
@@ -130,13 +142,8 @@ async fn running_pods(stretch: &Stretch, alias: &str, count: usize) -> Vec<Pod> 
 /// and records produced through alpha's brokers are consumed through beta's.
 #[tokio::test]
 async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_clusters() {
-    let stretch = Stretch::start("running-stretch", &[]).await;
-    stretch.apply(kafka()).await;
-    stretch.apply(pool("a", 2, ALPHA)).await;
-    stretch.apply(pool("b", 1, BETA)).await;
-    let k: Kafka = stretch
-        .wait_in_alpha("live", "Ready on real pods", START_TIMEOUT, is_ready)
-        .await;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (stretch, k) = live_kafka("running-stretch", json!({"type": "ephemeral"})).await;
 
     let alpha_pods = running_pods(&stretch, ALPHA, 2).await;
     running_pods(&stretch, BETA, 1).await;
@@ -171,5 +178,327 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
     .await
     .unwrap();
     assert_eq!(read, records, "what beta's brokers serve");
+    stretch.finish().await;
+}
+
+/// Claims of the real nodes' provisioner, kept when their pod goes.
+fn persistent() -> Value {
+    json!({"type": "persistent-claim", "size": "1Gi", "class": "local-path", "deleteClaim": true})
+}
+
+/// A `Kafka` named `live` of three combined nodes, two in alpha (`live-a-0`, `live-a-1`) and
+/// one in beta (`live-b-2`), Ready.
+async fn live_kafka(test: &str, storage: Value) -> (Stretch, Kafka) {
+    let stretch = Stretch::start(test, &[]).await;
+    stretch.apply(kafka()).await;
+    stretch.apply(pool("a", 2, ALPHA, storage.clone())).await;
+    stretch.apply(pool("b", 1, BETA, storage)).await;
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "Ready on real pods", START_TIMEOUT, is_ready)
+        .await;
+    (stretch, k)
+}
+
+/// Every broker's `plain` address, from the status.
+fn all_brokers(k: &Kafka) -> String {
+    format!(
+        "{},{}",
+        bootstrap_at(k, &real_node_ip(ALPHA)),
+        bootstrap_at(k, &real_node_ip(BETA))
+    )
+}
+
+/// Pod name -> (UID, restarts, ready) in both clusters.
+async fn pod_states(stretch: &Stretch) -> BTreeMap<String, (String, i32, bool)> {
+    let mut out = BTreeMap::new();
+    for alias in [ALPHA, BETA] {
+        let pods: Api<Pod> = stretch.api(alias);
+        for pod in pods.list(&ListParams::default()).await.unwrap().items {
+            let status = pod.status.clone().unwrap_or_default();
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            let restarts = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| c.restart_count)
+                .sum();
+            out.insert(
+                pod.metadata.name.clone().unwrap(),
+                (pod.metadata.uid.clone().unwrap(), restarts, ready),
+            );
+        }
+    }
+    out
+}
+
+/// Waits until every partition of `topic` has all three replicas in its ISR.
+async fn full_isr(bootstrap: &str, topic: &str) {
+    wait_for(
+        &format!("every replica of {topic} in sync"),
+        START_TIMEOUT,
+        || async {
+            let consumer: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", bootstrap)
+                .create()
+                .unwrap();
+            match consumer.fetch_metadata(Some(topic), Duration::from_secs(10)) {
+                Ok(m) => {
+                    let isr: Vec<(i32, Vec<i32>)> = m.topics()[0]
+                        .partitions()
+                        .iter()
+                        .map(|p| (p.id(), p.isr().to_vec()))
+                        .collect();
+                    if !isr.is_empty() && isr.iter().all(|(_, isr)| isr.len() == 3) {
+                        Seen::Done(())
+                    } else {
+                        Seen::NotYet(format!("ISR by partition: {isr:?}"))
+                    }
+                }
+                Err(e) => Seen::NotYet(e.to_string()),
+            }
+        },
+    )
+    .await
+}
+
+async fn wait_for_acks(load: &Load, more_than: usize) {
+    wait_for(
+        "the producer to get acknowledgements",
+        START_TIMEOUT,
+        || async {
+            if load.acked() > more_than {
+                Seen::Done(())
+            } else {
+                Seen::NotYet(format!("{} acknowledged", load.acked()))
+            }
+        },
+    )
+    .await
+}
+
+/// Stops the producer and checks every send succeeded and every acknowledged key is there.
+async fn no_loss(load: Load, bootstrap: &str, topic: &str) {
+    let sent = load.stop().await;
+    assert!(
+        sent.failed.is_empty(),
+        "{} sends failed, e.g. {:?}",
+        sent.failed.len(),
+        &sent.failed[..sent.failed.len().min(5)]
+    );
+    let lost = missing(bootstrap, topic, 3, &sent, Duration::from_secs(90)).await;
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged records are missing, e.g. {:?}",
+        lost.len(),
+        sent.acked.len(),
+        &lost[..lost.len().min(5)]
+    );
+    eprintln!("{} records acknowledged, none lost", sent.acked.len());
+}
+
+/// A configuration change rolls every node, one at a time, while an idempotent producer with
+/// `acks=all` and `min.insync.replicas=2` keeps sending: no send fails, and a consumer
+/// reading afterwards finds every acknowledged record.
+#[tokio::test]
+async fn a_configuration_change_rolls_one_node_at_a_time_and_loses_no_acknowledged_record() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (stretch, k) = live_kafka("running-roll", persistent()).await;
+    let bootstrap = all_brokers(&k);
+    create_topic(&bootstrap, "rolled", 3, 3).await;
+    full_isr(&bootstrap, "rolled").await;
+    let load = Load::start(&bootstrap, "rolled", Duration::from_millis(20));
+    wait_for_acks(&load, 50).await;
+
+    let before = pod_states(&stretch).await;
+    assert_eq!(before.len(), 3, "{before:?}");
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    kafkas
+        .patch(
+            "live",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"kafka": {"config": {"log.retention.ms": 86_400_001}}}})),
+        )
+        .await
+        .unwrap();
+    // Until every pod is a new one and Ready: never more than one node away at once.
+    let mut worst = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    loop {
+        let now = pod_states(&stretch).await;
+        let away = before
+            .keys()
+            .filter(|name| now.get(*name).is_none_or(|(_, _, ready)| !ready))
+            .count();
+        worst = worst.max(away);
+        let replaced = before
+            .iter()
+            .all(|(name, (uid, _, _))| now.get(name).is_some_and(|(u, _, r)| u != uid && *r));
+        if replaced {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the roll did not finish: before {before:?}, now {now:?}\n{}",
+            stretch.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(worst <= 1, "{worst} nodes were away at once");
+    stretch
+        .wait_in_alpha("live", "Ready after the roll", START_TIMEOUT, is_ready)
+        .await;
+    let acked = load.acked();
+    wait_for_acks(&load, acked + 50).await;
+    no_loss(load, &bootstrap, "rolled").await;
+    stretch.finish().await;
+}
+
+/// The host path of the claim `data-<pod>` in `alias` (the provisioner's directory).
+async fn claim_dir(stretch: &Stretch, alias: &str, pod: &str) -> (String, PathBuf) {
+    let claims: Api<PersistentVolumeClaim> = stretch.api(alias);
+    let claim = claims.get(&format!("data-{pod}")).await.unwrap();
+    let volume = claim.spec.unwrap().volume_name.unwrap();
+    let pvs: Api<PersistentVolume> = Api::all(stretch.clusters[alias].client.clone());
+    let pv = pvs.get(&volume).await.unwrap();
+    let path = pv.spec.unwrap().host_path.unwrap().path;
+    (claim.metadata.uid.unwrap(), PathBuf::from(path))
+}
+
+/// Inode and length of the first segment of `topic-0` in the node's log directory.
+fn segment(dir: &std::path::Path, id: i32, topic: &str) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let file = dir
+        .join(format!("kafka-log{id}"))
+        .join(format!("{topic}-0"))
+        .join("00000000000000000000.log");
+    let meta = std::fs::metadata(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    (meta.ino(), meta.len())
+}
+
+/// The processes of pod `uid` on the machine (the real nodes share its process table).
+fn pod_processes(uid: &str, comm: &str) -> Vec<i32> {
+    let marker = format!("pod{uid}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+                && std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                    .is_ok_and(|c| c.contains(&marker))
+        })
+        .collect()
+}
+
+/// A deleted Kafka pod, and separately a killed Kafka process, come back on the data of their
+/// claim (the same segment file, not a copy fetched again) and rejoin the ISR.
+#[tokio::test]
+async fn a_deleted_pod_and_a_killed_kafka_process_come_back_with_their_data() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (stretch, k) = live_kafka("running-restart", persistent()).await;
+    let bootstrap = all_brokers(&k);
+    create_topic(&bootstrap, "kept", 3, 3).await;
+    let records: Vec<(String, String)> = (0..100)
+        .map(|i| (format!("k{i:03}"), format!("v{i}")))
+        .collect();
+    produce(&bootstrap, "kept", &records).await;
+    let (claim_uid, dir) = claim_dir(&stretch, BETA, "live-b-2").await;
+    let (inode, len) = segment(&dir, 2, "kept");
+    assert!(len > 0, "the segment of kept-0 on node 2 is empty");
+
+    // The pod deleted: a new pod, the same claim, the same segment file.
+    let before = pod_states(&stretch).await;
+    let pods: Api<Pod> = stretch.api(BETA);
+    pods.delete("live-b-2", &Default::default()).await.unwrap();
+    wait_for("live-b-2 back and Ready", START_TIMEOUT, || async {
+        let now = pod_states(&stretch).await;
+        match now.get("live-b-2") {
+            Some((uid, _, true)) if *uid != before["live-b-2"].0 => Seen::Done(()),
+            other => Seen::NotYet(format!("{other:?}")),
+        }
+    })
+    .await;
+    full_isr(&bootstrap, "kept").await;
+    let (claim_after, dir_after) = claim_dir(&stretch, BETA, "live-b-2").await;
+    assert_eq!((claim_after, &dir_after), (claim_uid.clone(), &dir));
+    let (inode_after, len_after) = segment(&dir, 2, "kept");
+    assert_eq!(inode_after, inode, "the segment was written anew");
+    assert!(len_after >= len);
+
+    // Kafka's process killed: the container restarts in the same pod, on the same data.
+    let uid = pod_states(&stretch).await["live-b-2"].0.clone();
+    let java = pod_processes(&uid, "java");
+    assert_eq!(java.len(), 1, "Kafka's process of pod {uid}: {java:?}");
+    std::process::Command::new("kill")
+        .args(["-KILL", &java[0].to_string()])
+        .status()
+        .unwrap();
+    wait_for(
+        "live-b-2's container restarted and Ready",
+        START_TIMEOUT,
+        || async {
+            let now = pod_states(&stretch).await;
+            match now.get("live-b-2") {
+                Some((u, restarts, true)) if *u == uid && *restarts >= 1 => Seen::Done(()),
+                other => Seen::NotYet(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    full_isr(&bootstrap, "kept").await;
+    assert_eq!(
+        segment(&dir, 2, "kept").0,
+        inode,
+        "the segment was written anew"
+    );
+    let (b, t) = (bootstrap.clone(), "kept");
+    let read = tokio::task::spawn_blocking(move || consume(&b, t, 3, 100, Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(read, records);
+    stretch.finish().await;
+}
+
+/// Central killed: every pod keeps running and serving, produce and consume go on, and
+/// nothing restarts when central comes back.
+#[tokio::test]
+async fn without_central_kafka_keeps_serving_and_nothing_restarts_when_it_returns() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (mut stretch, k) = live_kafka("running-central", persistent()).await;
+    let bootstrap = all_brokers(&k);
+    create_topic(&bootstrap, "steady", 3, 3).await;
+    let load = Load::start(&bootstrap, "steady", Duration::from_millis(20));
+    wait_for_acks(&load, 50).await;
+    let before = pod_states(&stretch).await;
+
+    stretch.stop_central();
+    let acked = load.acked();
+    wait_for_acks(&load, acked + 250).await;
+    assert_eq!(
+        pod_states(&stretch).await,
+        before,
+        "pods changed without central"
+    );
+
+    stretch.start_central();
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "Ready again", START_TIMEOUT, is_ready)
+        .await;
+    let generation = k.metadata.generation;
+    // Long enough for central to have reconciled and checked everything once more.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "still Ready", START_TIMEOUT, is_ready)
+        .await;
+    assert_eq!(k.metadata.generation, generation);
+    assert_eq!(
+        pod_states(&stretch).await,
+        before,
+        "pods changed when central returned"
+    );
+    no_loss(load, &bootstrap, "steady").await;
     stretch.finish().await;
 }

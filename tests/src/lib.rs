@@ -20,6 +20,7 @@ pub mod events;
 pub mod fixtures;
 pub mod kafka;
 pub mod kraft;
+pub mod load;
 pub mod process;
 pub mod rawlink;
 pub mod rotation;

@@ -708,7 +708,10 @@ fn admin_bootstrap(kafka: &Kafka, resolved: &Resolved) -> Option<String> {
         addressing: resolved.addressing.clone(),
         nodes: Vec::new(),
     };
-    kraft::bootstrap_servers(&cluster, REPLICATION_LISTENER).ok()
+    // With per-node Services the addresses are known only once the nodes are built: none yet.
+    kraft::bootstrap_servers(&cluster, REPLICATION_LISTENER)
+        .ok()
+        .filter(|servers| !servers.is_empty())
 }
 
 type PoolIdsByName = BTreeMap<String, BTreeSet<i32>>;
@@ -1262,6 +1265,30 @@ mod tests {
         // RFC 4648 test vector, base64url without padding.
         assert_eq!(base64url(b"foobar"), "Zm9vYmFy");
         assert_eq!(base64url(b"fo"), "Zm8");
+    }
+
+    #[test]
+    fn per_node_services_give_no_admin_bootstrap_before_their_addresses_are_known() {
+        use super::super::resolve::tests::{kafka, members, pool};
+        let pools = [pool(
+            "dual",
+            &["controller", "broker"],
+            1,
+            serde_json::json!({}),
+        )];
+        let pools: Vec<&KafkaNodePool> = pools.iter().collect();
+        let by_dns = kafka(serde_json::json!({}));
+        let resolved = resolve::resolve(&by_dns, &pools, &members()).unwrap();
+        assert_eq!(
+            admin_bootstrap(&by_dns, &resolved).as_deref(),
+            Some("my-cluster-kafka-bootstrap.kafka.svc:9091")
+        );
+        let by_node_port = kafka(serde_json::json!({"metadata": {"annotations": {
+            "kstretch.io/addressing": "nodeport",
+            "kstretch.io/node-port-hosts": "alpha=10.0.0.1,beta=10.0.0.2"}}}));
+        let resolved = resolve::resolve(&by_node_port, &pools, &members()).unwrap();
+        // Not an empty list, which the admin client would take for an address.
+        assert_eq!(admin_bootstrap(&by_node_port, &resolved), None);
     }
 
     #[test]
