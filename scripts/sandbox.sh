@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/sandbox.sh — owns: the local multi-cluster sandbox. `up` brings up the real test
 # environment, installs the CRD chart in every cluster, starts central (in the first cluster)
-# and one agent per cluster as local processes, applies examples/kafka-stretch.yaml and prints
-# what runs and how to look at it. `down` stops the sandbox processes and the environment.
+# and one agent per cluster as local processes, applies examples/kafka-stretch.yaml (a Kafka
+# whose pods run on the environment's real nodes in two clusters) and prints what runs, how to
+# look at it and one command that moves a record from one cluster's broker to the other's. `down` stops the sandbox processes and the environment.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LOG_TAG=sandbox
@@ -106,24 +107,36 @@ up() {
       { tail_log "sandbox-agent-${CLUSTERS[$i]}"; die "agent ${CLUSTERS[$i]} did not become ready"; }
   done
 
-  "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" apply --server-side \
+  local kc_central hosts="" first_broker last_broker
+  kc_central=$(kubeconfig_of "$central_cluster")
+  for c in "${CLUSTERS[@]}"; do
+    local ip_var=KSTRETCH_REAL_NODE_IP_$(upper "$c")
+    hosts+=${hosts:+,}$c=${!ip_var}
+  done
+  "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" apply --server-side \
     --field-manager kstretch-sandbox -f "$ROOT/examples/kafka-stretch.yaml" >/dev/null
-  # kwok runs no JVMs, so central's admin client (topics, scale-down checks) is pointed at the
-  # environment's real Kafka: the example topic is a real topic there.
-  "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" annotate --overwrite \
-    kafka/my-cluster "kstretch.io/admin-bootstrap-servers=$KSTRETCH_KAFKA_BOOTSTRAP" >/dev/null
+  # Where each cluster's NodePorts are reached: the address of its real node.
+  "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" annotate --overwrite \
+    kafka/my-cluster "kstretch.io/node-port-hosts=$hosts" >/dev/null
   local agents_up=0
   for _ in $(seq 40); do
     agents_up=$("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" agents 2>/dev/null | awk '$2 == "yes"' | wc -l)
     ((agents_up >= ${#CLUSTERS[@]})) && break
     sleep 0.5
   done
-  "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" wait kafka/my-cluster \
+  # Seven JVMs start on the real nodes: minutes on two cores.
+  "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" wait kafka/my-cluster \
+    --for condition=Ready --timeout 600s >/dev/null ||
+    { "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" get kafka/my-cluster -o yaml | sed -n '/^status:/,$p' >&2
+      tail_log sandbox-central; die "the example Kafka did not become ready"; }
+  "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" wait kafkatopic/orders \
     --for condition=Ready --timeout 120s >/dev/null ||
-    { tail_log sandbox-central; die "the example Kafka did not become ready"; }
-  "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" wait kafkatopic/orders \
-    --for condition=Ready --timeout 60s >/dev/null ||
     { tail_log sandbox-central; die "the example KafkaTopic did not become ready"; }
+  first_broker=$("$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" get pods \
+    -l strimzi.io/pool-name=brokers-alpha -o jsonpath='{.items[0].metadata.name}')
+  last_broker=$("$kubectl" --kubeconfig "$(kubeconfig_of "${CLUSTERS[-1]}")" -n "$NAMESPACE" get pods \
+    -l strimzi.io/pool-name=brokers-${CLUSTERS[-1]} -o jsonpath='{.items[0].metadata.name}')
+  local move_record="$kubectl --kubeconfig $kc_central -n $NAMESPACE exec $first_broker -- sh -c 'echo \"hello from $central_cluster \$(date +%T)\" | kafka-console-producer.sh --bootstrap-server localhost:9092 --topic orders' && $kubectl --kubeconfig $(kubeconfig_of "${CLUSTERS[-1]}") -n $NAMESPACE exec $last_broker -- kafka-console-consumer.sh --bootstrap-server localhost:9092 --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
 
   cat <<EOM
 
@@ -131,8 +144,7 @@ kstretch sandbox is up ($((SECONDS - t0))s). Central runs in cluster '$central_c
 
   central       http://127.0.0.1:$CENTRAL_HTTP/{healthz,readyz,metrics}  admin gRPC 127.0.0.1:$CENTRAL_GRPC  agent link (mTLS) 127.0.0.1:$CENTRAL_LINK
 $(for i in "${!CLUSTERS[@]}"; do printf '  agent %-7s http://127.0.0.1:%s/{healthz,readyz,metrics}\n' "${CLUSTERS[$i]}" "$((AGENT_HTTP_BASE + i))"; done)
-  Kafka         $KSTRETCH_KAFKA_BOOTSTRAP   (the environment's own Kafka: central's admin client uses it, so the example's topics are real)
-  Connect       $KSTRETCH_CONNECT_URL
+  Kafka         my-cluster: $(IFS=' '; echo "${CLUSTERS[*]}") (its brokers: $("$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" get kafka my-cluster -o jsonpath='{.status.listeners[0].bootstrapServers}'))
   logs          $LOG_DIR/
 
 kstretch status:
@@ -144,9 +156,12 @@ $("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" agents | sed 's/^/ 
 Resources in cluster '$central_cluster', namespace '$NAMESPACE':
 $("$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" -n "$NAMESPACE" get k,knp,kt 2>&1 | sed 's/^/  /')
 $(for c in "${CLUSTERS[@]}"; do
-    printf "\nKafka pods in cluster '%s' (kwok nodes: scheduled and Ready, no JVM runs):\n" "$c"
-    "$kubectl" --kubeconfig "$(kubeconfig_of "$c")" -n "$NAMESPACE" get sps,pods 2>&1 | sed 's/^/  /'
+    printf "\nKafka pods in cluster '%s' (on its real node: kubelet and containerd):\n" "$c"
+    "$kubectl" --kubeconfig "$(kubeconfig_of "$c")" -n "$NAMESPACE" get sps,pods -o wide 2>&1 | sed 's/^/  /'
   done)
+
+Produce a record through a broker in '$central_cluster' and consume it through one in '${CLUSTERS[-1]}':
+  $move_record
 
 Look around:
   export KUBECONFIG=$KSTRETCH_KUBECONFIG PATH=$KSTRETCH_BIN_DIR:\$PATH
