@@ -86,7 +86,7 @@ for component in "${components[@]}"; do
     cli) bin=kstretch ;;
     *) echo "[images] unknown component '$component' (central, agent or cli)" >&2; exit 2 ;;
   esac
-  src=target/$profile/$bin
+  src=${CARGO_TARGET_DIR:-target}/$profile/$bin
   [[ -x $src ]] || {
     flag=; [[ $profile == release ]] && flag=" --release"
     echo "[images] $src is missing: cargo build$flag -p kstretch-$component --bins" >&2

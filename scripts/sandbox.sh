@@ -61,7 +61,7 @@ up() {
   # nothing the sandbox runs does.
   log "building kstretch (cargo build -p kstretch-central -p kstretch-agent -p kstretch-cli)"
   (cd "$ROOT" && cargo build -q -p kstretch-central -p kstretch-agent -p kstretch-cli)
-  local bin=$ROOT/target/debug kubectl=$KSTRETCH_BIN_DIR/kubectl helm=$KSTRETCH_BIN_DIR/helm
+  local bin=${CARGO_TARGET_DIR:-$ROOT/target}/debug kubectl=$KSTRETCH_BIN_DIR/kubectl helm=$KSTRETCH_BIN_DIR/helm
   local central_cluster=${CLUSTERS[0]} i c kc
 
   for c in "${CLUSTERS[@]}"; do

@@ -8,15 +8,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kstretch_api::{Kafka, KafkaNodePool};
 use kstretch_core::kraft::NodeConfig;
-use kstretch_tests::TestEnv;
 use kstretch_tests::events::{describe, note, wait_event};
+use kstretch_tests::kafka::registered_by_kafkas_tool;
 use kstretch_tests::kraft::PrivateKafka;
 use kstretch_tests::stretch::{ALPHA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
@@ -128,35 +127,6 @@ async fn pods(stretch: &Stretch) -> BTreeMap<String, (String, String)> {
                 (p.metadata.uid.clone().unwrap(), revision),
             )
         })
-        .collect()
-}
-
-/// Broker IDs Kafka's own `kafka-cluster list-endpoints --include-fenced-brokers` reports
-/// (not kstretch's client, not rdkafka, which lists live brokers only).
-fn registered_by_kafkas_tool(bootstrap: &str) -> BTreeSet<i32> {
-    let libs = TestEnv::get().kafka_libs();
-    let output = Command::new("java")
-        .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"])
-        .arg(format!("{}/*", libs.display()))
-        .args([
-            "org.apache.kafka.tools.ClusterTool",
-            "list-endpoints",
-            "--bootstrap-server",
-            bootstrap,
-            "--include-fenced-brokers",
-        ])
-        .output()
-        .expect("run ClusterTool");
-    let text = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(
-        output.status.success(),
-        "ClusterTool failed: {text}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    // Lines: "ID HOST PORT RACK STATE ENDPOINT_TYPE" after a header.
-    text.lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
         .collect()
 }
 

@@ -15,9 +15,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
-use kstretch_api::Kafka;
+use kstretch_api::{Kafka, KafkaNodePool};
 use kstretch_tests::TestEnv;
-use kstretch_tests::kafka::{broker_ids, consume, create_topic, produce};
+use kstretch_tests::kafka::{
+    broker_ids, consume, create_topic, produce, registered_by_kafkas_tool, run_kafka_tool,
+};
 use kstretch_tests::load::{Load, missing};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
@@ -189,10 +191,18 @@ fn persistent() -> Value {
 /// A `Kafka` named `live` of three combined nodes, two in alpha (`live-a-0`, `live-a-1`) and
 /// one in beta (`live-b-2`), Ready.
 async fn live_kafka(test: &str, storage: Value) -> (Stretch, Kafka) {
+    live_kafka_with(test, storage, Vec::new()).await
+}
+
+/// [`live_kafka`] with `extra` pools.
+async fn live_kafka_with(test: &str, storage: Value, extra: Vec<Value>) -> (Stretch, Kafka) {
     let stretch = Stretch::start(test, &[]).await;
     stretch.apply(kafka()).await;
     stretch.apply(pool("a", 2, ALPHA, storage.clone())).await;
     stretch.apply(pool("b", 1, BETA, storage)).await;
+    for pool in extra {
+        stretch.apply(pool).await;
+    }
     let k: Kafka = stretch
         .wait_in_alpha("live", "Ready on real pods", START_TIMEOUT, is_ready)
         .await;
@@ -500,5 +510,129 @@ async fn without_central_kafka_keeps_serving_and_nothing_restarts_when_it_return
         "pods changed when central returned"
     );
     no_loss(load, &bootstrap, "steady").await;
+    stretch.finish().await;
+}
+
+fn warning(k: &Kafka, reason: &str) -> Option<String> {
+    k.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Warning" && c.reason.as_deref() == Some(reason))
+            .and_then(|c| c.message.clone())
+    })
+}
+
+/// A broker pool's scale-down is refused while its broker holds replicas; once Kafka's own
+/// reassignment tool has moved them, the node is removed and unregistered, as Kafka's cluster
+/// tool confirms.
+#[tokio::test]
+async fn a_scale_down_waits_until_the_replicas_moved_then_the_broker_is_removed_and_unregistered() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut extra = pool("x", 1, BETA, persistent());
+    extra["spec"]["roles"] = json!(["broker"]);
+    let (stretch, k) = live_kafka_with("running-scaledown", persistent(), vec![extra]).await;
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    let x = pools.get("x").await.unwrap();
+    let id = x.status.unwrap().node_ids[0];
+    let bootstrap = all_brokers(&k);
+    // One partition with a replica on the broker to remove, one without.
+    let brokers = broker_ids(&bootstrap).unwrap();
+    assert_eq!(brokers.len(), 4, "{brokers:?}");
+    let others: Vec<i32> = brokers.into_iter().filter(|n| *n != id).collect();
+    let with_it = [id, others[0], others[1]];
+    let assignment: [&[i32]; 2] = [&with_it, &others];
+    let topic = rdkafka::admin::NewTopic::new(
+        "moving",
+        2,
+        rdkafka::admin::TopicReplication::Variable(&assignment),
+    );
+    let admin = kstretch_tests::kafka::admin(&bootstrap);
+    let created = admin
+        .create_topics([&topic], &rdkafka::admin::AdminOptions::new())
+        .await
+        .unwrap();
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+
+    pools
+        .patch(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .unwrap();
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "ScaleDownBlocked", START_TIMEOUT, |k| {
+            warning(k, "ScaleDownBlocked").is_some()
+        })
+        .await;
+    let message = warning(&k, "ScaleDownBlocked").unwrap();
+    assert!(message.contains(&format!("broker {id} holds")), "{message}");
+    assert_eq!(
+        pod_states(&stretch).await.len(),
+        4,
+        "the broker's pod stays"
+    );
+
+    // The replicas moved with Kafka's own tool.
+    let plan = std::env::temp_dir().join(format!("{}-moving.json", stretch.ns));
+    let replicas = serde_json::to_string(&[others[0], others[1], others[2]]).unwrap();
+    std::fs::write(
+        &plan,
+        format!(
+            r#"{{"version":1,"partitions":[{{"topic":"moving","partition":0,"replicas":{replicas}}}]}}"#
+        ),
+    )
+    .unwrap();
+    let plan = plan.display().to_string();
+    let reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+    let file_args = [
+        "--bootstrap-server",
+        &bootstrap,
+        "--reassignment-json-file",
+        &plan,
+    ];
+    run_kafka_tool(reassign, &[&file_args[..], &["--execute"]].concat());
+    wait_for("the reassignment to complete", START_TIMEOUT, || async {
+        let out = run_kafka_tool(reassign, &[&file_args[..], &["--verify"]].concat());
+        if out.contains("is completed") && !out.contains("still in progress") {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(out)
+        }
+    })
+    .await;
+
+    stretch
+        .wait_in_alpha(
+            "x",
+            "node removed from pool x",
+            START_TIMEOUT,
+            |p: &KafkaNodePool| p.status.as_ref().is_some_and(|s| s.node_ids.is_empty()),
+        )
+        .await;
+    wait_for(
+        &format!("broker {id} unregistered, as Kafka's cluster tool reports"),
+        START_TIMEOUT,
+        || async {
+            let registered = registered_by_kafkas_tool(&bootstrap);
+            if registered.contains(&id) {
+                Seen::NotYet(format!("registered: {registered:?}"))
+            } else {
+                Seen::Done(())
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        pod_states(&stretch).await.len(),
+        3,
+        "the broker's pod is gone"
+    );
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "Ready without the broker", START_TIMEOUT, is_ready)
+        .await;
+    assert!(warning(&k, "ScaleDownBlocked").is_none());
+    assert!(!k.status.unwrap().registered_node_ids.contains(&id));
     stretch.finish().await;
 }

@@ -218,6 +218,8 @@ all_pids_of_ours() {
     [[ $self_chain == *" $p "* ]] && continue
     is_ours_exe "$p" && printf '%s\n' "$p"
   done
+  # Not the status of the last check: `left=$(all_pids_of_ours)` must not stop a `set -e` caller.
+  return 0
 }
 
 upper() { printf '%s' "$1" | tr '[:lower:]-' '[:upper:]_'; }

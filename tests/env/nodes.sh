@@ -395,19 +395,21 @@ node_down() {
   ((${#shims[@]} == 0)) || kill -KILL "${shims[@]}" 2>/dev/null || true
   stop_proc "$CUR_C-containerd"
   stop_proc "$CUR_C-apiproxy"
+  # A killed JVM takes a while to hand back its memory on a busy machine.
+  for _ in $(seq 1 300); do
+    [[ -z $(pod_pids) ]] && break
+    sleep 0.1
+  done
   for m in "${netns_files[@]}"; do umount "$m" 2>/dev/null || true; rm -f "$m"; done
   for _ in 1 2 3; do
     while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done < <(mounts_under "$NODE_DIR")
-  done
-  for _ in $(seq 1 50); do
-    [[ -z $(pod_pids) ]] && break
-    sleep 0.1
   done
   remove_cgroups
   ip link del "ksv$CUR_I" 2>/dev/null || true
   if [[ -e /run/netns/$ns ]]; then ip netns del "$ns"; fi
   rm -f /var/lib/cni/results/"kstretch-$CUR_C"-* 2>/dev/null || true
-  for p in "${pids[@]}"; do [[ -e /proc/$p ]] && log "WARNING: pod process $p is still there"; done
+  mapfile -t pids < <(pod_pids)
+  ((${#pids[@]} == 0)) || log "WARNING: pod processes still there: ${pids[*]}"
   return 0
 }
 

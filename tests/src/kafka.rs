@@ -131,3 +131,42 @@ pub fn consume(
     records.sort();
     records
 }
+
+/// Runs one of Kafka's own tools (`class`, e.g. `org.apache.kafka.tools.ClusterTool`) with the
+/// environment's jars and returns its standard output; fails the test if the tool fails.
+pub fn run_kafka_tool(class: &str, args: &[&str]) -> String {
+    let libs = crate::TestEnv::get().kafka_libs();
+    let output = std::process::Command::new("java")
+        .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(format!("{}/*", libs.display()))
+        .arg(class)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {class}: {e}"));
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{class} {args:?} failed: {text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    text
+}
+
+/// Broker IDs Kafka's own `kafka-cluster list-endpoints --include-fenced-brokers` reports
+/// (not kstretch's client, not rdkafka, which lists live brokers only).
+pub fn registered_by_kafkas_tool(bootstrap: &str) -> BTreeSet<i32> {
+    let text = run_kafka_tool(
+        "org.apache.kafka.tools.ClusterTool",
+        &[
+            "list-endpoints",
+            "--bootstrap-server",
+            bootstrap,
+            "--include-fenced-brokers",
+        ],
+    );
+    // Lines: "ID HOST PORT RACK STATE ENDPOINT_TYPE" after a header.
+    text.lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}

@@ -36,6 +36,11 @@ const IDLE_REQUEUE: Duration = Duration::from_secs(300);
 /// from a stale view of another kind (pools listed by the shared store after the controller's
 /// own watch saw them, as after a CRD reinstall), which no later event would correct.
 const REFUSED_RECHECK: Duration = Duration::from_secs(30);
+/// A scale-down waiting for its brokers' replicas to move is checked against Kafka again this
+/// often: moving them changes nothing central watches.
+const BLOCKED_RECHECK: Duration = Duration::from_secs(30);
+/// The warning of a scale-down refused while its brokers hold partition replicas.
+const SCALE_DOWN_BLOCKED: &str = "ScaleDownBlocked";
 /// How long the agent has to answer a restart.
 const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -240,7 +245,8 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         .collect();
 
     let connected: BTreeSet<String> = ctx.agents.connected().into_iter().collect();
-    let bootstrap = admin_bootstrap(&kafka, &resolved);
+    let bootstrap = admin_bootstrap(&kafka, &resolved)
+        .or_else(|| running_brokers_bootstrap(&ctx, &kafka, &resolved, &assignments));
     let (mut ids, mut roles) = desired_ids_and_roles(&resolved, &assignments);
     guard_removals(
         &ctx,
@@ -466,6 +472,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     };
     let is_ready = ready.is_true();
     let settled = is_ready && pending_unregistration.is_empty();
+    let scale_down_blocked = warnings
+        .iter()
+        .any(|(reason, _)| reason == SCALE_DOWN_BLOCKED);
     let was_ready = kafka_status
         .conditions
         .iter()
@@ -512,10 +521,12 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         kafka_status.operator_last_successful_version = Some(env!("CARGO_PKG_VERSION").to_owned());
     }
     status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
-    Ok(Action::requeue(if settled {
-        IDLE_REQUEUE
-    } else {
+    Ok(Action::requeue(if !settled {
         BUSY_REQUEUE
+    } else if scale_down_blocked {
+        BLOCKED_RECHECK
+    } else {
+        IDLE_REQUEUE
     }))
 }
 
@@ -832,7 +843,7 @@ async fn guard_removals(
         ids.insert(pool_name.clone(), a.current.clone());
         roles.insert(pool_name.clone(), current_or_spec_roles(pool));
         warnings.push((
-            "ScaleDownBlocked".to_owned(),
+            SCALE_DOWN_BLOCKED.to_owned(),
             format!(
                 "KafkaNodePool {pool_name}: the scale-down or broker-role removal is reverted because {}; move the partitions away first (or set the annotation {}=true on the Kafka to skip this check)",
                 blocked.join("; "),
@@ -848,6 +859,48 @@ fn current_or_spec_roles(pool: &resolve::ResolvedPool) -> BTreeSet<Role> {
     } else {
         pool.ids.current_roles.clone()
     }
+}
+
+/// With per-node Services, before this reconciliation's nodes are built: the brokers that run
+/// now, at the addresses their Services were reported with, so that a scale-down can be checked
+/// against Kafka (without them it could never be).
+fn running_brokers_bootstrap(
+    ctx: &Context,
+    kafka: &Kafka,
+    resolved: &Resolved,
+    assignments: &Assignments,
+) -> Option<String> {
+    let per_node = resolved.per_node.as_ref()?;
+    let brokers: PoolIdsByName = resolved
+        .pools
+        .iter()
+        .filter(|p| current_or_spec_roles(p).contains(&Role::Broker))
+        .filter_map(|p| {
+            Some((
+                p.name.clone(),
+                assignments.pools.get(&p.name)?.current.clone(),
+            ))
+        })
+        .collect();
+    let mut known = resolved.clone();
+    address_nodes(ctx, kafka, &mut known, &brokers, per_node);
+    let kraft::Addressing::PerNodeService { addresses } = &known.addressing else {
+        return None;
+    };
+    let servers: Vec<String> = addresses
+        .values()
+        .filter_map(|a| {
+            let port = *a.ports.get(REPLICATION_LISTENER)?;
+            Some(
+                kraft::Endpoint {
+                    host: a.host.clone(),
+                    port,
+                }
+                .to_string(),
+            )
+        })
+        .collect();
+    (!servers.is_empty()).then(|| servers.join(","))
 }
 
 /// Fills in the per-node Service addresses the agents reported; returns the nodes still waiting.
