@@ -624,11 +624,16 @@ async fn a_scale_down_waits_until_the_replicas_moved_then_the_broker_is_removed_
         },
     )
     .await;
-    assert_eq!(
-        pod_states(&stretch).await.len(),
-        3,
-        "the broker's pod is gone"
-    );
+    // Kafka fences the broker as its process stops, a little before kubelet reports the pod gone.
+    wait_for("the broker's pod gone", START_TIMEOUT, || async {
+        let pods = pod_states(&stretch).await;
+        if pods.len() == 3 {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("{pods:?}"))
+        }
+    })
+    .await;
     let k: Kafka = stretch
         .wait_in_alpha("live", "Ready without the broker", START_TIMEOUT, is_ready)
         .await;
