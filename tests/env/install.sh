@@ -222,7 +222,7 @@ build_kafka() {
 #   kafka-image-<v>-<hash>/      OCI layout of apache/kafka:<v>: that rootfs plus /opt/kafka
 # The hash covers tests/env/image, so a changed script gives a new image directory.
 IMAGE_SRC=$ENV_DIR/image
-IMAGE_HASH=$(cd "$IMAGE_SRC" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
+IMAGE_HASH=$(image_hash "$IMAGE_SRC")
 PAUSE_IMAGE_DIR=$CACHE/pause-image-$IMAGE_HASH
 JRE_SUITE=bookworm
 JRE_DIR=$CACHE/debian-jre-$JRE_SUITE-17

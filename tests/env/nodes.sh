@@ -26,7 +26,7 @@ LOG_TAG=nodes
 
 NODE_BIN_DIR=$CACHE/k8s-node-$KSTRETCH_K8S_VERSION
 LOCAL_PATH_BIN=$CACHE/local-path-$KSTRETCH_LOCAL_PATH_VERSION/local-path-provisioner
-IMAGE_HASH=$(cd "$ENV_DIR/image" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
+IMAGE_HASH=$(image_hash "$ENV_DIR/image")
 IMAGE_DIRS=("$CACHE/pause-image-$IMAGE_HASH" "$CACHE/kafka-image-$KSTRETCH_KAFKA_VERSION-$IMAGE_HASH")
 FORWARD_SAVED=$STATE/nodes/ip_forward.before
 
@@ -285,16 +285,15 @@ await_healthy() {
 }
 
 import_images() {
-  local dir name
+  local dir name digest
   for dir in "${IMAGE_DIRS[@]}"; do
     [[ -s $dir/index.json ]] || die "image $dir is missing: run tests/env/install.sh images"
     name=$(sed -n 's/.*"io.containerd.image.name": "\([^"]*\)".*/\1/p' "$dir/index.json")
-    if ctr_node images ls -q "name==$name" | grep -qx "$name" &&
-      [[ $(ctr_node images ls "name==$name" | awk 'NR==2 {print $3}') == "$(sed -n 's/.*"digest": "\(sha256:[0-9a-f]*\)".*/\1/p' "$dir/index.json")" ]]; then
-      continue
-    fi
+    digest=$(sed -n 's/.*"digest": "\(sha256:[0-9a-f]*\)".*/\1/p' "$dir/index.json")
+    # Kept when the node has this name at this digest.
+    [[ $(ctr_node images ls "name==$name" | awk 'NR==2 {print $3}') == "$digest" ]] && continue
     log "importing $name into $(node_name "$CUR_C")"
-    tar -C "$dir" -cf - . | ctr_node images import --no-unpack=false - >/dev/null
+    tar -C "$dir" -cf - . | ctr_node images import - >/dev/null
   done
 }
 

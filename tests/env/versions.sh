@@ -33,3 +33,5 @@ export KSTRETCH_K8S_VERSION KSTRETCH_ETCD_VERSION KSTRETCH_KWOK_VERSION \
 
 # Real nodes (one per cluster, beside the kwok nodes): the sandbox image containerd uses.
 KSTRETCH_PAUSE_IMAGE=registry.k8s.io/pause:3.10
+# image_hash DIR — the version of the images built from DIR (tests/env/image): a hash of its files.
+image_hash() { (cd "$1" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12); }
