@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::cluster::{TEST_NAMESPACE_LABEL, TestNamespace};
+use crate::cluster::TestNamespace;
 use crate::crds::{self, FIELD_MANAGER};
 use crate::process::{Spawned, binary, free_port};
 use crate::stretch::{ALPHA, BETA};
@@ -70,7 +70,7 @@ impl ChartInstall {
         }
         let ns_alpha = alpha.namespace(test).await;
         let ns = ns_alpha.name.clone();
-        let ns_beta = same_namespace(&beta, &ns).await;
+        let ns_beta = beta.namespace_named(&ns).await;
         let dir = std::env::temp_dir().join(format!("kstretch-charts-{ns}"));
         std::fs::create_dir_all(&dir).expect("test dir");
         let link_port = free_port();
@@ -254,27 +254,8 @@ impl ChartInstall {
 
     /// Server-side applies a Strimzi `object` (apiVersion `kafka.strimzi.io/v1`) in the test
     /// namespace of alpha as the admin, as a user would.
-    pub async fn apply(&self, mut object: Value) {
-        object["metadata"]["namespace"] = json!(self.ns);
-        let name = object["metadata"]["name"]
-            .as_str()
-            .expect("name")
-            .to_owned();
-        let kind = object["kind"].as_str().expect("kind").to_owned();
-        let gvk = kube::core::GroupVersionKind::gvk("kafka.strimzi.io", "v1", &kind);
-        let resource = kube::core::ApiResource::from_gvk_with_plural(
-            &gvk,
-            &format!("{}s", kind.to_lowercase()),
-        );
-        let api: Api<kube::core::DynamicObject> =
-            Api::namespaced_with(self.clusters[ALPHA].client.clone(), &self.ns, &resource);
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&object),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
+    pub async fn apply(&self, object: Value) {
+        crate::cluster::apply(&self.clusters[ALPHA].client, &self.ns, object).await;
     }
 
     /// The last lines of central's and the agents' logs, for failure messages.
@@ -437,20 +418,4 @@ fn write_tls(dir: &Path, prefix: &str, secret: &Secret) -> (PathBuf, PathBuf, Pa
     let cert = paths.pop().expect("cert");
     let ca = paths.pop().expect("ca");
     (ca, cert, key)
-}
-
-/// The namespace `name` in `cluster` (created, labelled as a test namespace).
-async fn same_namespace(cluster: &Cluster, name: &str) -> TestNamespace {
-    let ns: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {TEST_NAMESPACE_LABEL: "true"}}
-    }))
-    .expect("namespace");
-    Api::<Namespace>::all(cluster.client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create namespace {name} in {}: {e}", cluster.name));
-    TestNamespace {
-        name: name.to_owned(),
-        cluster: cluster.clone(),
-    }
 }

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 
@@ -60,6 +60,12 @@ impl Cluster {
             .map(|d| d.as_millis() % 1_000_000_000)
             .unwrap_or_default();
         let name = namespace_name(test, std::process::id(), stamp, n);
+        self.namespace_named(&name).await
+    }
+
+    /// The namespace `name` (created, labelled as a test namespace), e.g. the other
+    /// cluster's half of a stretched test.
+    pub async fn namespace_named(&self, name: &str) -> TestNamespace {
         let ns: Namespace = serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "labels": {TEST_NAMESPACE_LABEL: "true"}}
         }))
@@ -69,7 +75,7 @@ impl Cluster {
             .await
             .unwrap_or_else(|e| panic!("cannot create namespace {name} in {}: {e}", self.name));
         TestNamespace {
-            name,
+            name: name.to_owned(),
             cluster: self.clone(),
         }
     }
@@ -210,4 +216,32 @@ mod tests {
         assert!(name.starts_with("very-long--test"));
         assert!(!name.starts_with('-') && !name.ends_with('-'));
     }
+}
+
+/// Server-side applies `object` (with its apiVersion and kind) in `namespace`, as a user would
+/// with `kubectl apply --server-side`.
+pub async fn apply(client: &Client, namespace: &str, mut object: serde_json::Value) {
+    object["metadata"]["namespace"] = serde_json::json!(namespace);
+    let name = object["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_owned();
+    let api_version = object["apiVersion"]
+        .as_str()
+        .expect("apiVersion")
+        .to_owned();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+    let kind = object["kind"].as_str().expect("kind").to_owned();
+    let gvk = kube::core::GroupVersionKind::gvk(group, version, &kind);
+    let plural = format!("{}s", kind.to_lowercase());
+    let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, &plural);
+    let api: Api<kube::core::DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &resource);
+    api.patch(
+        &name,
+        &PatchParams::apply(crate::crds::FIELD_MANAGER).force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
 }

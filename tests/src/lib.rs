@@ -18,6 +18,7 @@ pub mod crds;
 pub mod env;
 pub mod events;
 pub mod fixtures;
+pub mod helm;
 pub mod kafka;
 pub mod kraft;
 pub mod load;

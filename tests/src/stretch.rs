@@ -5,14 +5,12 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::certs::{CertFiles, Pki};
-use crate::cluster::{TEST_NAMESPACE_LABEL, TestNamespace};
-use crate::crds::{self, FIELD_MANAGER};
+use crate::cluster::TestNamespace;
+use crate::crds;
 use crate::process::{Spawned, binary, free_port};
 use crate::{Cluster, TestEnv};
 
@@ -48,7 +46,7 @@ impl Stretch {
             crds::install_service_export(c).await;
         }
         let ns_alpha = alpha.namespace(test).await;
-        let ns_beta = same_namespace(&beta, &ns_alpha.name).await;
+        let ns_beta = beta.namespace_named(&ns_alpha.name).await;
         let pki = Pki::new(test);
         let mut stretch = Stretch {
             ns: ns_alpha.name.clone(),
@@ -188,40 +186,8 @@ impl Stretch {
 
     /// Server-side applies `object` (with its apiVersion and kind) in the test namespace of
     /// alpha, as a user would with `kubectl apply --server-side`.
-    pub async fn apply(&self, mut object: Value) {
-        object["metadata"]["namespace"] = json!(self.ns);
-        let name = object["metadata"]["name"]
-            .as_str()
-            .expect("name")
-            .to_owned();
-        let (group, version) = match object["apiVersion"]
-            .as_str()
-            .expect("apiVersion")
-            .split_once('/')
-        {
-            Some((g, v)) => (g.to_owned(), v.to_owned()),
-            None => (
-                String::new(),
-                object["apiVersion"].as_str().unwrap_or_default().to_owned(),
-            ),
-        };
-        let kind = object["kind"].as_str().expect("kind").to_owned();
-        let gvk = kube::core::GroupVersionKind::gvk(&group, &version, &kind);
-        let plural = match kind.as_str() {
-            "Kafka" => "kafkas".to_owned(),
-            "KafkaNodePool" => "kafkanodepools".to_owned(),
-            other => format!("{}s", other.to_lowercase()),
-        };
-        let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, &plural);
-        let api: Api<kube::core::DynamicObject> =
-            Api::namespaced_with(self.clusters[ALPHA].client.clone(), &self.ns, &resource);
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&object),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
+    pub async fn apply(&self, object: Value) {
+        crate::cluster::apply(&self.clusters[ALPHA].client, &self.ns, object).await;
     }
 
     /// Waits until the `K` `name` in alpha satisfies `check`; on timeout shows it and the
@@ -307,20 +273,4 @@ pub fn agent_command(
         .arg(&cert.key)
         .args(["--reconnect-max-delay", "1s"]);
     command
-}
-
-/// The namespace `name` in `cluster` (created, labelled as a test namespace).
-async fn same_namespace(cluster: &Cluster, name: &str) -> TestNamespace {
-    let ns: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {TEST_NAMESPACE_LABEL: "true"}}
-    }))
-    .expect("namespace");
-    Api::<Namespace>::all(cluster.client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create namespace {name} in {}: {e}", cluster.name));
-    TestNamespace {
-        name: name.to_owned(),
-        cluster: cluster.clone(),
-    }
 }
