@@ -13,6 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kstretch_api::{Kafka, KafkaNodePool, StrimziPodSet};
+use kstretch_tests::ready::kafka_deployed as is_deployed;
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::api::{DeleteParams, ListParams};
@@ -61,14 +62,6 @@ fn pool(
     })
 }
 
-fn is_ready(k: &Kafka) -> bool {
-    k.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-    })
-}
-
 /// A stretched Kafka `name`: a controller in alpha, two brokers in beta (pools named after it,
 /// as pool names are unique in a namespace).
 async fn stretched(stretch: &Stretch, name: &str) {
@@ -98,7 +91,7 @@ async fn stretched(stretch: &Stretch, name: &str) {
 
 async fn wait_ready(stretch: &Stretch, name: &str) -> Kafka {
     stretch
-        .wait_in_alpha(name, &format!("Kafka {name} ready"), TIMEOUT, is_ready)
+        .wait_in_alpha(name, &format!("Kafka {name} ready"), TIMEOUT, is_deployed)
         .await
 }
 

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kstretch_api::{Kafka, KafkaTopic, StrimziPodSet};
 use kstretch_tests::TestEnv;
 use kstretch_tests::charts::{AGENT_SA, CENTRAL_SA, ChartInstall, LEASE};
+use kstretch_tests::ready::kafka_deployed;
 use kstretch_tests::stretch::{ALPHA, BETA};
 use kstretch_tests::wait::{Seen, wait_for, wait_for_deletion};
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -118,9 +119,9 @@ async fn chart_rbac_runs_the_main_flows_and_forbids_everything_else() {
             .await;
     }
     let kafkas: Api<Kafka> = install.api(ALPHA);
-    let kafka = wait_for("the Kafka to be Ready", TIMEOUT, || async {
+    let kafka = wait_for("the Kafka to be deployed", TIMEOUT, || async {
         match kafkas.get_opt("my-cluster").await {
-            Ok(Some(k)) if k.status.as_ref().is_some_and(|s| ready(&s.conditions)) => Seen::Done(k),
+            Ok(Some(k)) if kafka_deployed(&k) => Seen::Done(k),
             other => Seen::NotYet(format!("{other:#?}\n{}", install.logs())),
         }
     })

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service}
 use k8s_openapi::api::events::v1::Event;
 use kstretch_api::{Kafka, KafkaNodePool, StrimziPodSet};
 use kstretch_tests::events::{describe, wait_event};
+use kstretch_tests::ready::kafka_deployed as is_deployed;
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::Api;
@@ -83,10 +84,6 @@ async fn wait_pool(
     stretch.wait_in_alpha(name, what, TIMEOUT, check).await
 }
 
-fn is_ready(k: &Kafka) -> bool {
-    condition(&kafka_conditions(k), "Ready").is_some_and(|c| c.status == "True")
-}
-
 fn ready_reason(k: &Kafka) -> Option<String> {
     condition(&kafka_conditions(k), "Ready").and_then(|c| c.reason.clone())
 }
@@ -135,7 +132,7 @@ async fn a_stretched_kafka_runs_its_pools_in_their_clusters_and_reports_status()
         .apply(pool("brokers", &["broker"], 3, Some(BETA), json!({})))
         .await;
 
-    let k = wait_kafka(&stretch, "the Kafka to be ready", is_ready).await;
+    let k = wait_kafka(&stretch, "the Kafka to be ready", is_deployed).await;
     let status = k.status.clone().unwrap();
     let cluster_id = status.cluster_id.clone().expect("cluster id");
     assert_eq!(cluster_id.len(), 22);
@@ -249,7 +246,7 @@ async fn a_stretched_kafka_runs_its_pools_in_their_clusters_and_reports_status()
     let scale = pools.get_scale("brokers").await.unwrap();
     assert_eq!(scale.status.unwrap().replicas, 4);
     wait_kafka(&stretch, "the Kafka to be ready with 4 brokers", |k| {
-        is_ready(k)
+        is_deployed(k)
             && k.status
                 .as_ref()
                 .is_some_and(|s| s.registered_node_ids.len() == 7)
@@ -382,7 +379,7 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
         node_ids(p) == [10, 11, 12]
     })
     .await;
-    wait_kafka(&stretch, "ready with 3 nodes", is_ready).await;
+    wait_kafka(&stretch, "ready with 3 nodes", is_deployed).await;
 
     let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
     annotate(
@@ -413,7 +410,7 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
     wait_kafka(&stretch, "ready with 2 nodes", |k| {
         let ids = &k.status.as_ref().unwrap().registered_node_ids;
         // The environment's Kafka brokers 1-3 belong to no pool here and stay listed.
-        is_ready(k) && ids.contains(&10) && ids.contains(&12) && !ids.contains(&11)
+        is_deployed(k) && ids.contains(&10) && ids.contains(&12) && !ids.contains(&11)
     })
     .await;
 
@@ -448,7 +445,7 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
         pods_before
     );
     pools.delete("far", &Default::default()).await.unwrap();
-    wait_kafka(&stretch, "ready again", is_ready).await;
+    wait_kafka(&stretch, "ready again", is_deployed).await;
 
     // Moving node 12 to another pool, by the annotation procedure: the old pool removes it,
     // then the new pool takes it.
@@ -476,7 +473,7 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
         node_ids(p) == [12]
     })
     .await;
-    wait_kafka(&stretch, "ready after the move", is_ready).await;
+    wait_kafka(&stretch, "ready after the move", is_deployed).await;
     assert!(
         pod_names(&stretch, ALPHA)
             .await
@@ -505,7 +502,7 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
         movers_pods
     );
     pools.delete("movers", &Default::default()).await.unwrap();
-    wait_kafka(&stretch, "ready without the duplicate", is_ready).await;
+    wait_kafka(&stretch, "ready without the duplicate", is_deployed).await;
 
     // A pool that belongs to another Kafka cluster ID.
     let pods_before = podset_pods(&stretch, ALPHA, "my-cluster-dual").await;
@@ -573,7 +570,7 @@ async fn a_scale_down_is_reverted_while_the_broker_holds_replicas() {
         node_ids(p) == [1, 2, 3]
     })
     .await;
-    wait_kafka(&stretch, "ready", is_ready).await;
+    wait_kafka(&stretch, "ready", is_deployed).await;
 
     scale(&stretch, "brokers", 2).await;
     let k = wait_kafka(&stretch, "ScaleDownBlocked", |k| {
@@ -656,7 +653,7 @@ async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
             json!({"strimzi.io/next-node-ids": "[60-62]"}),
         ))
         .await;
-    wait_kafka(&stretch, "ready", is_ready).await;
+    wait_kafka(&stretch, "ready", is_deployed).await;
 
     stretch.stop_agent(BETA);
     let k = wait_kafka(&stretch, "ClusterUnreachable", |k| {
@@ -664,7 +661,7 @@ async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
     })
     .await;
     assert!(warning(&k, "ClusterUnreachable").unwrap().contains("beta"));
-    assert!(!is_ready(&k));
+    assert!(!is_deployed(&k));
 
     scale(&stretch, "brokers", 2).await;
     let k = wait_kafka(&stretch, "ScaleDownDeferred", |k| {
@@ -705,7 +702,7 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
     stretch
         .apply(pool("dual", &["controller", "broker"], 2, None, json!({})))
         .await;
-    wait_kafka(&stretch, "ready", is_ready).await;
+    wait_kafka(&stretch, "ready", is_deployed).await;
     let pods: Api<Pod> = stretch.api(ALPHA);
     let uid = |p: Pod| p.metadata.uid.unwrap();
     let before = uid(pods.get("my-cluster-dual-0").await.unwrap());
@@ -735,7 +732,7 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
 
     let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
     pools.delete("far", &Default::default()).await.unwrap();
-    wait_kafka(&stretch, "ready again", is_ready).await;
+    wait_kafka(&stretch, "ready again", is_deployed).await;
     assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);
 
     let kafkas: Api<Kafka> = stretch.api(ALPHA);
@@ -838,7 +835,7 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
     stretch
         .apply(pool("dual", &["controller", "broker"], 2, None, json!({})))
         .await;
-    wait_kafka(&stretch, "ready", is_ready).await;
+    wait_kafka(&stretch, "ready", is_deployed).await;
     let pods: Api<Pod> = stretch.api(ALPHA);
     let cms: Api<ConfigMap> = stretch.api(ALPHA);
     let uid = |p: Pod| p.metadata.uid.unwrap();
@@ -897,7 +894,7 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
     }
 
     stretch.apply(kafka(json!({}))).await;
-    wait_kafka(&stretch, "ready again", is_ready).await;
+    wait_kafka(&stretch, "ready again", is_deployed).await;
     assert_eq!(
         uid(pods.get("my-cluster-dual-0").await.unwrap()),
         before,
@@ -962,7 +959,7 @@ async fn per_node_load_balancers_are_created_first_and_their_addresses_configure
             .await
             .unwrap();
     }
-    wait_kafka(&stretch, "ready with load balancer addresses", is_ready).await;
+    wait_kafka(&stretch, "ready with load balancer addresses", is_deployed).await;
     let cms: Api<ConfigMap> = stretch.api(ALPHA);
     let config =
         cms.get("my-cluster-dual-1").await.unwrap().data.unwrap()["server.properties"].clone();
@@ -990,7 +987,7 @@ async fn per_node_node_ports_are_advertised_at_the_cluster_host() {
     stretch
         .apply(pool("brokers", &["broker"], 1, Some(BETA), json!({})))
         .await;
-    wait_kafka(&stretch, "ready with node ports", is_ready).await;
+    wait_kafka(&stretch, "ready with node ports", is_deployed).await;
     let services: Api<Service> = stretch.api(BETA);
     let svc = services.get("my-cluster-brokers-0").await.unwrap();
     let node_port = svc
@@ -1063,7 +1060,7 @@ async fn claims_go_with_their_node_only_when_delete_claim_is_set() {
         {"id": 0, "type": "persistent-claim", "size": "1Gi", "deleteClaim": true},
         {"id": 1, "type": "persistent-claim", "size": "1Gi", "deleteClaim": false}]});
     stretch.apply(disposable).await;
-    wait_kafka(&stretch, "ready", is_ready).await;
+    wait_kafka(&stretch, "ready", is_deployed).await;
     let claims: Api<PersistentVolumeClaim> = stretch.api(BETA);
     let claim_names = || async {
         claims
@@ -1110,7 +1107,7 @@ async fn claims_go_with_their_node_only_when_delete_claim_is_set() {
         .unwrap();
     wait_kafka(&stretch, "the pool's nodes gone from the Kafka", |k| {
         let ids = &k.status.as_ref().unwrap().registered_node_ids;
-        is_ready(k) && ids.contains(&70) && !ids.contains(&80)
+        is_deployed(k) && ids.contains(&70) && !ids.contains(&80)
     })
     .await;
     wait_for(

@@ -17,6 +17,7 @@ use kstretch_core::kraft::NodeConfig;
 use kstretch_tests::events::{describe, note, wait_event};
 use kstretch_tests::kafka::registered_by_kafkas_tool;
 use kstretch_tests::kraft::PrivateKafka;
+use kstretch_tests::ready::kafka_deployed as is_deployed;
 use kstretch_tests::stretch::{ALPHA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::Api;
@@ -91,12 +92,6 @@ fn conditions(k: &Kafka) -> Vec<kstretch_api::Condition> {
         .unwrap_or_default()
 }
 
-fn is_ready(k: &Kafka) -> bool {
-    conditions(k)
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
 fn warning(k: &Kafka, reason: &str) -> Option<String> {
     conditions(k)
         .into_iter()
@@ -157,7 +152,7 @@ async fn central_rolls_within_min_isr_and_unregisters_a_removed_broker_of_the_ka
             }))
             .await;
     }
-    let k = wait_kafka(&stretch, "the Kafka to be ready", is_ready).await;
+    let k = wait_kafka(&stretch, "the Kafka to be ready", is_deployed).await;
     let cluster_id = k.status.unwrap().cluster_id.unwrap();
 
     // Boot exactly what central configured.
@@ -268,7 +263,7 @@ async fn central_rolls_within_min_isr_and_unregisters_a_removed_broker_of_the_ka
         .as_ref()
         .unwrap();
     wait_kafka(&stretch, "every pod rolled", |k| {
-        is_ready(k) && warning(k, "RollingUpdateBlocked").is_none()
+        is_deployed(k) && warning(k, "RollingUpdateBlocked").is_none()
     })
     .await;
     let after = pods(&stretch).await;
@@ -290,7 +285,7 @@ async fn central_rolls_within_min_isr_and_unregisters_a_removed_broker_of_the_ka
         .await
         .unwrap();
     let k = wait_kafka(&stretch, "broker 3 unregistered", |k| {
-        is_ready(k)
+        is_deployed(k)
             && k.status
                 .as_ref()
                 .is_some_and(|s| s.registered_node_ids == [0, 1, 2])

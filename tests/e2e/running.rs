@@ -23,6 +23,7 @@ use kstretch_tests::kafka::{
     broker_ids, consume, create_topic, produce, registered_by_kafkas_tool, run_kafka_tool,
 };
 use kstretch_tests::load::{Load, missing};
+use kstretch_tests::ready::kafka_ready as is_ready;
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::Api;
@@ -90,14 +91,6 @@ fn pool(name: &str, replicas: i32, alias: &str, storage: Value) -> Value {
                                  "effect": "NoSchedule"}]
             }}
         }
-    })
-}
-
-fn is_ready(k: &Kafka) -> bool {
-    k.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
     })
 }
 
@@ -204,7 +197,8 @@ async fn live_kafka(test: &str, storage: Value) -> (Stretch, Kafka) {
 
 /// [`live_kafka`] with `extra` pools.
 async fn live_kafka_with(test: &str, storage: Value, extra: Vec<Value>) -> (Stretch, Kafka) {
-    let stretch = Stretch::start(test, &[]).await;
+    let mut stretch = Stretch::start(test, &[]).await;
+    stretch.delete_namespaces_on_panic();
     stretch.apply(kafka()).await;
     stretch.apply(pool("a", 2, ALPHA, storage.clone())).await;
     stretch.apply(pool("b", 1, BETA, storage)).await;

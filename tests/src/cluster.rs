@@ -196,25 +196,39 @@ fn namespace_name(test: &str, pid: u32, stamp: u128, n: u32) -> String {
     format!("{prefix}-{suffix}")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Deletes the namespace in every cluster if the test panics. For tests on the real nodes: a
+/// failed test's pods would otherwise keep their JVMs running and starve every later test of
+/// the two cores. (Its central is gone by then, so the `Kafka` may stay `Terminating`; the pods
+/// go.)
+#[derive(Debug)]
+pub struct DeleteOnPanic(pub String);
 
-    #[test]
-    fn namespace_names_are_dns_labels() {
-        let name = namespace_name(
-            "Very_Long::test_name_that_goes_on_and_on_and_on_and_on_and_on_forever",
-            4_294_967_295,
-            999_999_999,
-            12,
-        );
-        assert!(name.len() <= 63, "{name} has {} chars", name.len());
-        assert!(
-            name.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        );
-        assert!(name.starts_with("very-long--test"));
-        assert!(!name.starts_with('-') && !name.ends_with('-'));
+impl Drop for DeleteOnPanic {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let env = TestEnv::get();
+        let Some(bin) = env.bin_dir.clone() else {
+            return;
+        };
+        for cluster in &env.clusters {
+            eprintln!(
+                "deleting namespace {} in {} (the test failed)",
+                self.0, cluster.name
+            );
+            let _ = std::process::Command::new(bin.join("kubectl"))
+                .arg("--kubeconfig")
+                .arg(&cluster.kubeconfig)
+                .args([
+                    "delete",
+                    "namespace",
+                    &self.0,
+                    "--wait=false",
+                    "--ignore-not-found",
+                ])
+                .status();
+        }
     }
 }
 
@@ -244,4 +258,26 @@ pub async fn apply(client: &Client, namespace: &str, mut object: serde_json::Val
     )
     .await
     .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_names_are_dns_labels() {
+        let name = namespace_name(
+            "Very_Long::test_name_that_goes_on_and_on_and_on_and_on_and_on_forever",
+            4_294_967_295,
+            999_999_999,
+            12,
+        );
+        assert!(name.len() <= 63, "{name} has {} chars", name.len());
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
+        assert!(name.starts_with("very-long--test"));
+        assert!(!name.starts_with('-') && !name.ends_with('-'));
+    }
 }

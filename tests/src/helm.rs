@@ -15,7 +15,7 @@ use kube::Api;
 use kube::api::{ListParams, LogParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::cluster::TestNamespace;
+use crate::cluster::{DeleteOnPanic, TestNamespace};
 use crate::crds::{self, FIELD_MANAGER};
 use crate::stretch::{ALPHA, BETA};
 use crate::{Cluster, TestEnv};
@@ -39,6 +39,7 @@ pub struct HelmInstall {
     pub clusters: BTreeMap<String, Cluster>,
     dir: PathBuf,
     namespaces: Vec<TestNamespace>,
+    _delete_on_panic: DeleteOnPanic,
 }
 
 impl std::fmt::Debug for HelmInstall {
@@ -61,6 +62,7 @@ impl HelmInstall {
         let ns_alpha = alpha.namespace(test).await;
         let ns = ns_alpha.name.clone();
         let ns_beta = beta.namespace_named(&ns).await;
+        let delete_on_panic = DeleteOnPanic(ns.clone());
         let dir = std::env::temp_dir().join(format!("kstretch-helm-{ns}"));
         std::fs::create_dir_all(&dir).expect("test dir");
         let on_real_nodes = dir.join("real-nodes.yaml");
@@ -133,6 +135,7 @@ impl HelmInstall {
             clusters: [(ALPHA.to_owned(), alpha), (BETA.to_owned(), beta)].into(),
             dir,
             namespaces: vec![ns_alpha, ns_beta],
+            _delete_on_panic: delete_on_panic,
         }
     }
 

@@ -24,6 +24,7 @@ pub mod kraft;
 pub mod load;
 pub mod process;
 pub mod rawlink;
+pub mod ready;
 pub mod rotation;
 pub mod stretch;
 pub mod topics;

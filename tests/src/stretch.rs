@@ -9,7 +9,7 @@ use kube::{Api, Resource};
 use serde_json::Value;
 
 use crate::certs::{CertFiles, Pki};
-use crate::cluster::TestNamespace;
+use crate::cluster::{DeleteOnPanic, TestNamespace};
 use crate::crds;
 use crate::process::{Spawned, binary, free_port};
 use crate::{Cluster, TestEnv};
@@ -33,6 +33,7 @@ pub struct Stretch {
     link_port: u16,
     pki: Pki,
     namespaces: Vec<TestNamespace>,
+    delete_on_panic: Option<DeleteOnPanic>,
 }
 
 impl Stretch {
@@ -59,12 +60,19 @@ impl Stretch {
             link_port: free_port(),
             pki,
             namespaces: vec![ns_alpha, ns_beta],
+            delete_on_panic: None,
         };
         stretch.start_central();
         for alias in [ALPHA, BETA] {
             stretch.start_agent(alias);
         }
         stretch
+    }
+
+    /// From now on, a panic deletes the test's namespaces (see [`DeleteOnPanic`]): for tests
+    /// whose pods really run.
+    pub fn delete_namespaces_on_panic(&mut self) {
+        self.delete_on_panic = Some(DeleteOnPanic(self.ns.clone()));
     }
 
     /// Starts (or restarts) central.

@@ -4,6 +4,7 @@
 
 pub mod addresses;
 pub mod adopt;
+pub mod answer;
 pub mod build;
 pub mod checks;
 pub mod error;

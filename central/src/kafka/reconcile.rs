@@ -18,6 +18,7 @@ use kube::{Client, ResourceExt};
 
 use super::addresses::{self, NodeRef};
 use super::adopt::{self, Adoption};
+use super::answer;
 use super::build::{self, Built};
 use super::checks::{self, KafkaAccess};
 use super::error::Error;
@@ -463,7 +464,15 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         ));
     }
     let ready = match &step {
-        Step::Done => Condition::ready(),
+        Step::Done => {
+            let brokers = expected_brokers(&effective, &ids);
+            match answer::brokers_answer(&ctx.kafka, bootstrap.as_deref(), &cluster_id, &brokers)
+                .await
+            {
+                Ok(()) => Condition::ready(),
+                Err(why) => status::not_ready(answer::BROKERS_UNAVAILABLE, why),
+            }
+        }
         Step::Wait(why) => status::not_ready("Deploying", why.clone()),
         Step::Restart(_) => status::not_ready(
             "RollingUpdate",
@@ -727,6 +736,18 @@ fn admin_bootstrap(kafka: &Kafka, resolved: &Resolved) -> Option<String> {
 
 type PoolIdsByName = BTreeMap<String, BTreeSet<i32>>;
 type RolesByName = BTreeMap<String, BTreeSet<Role>>;
+
+/// The IDs of every node with the broker role that central runs (what Kafka must list live).
+fn expected_brokers(effective: &Resolved, ids: &PoolIdsByName) -> BTreeSet<i32> {
+    effective
+        .pools
+        .iter()
+        .filter(|p| p.roles.contains(&Role::Broker))
+        .filter_map(|p| ids.get(&p.name))
+        .flatten()
+        .copied()
+        .collect()
+}
 
 fn desired_ids_and_roles(
     resolved: &Resolved,
