@@ -226,12 +226,8 @@ async fn pod_states(stretch: &Stretch) -> BTreeMap<String, (String, i32, bool)> 
     for alias in [ALPHA, BETA] {
         let pods: Api<Pod> = stretch.api(alias);
         for pod in pods.list(&ListParams::default()).await.unwrap().items {
+            let ready = pod_ready(&pod);
             let status = pod.status.clone().unwrap_or_default();
-            let ready = status
-                .conditions
-                .iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
             let restarts = status
                 .container_statuses
                 .iter()
@@ -644,18 +640,22 @@ async fn a_scale_down_waits_until_the_replicas_moved_then_the_broker_is_removed_
     stretch.finish().await;
 }
 
+/// The pod's `Ready` condition is true.
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
 /// Pods of `pods` that run on `alias`'s real node and are ready, by name.
 fn ready_on_real_node(pods: &[Pod], alias: &str) -> Vec<String> {
     pods.iter()
         .filter(|p| {
             let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
-            let ready = p.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .flatten()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            });
-            node == Some(format!("{alias}-real-0").as_str()) && ready
+            node == Some(format!("{alias}-real-0").as_str()) && pod_ready(p)
         })
         .filter_map(|p| p.metadata.name.clone())
         .collect()

@@ -99,24 +99,14 @@ impl ChartInstall {
             .await
             .expect("agent alpha TLS");
         // The beta agent's certificate goes to beta, as the chart's NOTES tell a user to do.
-        let beta_copy = secrets
-            .get("ks-kstretch-central-agent-beta")
-            .await
-            .expect("agent beta TLS");
-        let copy: Secret = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": BETA_AGENT_SECRET, "namespace": ns},
-            "type": "kubernetes.io/tls", "data": beta_copy.data,
-        }))
-        .expect("secret");
-        Api::<Secret>::namespaced(beta.client.clone(), &ns)
-            .patch(
-                BETA_AGENT_SECRET,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&copy),
-            )
-            .await
-            .expect("copy the agent certificate to beta");
+        copy_secret(
+            &alpha,
+            &beta,
+            &ns,
+            "ks-kstretch-central-agent-beta",
+            BETA_AGENT_SECRET,
+        )
+        .await;
 
         let central_url = format!("https://127.0.0.1:{link_port}");
         for (alias, kubeconfig, secret) in [
@@ -305,7 +295,8 @@ pub fn chart(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn tool(name: &str) -> PathBuf {
+/// A binary of the environment (`helm`, `kubectl`).
+pub fn tool(name: &str) -> PathBuf {
     TestEnv::get()
         .bin_dir
         .clone()
@@ -402,6 +393,36 @@ pub async fn client_of(path: &Path) -> Client {
         .await
         .expect("client config");
     Client::try_from(config).expect("client")
+}
+
+/// Copies the TLS Secret `from` in `namespace` of `source` to `to` in the same namespace of
+/// `target`: a chart-generated agent certificate taken to its member cluster, as the central
+/// chart's NOTES tell a user to do.
+pub async fn copy_secret(
+    source: &Cluster,
+    target: &Cluster,
+    namespace: &str,
+    from: &str,
+    to: &str,
+) {
+    let generated = Api::<Secret>::namespaced(source.client.clone(), namespace)
+        .get(from)
+        .await
+        .unwrap_or_else(|e| panic!("the chart's Secret {from}: {e}"));
+    let copy: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": to, "namespace": namespace},
+        "type": "kubernetes.io/tls", "data": generated.data,
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(target.client.clone(), namespace)
+        .patch(
+            to,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&copy),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot copy {from} to {} as {to}: {e}", target.name));
 }
 
 /// Writes `ca.crt`, `tls.crt` and `tls.key` of `secret` as `<prefix>-{ca,cert,key}.pem`.

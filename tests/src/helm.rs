@@ -10,13 +10,14 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Api;
-use kube::api::{ListParams, LogParams, Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::{ListParams, LogParams};
+use serde_json::Value;
 
+use crate::charts::{chart, copy_secret, tool};
 use crate::cluster::{DeleteOnPanic, TestNamespace};
-use crate::crds::{self, FIELD_MANAGER};
+use crate::crds;
 use crate::stretch::{ALPHA, BETA};
 use crate::{Cluster, TestEnv};
 
@@ -74,7 +75,7 @@ impl HelmInstall {
             &[
                 "install",
                 CENTRAL_RELEASE,
-                &chart("kstretch-central"),
+                &chart("kstretch-central").to_string_lossy(),
                 "--namespace",
                 &ns,
                 "--values",
@@ -92,7 +93,14 @@ impl HelmInstall {
         let spec = link.spec.expect("Service spec");
         let cluster_ip = spec.cluster_ip.expect("ClusterIP");
         let node_port = spec.ports.expect("ports")[0].node_port.expect("a NodePort");
-        copy_agent_secret(&alpha, &beta, &ns).await;
+        copy_secret(
+            &alpha,
+            &beta,
+            &ns,
+            "kstretch-central-agent-beta",
+            BETA_AGENT_SECRET,
+        )
+        .await;
 
         // Alpha's agent has no cluster DNS to resolve the Service name with: it dials the
         // ClusterIP and checks central's certificate for the Service's name.
@@ -116,7 +124,7 @@ impl HelmInstall {
                 &[
                     "install",
                     AGENT_RELEASE,
-                    &chart("kstretch-agent"),
+                    &chart("kstretch-agent").to_string_lossy(),
                     "--namespace",
                     &ns,
                     "--values",
@@ -212,16 +220,8 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn chart(name: &str) -> String {
-    repo()
-        .join("charts")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// Runs `command`, failing the test with its output unless it succeeds.
-fn run(what: &str, command: &mut Command) -> String {
+fn run(what: &str, command: &mut Command) {
     let out = command
         .output()
         .unwrap_or_else(|e| panic!("{what} does not run: {e}"));
@@ -231,28 +231,22 @@ fn run(what: &str, command: &mut Command) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `helm` with cluster `alias`'s kubeconfig.
-fn helm(alias: &str, args: &[&str]) -> String {
-    let env = TestEnv::get();
-    let cluster = env
+fn helm(alias: &str, args: &[&str]) {
+    let cluster = TestEnv::get()
         .clusters
         .iter()
         .find(|c| c.name == alias)
         .expect("cluster");
-    let bin = env
-        .bin_dir
-        .clone()
-        .expect("KSTRETCH_BIN_DIR in the env file");
     run(
         &format!("helm {} ({alias})", args.join(" ")),
-        Command::new(bin.join("helm"))
+        Command::new(tool("helm"))
             .arg("--kubeconfig")
             .arg(&cluster.kubeconfig)
             .args(args),
-    )
+    );
 }
 
 /// Packs this build's binaries as the charts' images and imports them into every real node,
@@ -278,50 +272,22 @@ fn import_images() {
     );
 }
 
-/// Copies the agent certificate the central chart generated for beta into beta, under
-/// [`BETA_AGENT_SECRET`].
-async fn copy_agent_secret(alpha: &Cluster, beta: &Cluster, ns: &str) {
-    let generated = Api::<Secret>::namespaced(alpha.client.clone(), ns)
-        .get("kstretch-central-agent-beta")
-        .await
-        .expect("the chart's agent certificate for beta");
-    let copy: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": BETA_AGENT_SECRET, "namespace": ns},
-        "type": "kubernetes.io/tls", "data": generated.data,
-    }))
-    .expect("secret");
-    Api::<Secret>::namespaced(beta.client.clone(), ns)
-        .patch(
-            BETA_AGENT_SECRET,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&copy),
-        )
-        .await
-        .expect("copy the agent certificate to beta");
-}
-
-/// Waits (up to `timeout`) until `ready` holds for what `probe` reads; on timeout fails with
-/// the last reading and the pods' logs.
+/// [`crate::wait::wait_for`] that, on timeout, also shows the pods' logs.
 pub async fn wait_with_logs<T, F, Fut>(
     install: &HelmInstall,
     what: &str,
     timeout: Duration,
-    mut probe: F,
+    probe: F,
 ) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = crate::wait::Seen<T>>,
 {
-    let start = std::time::Instant::now();
-    loop {
-        match probe().await {
-            crate::wait::Seen::Done(value) => return value,
-            crate::wait::Seen::NotYet(last) if start.elapsed() >= timeout => panic!(
-                "timed out after {timeout:?} waiting for {what}; last seen:\n{last}\n{}",
-                install.logs().await
-            ),
-            crate::wait::Seen::NotYet(_) => tokio::time::sleep(Duration::from_secs(1)).await,
-        }
+    match crate::wait::try_wait_for(timeout, probe).await {
+        Ok(value) => value,
+        Err(last) => panic!(
+            "timed out after {timeout:?} waiting for {what}; last seen:\n{last}\n{}",
+            install.logs().await
+        ),
     }
 }

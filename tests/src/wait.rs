@@ -31,7 +31,19 @@ impl<T> From<Result<T, String>> for Seen<T> {
 
 /// Polls `probe` until it returns [`Seen::Done`], or panics after `timeout` with `what` and the
 /// last observation.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Seen<T>>,
+{
+    match try_wait_for(timeout, probe).await {
+        Ok(value) => value,
+        Err(last) => panic!("timed out after {timeout:?} waiting for {what}; last seen:\n{last}"),
+    }
+}
+
+/// Polls `probe` until it returns [`Seen::Done`]; after `timeout`, the last observation.
+pub async fn try_wait_for<T, F, Fut>(timeout: Duration, mut probe: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Seen<T>>,
@@ -39,10 +51,8 @@ where
     let start = Instant::now();
     loop {
         match probe().await {
-            Seen::Done(value) => return value,
-            Seen::NotYet(last) if start.elapsed() >= timeout => {
-                panic!("timed out after {timeout:?} waiting for {what}; last seen:\n{last}")
-            }
+            Seen::Done(value) => return Ok(value),
+            Seen::NotYet(last) if start.elapsed() >= timeout => return Err(last),
             Seen::NotYet(_) => tokio::time::sleep(POLL).await,
         }
     }
