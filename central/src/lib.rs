@@ -11,4 +11,5 @@ pub mod inventory;
 pub mod kafka;
 pub mod link;
 pub mod owned;
+pub mod pki;
 pub mod topic;

@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use crate::connection::{AdminRequest, Connection, Failure, dial};
 use crate::error::{Error, KafkaError};
+use crate::tls::Tls;
 
 /// How to reach Kafka. Built with [`AdminConfig::new`]; fields may be set afterwards. It is
 /// `non_exhaustive` so that TLS and SASL settings can be added without breaking callers.
@@ -33,6 +34,8 @@ pub struct AdminConfig {
     pub retries: u32,
     /// Wait before the first retry; doubles for each further one.
     pub retry_backoff: Duration,
+    /// TLS to every broker, or plaintext when `None`.
+    pub tls: Option<Tls>,
 }
 
 impl AdminConfig {
@@ -53,6 +56,7 @@ impl AdminConfig {
             connect_timeout: Duration::from_secs(10),
             retries: 3,
             retry_backoff: Duration::from_millis(200),
+            tls: None,
         }
     }
 
@@ -68,6 +72,11 @@ impl AdminConfig {
 
     pub fn with_connect_timeout(mut self, timeout: Duration) -> AdminConfig {
         self.connect_timeout = timeout;
+        self
+    }
+
+    pub fn with_tls(mut self, tls: Tls) -> AdminConfig {
+        self.tls = Some(tls);
         self
     }
 
@@ -431,7 +440,7 @@ impl AdminClient {
     async fn open(&self, node: &Node) -> Result<Connection, Failure> {
         let config = &self.inner.config;
         let unsent = |error| Failure { error, sent: false };
-        let stream = dial(&node.address, config.connect_timeout)
+        let stream = dial(&node.address, config.connect_timeout, config.tls.as_ref())
             .await
             .map_err(unsent)?;
         let handshake = Connection::handshake(&node.address, stream, &config.client_id);

@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::error::{Error, KafkaError};
+use crate::tls::Tls;
 
 /// Largest response frame accepted. Admin responses are small; a huge size prefix means the
 /// peer is not speaking Kafka (an HTTP or TLS endpoint), and reading it would exhaust memory.
@@ -60,13 +61,16 @@ admin_requests! {
         ListPartitionReassignments, |r| (r.error_code, r.error_message.as_ref());
 }
 
-/// The byte stream under a connection. Plaintext TCP today; a TLS stream (tokio-rustls) will
-/// be another implementor, chosen in [`dial`], so nothing above this module changes.
+/// The byte stream under a connection: plaintext TCP or TLS over it, chosen in [`dial`].
 pub(crate) trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
 /// Opens the byte stream to `address` ("host:port").
-pub(crate) async fn dial(address: &str, timeout: Duration) -> Result<Box<dyn Stream>, Error> {
+pub(crate) async fn dial(
+    address: &str,
+    timeout: Duration,
+    tls: Option<&Tls>,
+) -> Result<Box<dyn Stream>, Error> {
     let unreachable = |message: String| Error::Unreachable {
         address: address.to_owned(),
         message,
@@ -78,7 +82,15 @@ pub(crate) async fn dial(address: &str, timeout: Duration) -> Result<Box<dyn Str
     // Requests are single small frames; do not let Nagle delay them.
     tcp.set_nodelay(true)
         .map_err(|e| unreachable(e.to_string()))?;
-    Ok(Box::new(tcp))
+    match tls {
+        None => Ok(Box::new(tcp)),
+        Some(tls) => {
+            let stream = tokio::time::timeout(timeout, tls.connect(address, tcp))
+                .await
+                .map_err(|_| unreachable(format!("TLS handshake timed out after {timeout:?}")))??;
+            Ok(Box::new(stream))
+        }
+    }
 }
 
 /// A failed exchange. `sent` is false only when nothing of the request reached the socket, so
@@ -531,7 +543,7 @@ mod tests {
             let keys = [(18, 0, 2), (3, 1, 9), (60, 0, 1)];
             write_response(&mut s, id, &api_versions_body(0, &keys, true)).await;
         });
-        let stream = dial(&address, Duration::from_secs(5)).await.unwrap();
+        let stream = dial(&address, Duration::from_secs(5), None).await.unwrap();
         let conn = Connection::handshake(&address, stream, "t").await.unwrap();
         server.await.unwrap();
         assert_eq!(conn.version_for::<MetadataRequest>(0).unwrap(), 9);
@@ -553,7 +565,7 @@ mod tests {
                 .await
                 .unwrap();
         });
-        let stream = dial(&address, Duration::from_secs(5)).await.unwrap();
+        let stream = dial(&address, Duration::from_secs(5), None).await.unwrap();
         let e = Connection::handshake(&address, stream, "t")
             .await
             .unwrap_err();
@@ -570,7 +582,7 @@ mod tests {
             let _ = read_request(&mut s).await;
             drop(s);
         });
-        let stream = dial(&address, Duration::from_secs(5)).await.unwrap();
+        let stream = dial(&address, Duration::from_secs(5), None).await.unwrap();
         let e = Connection::handshake(&address, stream, "t")
             .await
             .unwrap_err();
@@ -585,7 +597,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
         drop(listener);
-        let e = dial(&address, Duration::from_secs(5))
+        let e = dial(&address, Duration::from_secs(5), None)
             .await
             .map(|_| ())
             .unwrap_err();

@@ -11,6 +11,7 @@ mod connection;
 mod error;
 mod quorum;
 mod reassignments;
+mod tls;
 mod topics;
 
 pub use client::{AdminClient, AdminConfig};
@@ -24,6 +25,7 @@ pub use kafka_protocol::ResponseError;
 pub use kafka_protocol::messages::ApiKey;
 pub use quorum::{QuorumInfo, QuorumNode, ReplicaState};
 pub use reassignments::{OngoingReassignment, Reassignment, ReassignmentResult};
+pub use tls::Tls;
 pub use topics::{
     CreatePartitionsResult, CreateTopicResult, CreatedTopic, DeleteTopicResult, NewPartitions,
     NewTopic, PartitionDescription, TopicDescription,

@@ -159,7 +159,8 @@ async fn chart_rbac_runs_the_main_flows_and_forbids_everything_else() {
         .apply(json!({
             "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
             "metadata": {"name": "events", "annotations": {
-                "kstretch.io/admin-bootstrap-servers": env.kafka_bootstrap}},
+                "kstretch.io/admin-bootstrap-servers": env.kafka_bootstrap,
+                "kstretch.io/admin-security-protocol": "PLAINTEXT"}},
             "spec": {"kafka": {"listeners": [
                 {"name": "plain", "port": 9092, "type": "internal", "tls": false}]}}
         }))

@@ -181,7 +181,10 @@ async fn central_rolls_within_min_isr_and_unregisters_a_removed_broker_of_the_ka
         .patch(
             "my-cluster",
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"kstretch.io/admin-bootstrap-servers": bootstrap}}})),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "kstretch.io/admin-bootstrap-servers": bootstrap,
+                // The private nodes' plain listener (they carry the harness's own CA).
+                "kstretch.io/admin-security-protocol": "PLAINTEXT"}}})),
         )
         .await
         .unwrap();

@@ -397,7 +397,7 @@ async fn unmanaged_paused_and_deletions_that_keep_or_drop_the_topic() {
     .await;
     op.wait_ready(0, "doomed").await;
     let kafkas: kube::Api<kstretch_api::Kafka> = op.namespaces[0].api();
-    let annotate = |servers: String| json!({"metadata": {"annotations": {"kstretch.io/admin-bootstrap-servers": servers}}});
+    let annotate = |servers: String| json!({"metadata": {"annotations": {"kstretch.io/admin-bootstrap-servers": servers, "kstretch.io/admin-security-protocol": "PLAINTEXT"}}});
     let dead = format!("127.0.0.1:{}", kstretch_tests::process::free_port());
     kafkas
         .patch(

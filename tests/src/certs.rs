@@ -83,6 +83,22 @@ impl Pki {
         self.issue("central", params)
     }
 
+    /// A Kafka node's certificate on loopback: DNS `localhost` and IP `127.0.0.1`, server and
+    /// client authentication (nodes are both to each other).
+    pub fn loopback_node(&self) -> CertFiles {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = dn("kafka node");
+        params.subject_alt_names = vec![
+            SanType::DnsName("localhost".try_into().expect("dns name")),
+            SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        ];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        self.issue("kafka-node", params)
+    }
+
     /// An agent certificate for cluster `alias` by the convention: URI SAN
     /// `kstretch://cluster/<alias>` (with a CN that is not an alias, so only the URI can count).
     pub fn agent(&self, alias: &str) -> CertFiles {

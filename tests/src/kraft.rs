@@ -1,6 +1,8 @@
 //! A private KRaft cluster run from configurations that `kstretch_core::kraft::render`
-//! produced: every node's addresses mapped to loopback and its directories into a temporary
-//! directory (nothing else changed), storage formatted, one JVM per node, all killed on drop.
+//! produced: every node's addresses mapped to loopback and its directories (data and
+//! certificates) into a temporary directory (nothing else changed), a throwaway cluster CA and
+//! a loopback certificate for the nodes' mutual TLS, storage formatted, one JVM per node, all
+//! killed on drop.
 //! Tests that must stop and start brokers use it instead of the shared environment's Kafka.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,7 +11,11 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use kstretch_core::kraft::{NodeConfig, REPLICATION_LISTENER};
+use kstretch_core::kraft::{
+    CA_FILE, CERT_FILE, CERTS_DIR, KEY_FILE, NodeConfig, REPLICATION_LISTENER,
+};
+
+use crate::certs::Pki;
 
 use crate::env::TestEnv;
 use crate::process::{Spawned, free_port};
@@ -75,9 +81,20 @@ impl PrivateKafka {
             .iter()
             .map(|(id, config)| (*id, map_node(*id, config, &ports, &root)))
             .collect();
+        // Every node presents the same loopback certificate, as every address is 127.0.0.1.
+        let pki = Pki::new("private-kafka");
+        let cert = pki.loopback_node();
         for (id, config) in &mapped {
             let dir = node_dir(&root, *id);
-            std::fs::create_dir_all(&dir).expect("node directory");
+            let certs = certs_dir(&root, *id);
+            std::fs::create_dir_all(&certs).expect("certificate directory");
+            for (file, pem) in [
+                (CERT_FILE, &cert.cert_pem),
+                (KEY_FILE, &cert.key_pem),
+                (CA_FILE, &cert.ca_pem),
+            ] {
+                std::fs::write(certs.join(file), pem).expect("certificate file");
+            }
             std::fs::write(dir.join("server.properties"), config.to_properties_text())
                 .expect("server.properties");
         }
@@ -355,6 +372,11 @@ fn unique_dir() -> PathBuf {
     ))
 }
 
+/// Where node `id` finds what a pod finds in [`CERTS_DIR`].
+pub fn certs_dir(root: &Path, id: i32) -> PathBuf {
+    node_dir(root, id).join("certs")
+}
+
 fn node_dir(root: &Path, id: i32) -> PathBuf {
     root.join(format!("node-{id}"))
 }
@@ -437,6 +459,12 @@ pub fn map_node(id: i32, rendered: &NodeConfig, ports: &PortMap, root: &Path) ->
     }
     if let Some(value) = p.get_mut("metadata.log.dir") {
         *value = dir(value);
+    }
+    let certs = certs_dir(root, id).display().to_string();
+    for value in p.values_mut() {
+        if value.contains(CERTS_DIR) {
+            *value = value.replace(CERTS_DIR, &certs);
+        }
     }
     mapped
 }

@@ -67,7 +67,8 @@ impl TopicOperator {
             json!({
                 "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
                 "metadata": {"name": KAFKA, "annotations": {
-                    "kstretch.io/admin-bootstrap-servers": bootstrap}},
+                    "kstretch.io/admin-bootstrap-servers": bootstrap,
+                    "kstretch.io/admin-security-protocol": "PLAINTEXT"}},
                 "spec": {"kafka": {"listeners": [
                     {"name": "plain", "port": 9092, "type": "internal", "tls": false}]}}
             }),

@@ -1,7 +1,9 @@
 //! The Kubernetes objects one Kafka cluster needs in each member cluster: per pool a
 //! StrimziPodSet `<kafka>-<pool>` with pods `<kafka>-<pool>-<id>`, per node a ConfigMap with its
-//! complete KRaft configuration and its PVCs, and per member cluster the headless and bootstrap
-//! Services (plus a ServiceExport with Multi-Cluster Services). Pure: resources in, JSON out.
+//! complete KRaft configuration, a Secret with its certificate, key and the cluster CA
+//! certificate (never the CA key), and its PVCs, and per member cluster the headless and
+//! bootstrap Services (plus a ServiceExport with Multi-Cluster Services). Pure: resources in,
+//! JSON out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,6 +18,7 @@ use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
 use super::resolve::{PerNode, Resolved, ResolvedPool};
+use crate::pki::NodeCerts;
 
 /// Kafka version run when `Kafka.spec.kafka.version` is not set.
 pub const DEFAULT_KAFKA_VERSION: &str = "4.1.2";
@@ -47,13 +50,13 @@ pub struct Built {
     pub metadata_version: Option<String>,
 }
 
-/// Builds every object for `kafka`, whose pools have the node IDs `ids` (by pool name).
-pub fn build(
+/// The cluster `kafka` describes, whose pools have the node IDs `ids` (by pool name).
+pub fn cluster_model(
     kafka: &Kafka,
     resolved: &Resolved,
     ids: &BTreeMap<String, BTreeSet<i32>>,
     cluster_id: &str,
-) -> Result<Built, ConfigError> {
+) -> KafkaCluster {
     let name = kafka.name_any();
     let namespace = kafka.namespace().unwrap_or_default();
     let nodes: Vec<Node> = resolved
@@ -72,15 +75,43 @@ pub fn build(
                 })
         })
         .collect();
-    let cluster = KafkaCluster {
-        name: name.clone(),
-        namespace: namespace.clone(),
+    KafkaCluster {
+        name,
+        namespace,
         cluster_id: cluster_id.to_owned(),
         listeners: resolved.listeners.clone(),
         config: resolved.config.clone(),
         addressing: resolved.addressing.clone(),
         nodes,
-    };
+    }
+}
+
+/// The host names of every node's certificate, by pod name.
+pub fn node_hostnames(
+    cluster: &KafkaCluster,
+) -> Result<BTreeMap<String, BTreeSet<String>>, ConfigError> {
+    cluster
+        .nodes
+        .iter()
+        .map(|node| {
+            let pod = kraft::pod_name(&cluster.name, &node.pool, node.id);
+            Ok((pod, kraft::node_hostnames(cluster, node)?))
+        })
+        .collect()
+}
+
+/// Builds every object for `kafka`, whose pools have the node IDs `ids` (by pool name) and
+/// whose nodes have the certificates `certs`.
+pub fn build(
+    kafka: &Kafka,
+    resolved: &Resolved,
+    ids: &BTreeMap<String, BTreeSet<i32>>,
+    cluster_id: &str,
+    certs: &NodeCerts,
+) -> Result<Built, ConfigError> {
+    let name = kafka.name_any();
+    let namespace = kafka.namespace().unwrap_or_default();
+    let cluster = cluster_model(kafka, resolved, ids, cluster_id);
     let Rendered {
         nodes: configs,
         mut warnings,
@@ -130,9 +161,21 @@ pub fn build(
                 })?;
             let text = config.to_properties_text();
             let pod_name = kraft::pod_name(&name, &pool.name, id);
+            let Some(cert) = certs.nodes.get(&pod_name) else {
+                return Err(ConfigError::CertificatePending { node: id });
+            };
             out.push(config_map(&ctx, pool, &pod_name, &text));
+            out.push(certificate_secret(
+                &ctx,
+                pool,
+                &pod_name,
+                cert,
+                &certs.ca_cert,
+            ));
             out.extend(claims(&ctx, pool, &pod_name));
-            let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &text);
+            // A renewed certificate or CA rolls the node, which reads them at start.
+            let tls = [cert.cert.as_str(), certs.ca_cert.as_str()];
+            let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &text, &tls);
             pods.push(pod);
             built_nodes.insert(
                 id,
@@ -274,6 +317,29 @@ fn config_map(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str, text: &str) -> Valu
     })
 }
 
+/// The node's Secret: its certificate and key, and the CA certificates it trusts.
+fn certificate_secret(
+    ctx: &Ctx<'_>,
+    pool: &ResolvedPool,
+    pod: &str,
+    cert: &crate::pki::Pem,
+    ca_cert: &str,
+) -> Value {
+    let encode =
+        |text: &str| serde_json::to_value(k8s_openapi::ByteString(text.as_bytes().to_vec()));
+    let mut data = Map::new();
+    for (key, text) in [
+        (kraft::CERT_FILE, cert.cert.as_str()),
+        (kraft::KEY_FILE, cert.key.as_str()),
+        (kraft::CA_FILE, ca_cert),
+    ] {
+        data.insert(key.to_owned(), encode(text).unwrap_or_default());
+    }
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": ctx.meta(pod, ctx.pool_labels(&pool.name)),
+           "type": "Opaque", "data": data})
+}
+
 fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {
     pool_volumes(pool)
         .into_iter()
@@ -312,6 +378,7 @@ fn pod(
     node: &Node,
     pod_name: &str,
     config: &str,
+    tls: &[&str],
 ) -> (Value, String) {
     let mut labels = ctx.pool_labels(&pool.name);
     for (k, v) in [
@@ -368,8 +435,14 @@ fn pod(
         CONTROLPLANE_PORT
     };
 
-    let mut mounts = vec![json!({"name": "kafka-config", "mountPath": CONFIG_DIR})];
-    let mut volumes = vec![json!({"name": "kafka-config", "configMap": {"name": pod_name}})];
+    let mut mounts = vec![
+        json!({"name": "kafka-config", "mountPath": CONFIG_DIR}),
+        json!({"name": "cluster-certs", "mountPath": kraft::CERTS_DIR, "readOnly": true}),
+    ];
+    let mut volumes = vec![
+        json!({"name": "kafka-config", "configMap": {"name": pod_name}}),
+        json!({"name": "cluster-certs", "secret": {"secretName": pod_name, "defaultMode": 0o440}}),
+    ];
     for (v, volume) in pool_volumes(pool) {
         let name = volume_name(&volume);
         mounts.push(json!({"name": name, "mountPath": volume.mount_path()}));
@@ -476,7 +549,9 @@ fn pod(
         "spec": spec,
     });
     let definition = serde_json::to_vec(&pod).unwrap_or_default();
-    let revision = kraft::revision(&[&definition, config.as_bytes()]);
+    let mut parts = vec![definition.as_slice(), config.as_bytes()];
+    parts.extend(tls.iter().map(|t| t.as_bytes()));
+    let revision = kraft::revision(&parts);
     pod["metadata"]["annotations"][names::REVISION] = json!(revision);
     (pod, revision)
 }
@@ -609,6 +684,34 @@ mod tests {
             .collect()
     }
 
+    /// Stand-in certificates: building only copies them.
+    fn certs(k: &Kafka, r: &Resolved, ids: &BTreeMap<String, BTreeSet<i32>>) -> NodeCerts {
+        let model = cluster_model(k, r, ids, "abc");
+        NodeCerts {
+            ca_cert: "CA CERT".into(),
+            nodes: node_hostnames(&model)
+                .unwrap()
+                .into_keys()
+                .map(|pod| {
+                    let pem = crate::pki::Pem {
+                        cert: format!("CERT {pod}"),
+                        key: format!("KEY {pod}"),
+                    };
+                    (pod, pem)
+                })
+                .collect(),
+        }
+    }
+
+    fn build(
+        k: &Kafka,
+        r: &Resolved,
+        ids: &BTreeMap<String, BTreeSet<i32>>,
+        cluster_id: &str,
+    ) -> Result<Built, ConfigError> {
+        super::build(k, r, ids, cluster_id, &certs(k, r, ids))
+    }
+
     fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
         objects
             .iter()
@@ -701,6 +804,54 @@ mod tests {
 
         let image = kafka(serde_json::json!({"spec": {"kafka": {"image": "example/kafka:1"}}}));
         assert_ne!(base, one(&image, &resolved));
+
+        // A renewed certificate rolls the node.
+        let ids = ids(&[("dual", &[0])]);
+        let mut renewed = certs(&k, &resolved, &ids);
+        renewed
+            .nodes
+            .values_mut()
+            .for_each(|p| p.cert = "RENEWED".into());
+        let after = super::build(&k, &resolved, &ids, "abc", &renewed).unwrap();
+        assert_ne!(base, after.nodes[&0].revision);
+    }
+
+    #[test]
+    fn a_node_gets_its_certificate_and_the_ca_certificate_and_nothing_else() {
+        let k = kafka(serde_json::json!({}));
+        let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
+        let resolved = resolve(&k, &[&d], &members()).unwrap();
+        let ids = ids(&[("dual", &[0])]);
+        let built = build(&k, &resolved, &ids, "abc").unwrap();
+        let alpha = &built.objects["alpha"];
+        let secret = find(alpha, "Secret", "my-cluster-dual-0");
+        let data: BTreeMap<String, k8s_openapi::ByteString> =
+            serde_json::from_value(secret["data"].clone()).unwrap();
+        let text = |key: &str| String::from_utf8(data[key].0.clone()).unwrap();
+        assert_eq!(
+            data.keys().collect::<Vec<_>>(),
+            ["ca.crt", "tls.crt", "tls.key"]
+        );
+        assert_eq!(
+            (text("tls.crt"), text("tls.key"), text("ca.crt")),
+            (
+                "CERT my-cluster-dual-0".into(),
+                "KEY my-cluster-dual-0".into(),
+                "CA CERT".into()
+            )
+        );
+        let pod = &find(alpha, "StrimziPodSet", "my-cluster-dual")["spec"]["pods"][0];
+        assert_eq!(
+            pod["spec"]["volumes"][1]["secret"]["secretName"],
+            "my-cluster-dual-0"
+        );
+        assert_eq!(
+            pod["spec"]["containers"][0]["volumeMounts"][1]["mountPath"],
+            kraft::CERTS_DIR
+        );
+        // A node without a certificate is not built.
+        let none = super::build(&k, &resolved, &ids, "abc", &NodeCerts::default());
+        assert!(none.is_err());
     }
 
     #[test]
@@ -721,7 +872,7 @@ mod tests {
                 .all(|o| o["kind"] != "ServiceExport" && o["kind"] != "PersistentVolumeClaim")
         );
         let pod = &find(alpha, "StrimziPodSet", "my-cluster-dual")["spec"]["pods"][0];
-        assert_eq!(pod["spec"]["volumes"][1]["emptyDir"], serde_json::json!({}));
+        assert_eq!(pod["spec"]["volumes"][2]["emptyDir"], serde_json::json!({}));
         assert_eq!(pod["spec"]["subdomain"], "my-cluster-kafka-brokers");
     }
 }

@@ -1,13 +1,16 @@
 //! What central asks Kafka before a destructive step: which brokers still hold partition
 //! replicas (scale-down, broker-role removal), which partitions a broker's restart would take
 //! below `min.insync.replicas`, and which nodes are registered (unregistration). One admin
-//! client per bootstrap address, kept between reconciliations.
+//! client per bootstrap address, kept between reconciliations, speaking mutual TLS with the
+//! cluster CA of the `Kafka` the address belongs to.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kstretch_kadmin::{AdminClient, AdminConfig, ConfigResource, Error};
+use kstretch_kadmin::{AdminClient, AdminConfig, ConfigResource, Error, Tls};
+
+use crate::pki::{self, ClusterCa, Refusal};
 
 /// Admin clients by bootstrap servers, and where each `Kafka` is reached (shared by the `Kafka`
 /// reconciler, which works it out, and the topic operator).
@@ -15,6 +18,17 @@ use kstretch_kadmin::{AdminClient, AdminConfig, ConfigResource, Error};
 pub struct KafkaAccess {
     clients: Arc<Mutex<HashMap<String, AdminClient>>>,
     bootstraps: Arc<Mutex<HashMap<(String, String), String>>>,
+    /// The TLS settings of each bootstrap address.
+    tls: Arc<Mutex<HashMap<String, Tls>>>,
+    /// Central's TLS settings per `Kafka`, with the CA certificate they were made for.
+    identities: Arc<Mutex<HashMap<KafkaKey, (String, Tls)>>>,
+}
+
+/// A `Kafka` by namespace and name.
+type KafkaKey = (String, String);
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl KafkaAccess {
@@ -38,11 +52,49 @@ impl KafkaAccess {
             .cloned()
     }
 
+    /// Central's TLS settings for the `Kafka` `namespace/name` with cluster CA `ca`: trusting
+    /// the CA, presenting a client certificate it issued (made once per CA).
+    pub fn tls_for(&self, namespace: &str, name: &str, ca: &ClusterCa) -> Result<Tls, Refusal> {
+        let key = (namespace.to_owned(), name.to_owned());
+        if let Some((cert, tls)) = locked(&self.identities).get(&key)
+            && *cert == ca.pem.cert
+        {
+            return Ok(tls.clone());
+        }
+        let identity = pki::central_identity(ca)?;
+        let tls =
+            Tls::new(&ca.pem.cert, Some((&identity.cert, &identity.key))).map_err(|e| Refusal {
+                reason: "InvalidClusterCa",
+                message: format!("the cluster CA cannot be used for TLS: {e}"),
+            })?;
+        locked(&self.identities).insert(key, (ca.pem.cert.clone(), tls.clone()));
+        Ok(tls)
+    }
+
+    /// Records that `bootstrap` is reached with `tls` (plaintext when `None`); a client made
+    /// with other settings is dropped.
+    pub fn secure(&self, bootstrap: &str, tls: Option<&Tls>) {
+        let mut all = locked(&self.tls);
+        let same = match (all.get(bootstrap), tls) {
+            (Some(old), Some(new)) => old.same_as(new),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            match tls {
+                Some(tls) => all.insert(bootstrap.to_owned(), tls.clone()),
+                None => all.remove(bootstrap),
+            };
+            self.forget(bootstrap);
+        }
+    }
+
     /// The client for `bootstrap` (comma-separated `host:port`), connecting if needed.
     pub async fn client(&self, bootstrap: &str) -> Result<AdminClient, Error> {
         if let Some(client) = self.lock().get(bootstrap).cloned() {
             return Ok(client);
         }
+        let tls = locked(&self.tls).get(bootstrap).cloned();
         let config = AdminConfig::new(
             bootstrap
                 .split(',')
@@ -52,6 +104,10 @@ impl KafkaAccess {
         .with_client_id("kstretch-central")
         .with_connect_timeout(Duration::from_secs(5))
         .with_request_timeout(Duration::from_secs(15));
+        let config = match tls {
+            Some(tls) => config.with_tls(tls),
+            None => config,
+        };
         let client = AdminClient::connect(config).await?;
         self.lock().insert(bootstrap.to_owned(), client.clone());
         Ok(client)

@@ -28,6 +28,7 @@ use super::roll::{self, NodeView, Reported, Step};
 use super::status;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
 use crate::link::{AgentRecord, Agents, Owner, OwnerKind, Owners, Part};
+use crate::pki::{self, CertError};
 
 /// Requeue while something is under way (pods starting, a roll, a pending unregistration).
 const BUSY_REQUEUE: Duration = Duration::from_secs(5);
@@ -231,6 +232,28 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             .await;
     }
 
+    // The cluster CA, and central's client identity under it for every admin connection.
+    let ca = match pki::cluster_ca(&ctx.client, &kafka).await {
+        Ok(ca) => ca,
+        Err(CertError::Refused(r)) => {
+            return refuser.refuse(kafka_status, r.reason, &r.message).await;
+        }
+        Err(CertError::Kube(e)) => return Err(e.into()),
+    };
+    let namespace = kafka.namespace().unwrap_or_default();
+    let admin_tls = match resolve::admin_uses_tls(&kafka) {
+        Ok(false) => None,
+        Ok(true) => match ctx.kafka.tls_for(&namespace, &kafka.name_any(), &ca) {
+            Ok(tls) => Some(tls),
+            Err(r) => return refuser.refuse(kafka_status, r.reason, &r.message).await,
+        },
+        Err(message) => {
+            return refuser
+                .refuse(kafka_status, "InvalidAnnotation", &message)
+                .await;
+        }
+    };
+
     let pool_ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
     let assignments = match node_ids::assign(&pool_ids) {
         Ok(a) => a,
@@ -248,6 +271,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let connected: BTreeSet<String> = ctx.agents.connected().into_iter().collect();
     let bootstrap = admin_bootstrap(&kafka, &resolved)
         .or_else(|| running_brokers_bootstrap(&ctx, &kafka, &resolved, &assignments));
+    if let Some(b) = &bootstrap {
+        ctx.kafka.secure(b, admin_tls.as_ref());
+    }
     let (mut ids, mut roles) = desired_ids_and_roles(&resolved, &assignments);
     guard_removals(
         &ctx,
@@ -307,7 +333,24 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         }
     }
 
-    let built = match build::build(&kafka, &effective, &ids, &cluster_id) {
+    // Every node's certificate, for every address it now has.
+    let model = build::cluster_model(&kafka, &effective, &ids, &cluster_id);
+    let hosts = match build::node_hostnames(&model) {
+        Ok(hosts) => hosts,
+        Err(e) => {
+            let message = e.to_string();
+            return refuser.refuse(kafka_status, e.reason(), &message).await;
+        }
+    };
+    let certs = match pki::node_certificates(&ctx.client, &kafka, &ca, &hosts).await {
+        Ok(certs) => certs,
+        Err(CertError::Refused(r)) => {
+            return refuser.refuse(kafka_status, r.reason, &r.message).await;
+        }
+        Err(CertError::Kube(e)) => return Err(e.into()),
+    };
+
+    let built = match build::build(&kafka, &effective, &ids, &cluster_id, &certs) {
         Ok(b) => b,
         Err(e) => {
             let message = e.to_string();
@@ -400,11 +443,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         bootstrap.or_else(|| kraft::bootstrap_servers(&built.cluster, REPLICATION_LISTENER).ok());
     // The topic operator reaches this cluster where the reconciler does.
     if let Some(bootstrap) = &bootstrap {
-        ctx.kafka.set_bootstrap(
-            &kafka.namespace().unwrap_or_default(),
-            &kafka.name_any(),
-            bootstrap,
-        );
+        ctx.kafka.secure(bootstrap, admin_tls.as_ref());
+        ctx.kafka
+            .set_bootstrap(&namespace, &kafka.name_any(), bootstrap);
     }
 
     let applied: BTreeSet<String> = records

@@ -39,6 +39,28 @@ pub enum PerNode {
 /// names, and for tests against a Kafka that runs outside Kubernetes).
 pub const ADMIN_BOOTSTRAP_ANNOTATION: &str = "kstretch.io/admin-bootstrap-servers";
 
+/// `Kafka` annotation saying how central's admin client speaks to the admin bootstrap servers:
+/// `SSL` (the default: mutual TLS with the cluster CA, as the replication listener requires)
+/// or `PLAINTEXT`, for an admin bootstrap that points at a plaintext listener (a Kafka outside
+/// Kubernetes that kstretch does not run, as in tests).
+pub const ADMIN_SECURITY_ANNOTATION: &str = "kstretch.io/admin-security-protocol";
+
+/// Whether central's admin client uses TLS for `kafka`, from [`ADMIN_SECURITY_ANNOTATION`];
+/// a value it does not know is an error naming the annotation.
+pub fn admin_uses_tls(kafka: &Kafka) -> Result<bool, String> {
+    match kafka
+        .annotations()
+        .get(ADMIN_SECURITY_ANNOTATION)
+        .map(String::as_str)
+    {
+        None | Some("SSL") => Ok(true),
+        Some("PLAINTEXT") => Ok(false),
+        Some(other) => Err(format!(
+            "the annotation {ADMIN_SECURITY_ANNOTATION} is {other:?}; it must be SSL (the default) or PLAINTEXT"
+        )),
+    }
+}
+
 /// What central knows of the member clusters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Members {
@@ -112,14 +134,6 @@ pub enum Invalid {
     )]
     NegativeReplicas { pool: String, replicas: i32 },
     #[error(
-        "listener {name} (port {port}) sets .spec.kafka.listeners[{index}].tls: true, but kstretch does not issue listener certificates yet and will not serve it without TLS; set tls: false or remove the listener"
-    )]
-    ListenerTlsUnsupported {
-        name: String,
-        port: i32,
-        index: usize,
-    },
-    #[error(
         "listener {name} (port {port}) sets .spec.kafka.listeners[{index}].authentication (type {kind}), but kstretch does not configure listener authentication yet and will not serve it without; remove authentication or the listener"
     )]
     ListenerAuthenticationUnsupported {
@@ -145,8 +159,7 @@ impl Invalid {
             Self::InvalidListenerPort { .. } => "InvalidListener",
             Self::NegativeReplicas { .. } => "InvalidReplicas",
             // The same reason as a KafkaConnect's unsupported TLS or authentication.
-            Self::ListenerTlsUnsupported { .. }
-            | Self::ListenerAuthenticationUnsupported { .. }
+            Self::ListenerAuthenticationUnsupported { .. }
             | Self::AuthorizationUnsupported { .. } => "UnsupportedField",
         }
     }
@@ -333,13 +346,6 @@ pub fn resolve(
 fn unserved_security(spec: &kstretch_api::kafka::KafkaClusterSpec) -> Vec<Invalid> {
     let mut invalid = Vec::new();
     for (index, l) in spec.listeners.iter().enumerate() {
-        if l.tls {
-            invalid.push(Invalid::ListenerTlsUnsupported {
-                name: l.name.clone(),
-                port: l.port,
-                index,
-            });
-        }
         if let Some(authentication) = &l.authentication {
             invalid.push(Invalid::ListenerAuthenticationUnsupported {
                 name: l.name.clone(),
@@ -666,7 +672,7 @@ pub(crate) mod tests {
     /// What asks for protection is refused, never served open: the security hole was a
     /// `scram-sha-512` listener rendered as `PLAINTEXT`.
     #[test]
-    fn tls_authentication_and_authorization_are_refused_naming_the_field() {
+    fn authentication_and_authorization_are_refused_naming_the_field() {
         let d = pool("dual", &["controller", "broker"], 3, json!({}));
         let k = kafka(json!({"spec": {"kafka": {
             "listeners": [
@@ -679,32 +685,26 @@ pub(crate) mod tests {
         let messages: Vec<String> = err.iter().map(ToString::to_string).collect();
         assert_eq!(
             err.iter().map(Invalid::reason).collect::<Vec<_>>(),
-            ["UnsupportedField"; 3]
+            ["UnsupportedField"; 2]
         );
         assert!(
-            messages[0].contains(".spec.kafka.listeners[1].tls: true")
-                && messages[0].contains("port 9093"),
+            messages[0].contains(".spec.kafka.listeners[2].authentication (type scram-sha-512)"),
             "{}",
             messages[0]
         );
         assert!(
-            messages[1].contains(".spec.kafka.listeners[2].authentication (type scram-sha-512)"),
+            messages[1].contains(".spec.kafka.authorization (type simple)"),
             "{}",
             messages[1]
         );
-        assert!(
-            messages[2].contains(".spec.kafka.authorization (type simple)"),
-            "{}",
-            messages[2]
-        );
 
-        // Each alone is refused too; TLS with authentication names both.
+        // Each alone is refused too.
         let tls_auth = kafka(json!({"spec": {"kafka": {"listeners": [
             {"name": "mtls", "port": 9093, "type": "internal", "tls": true,
              "authentication": {"type": "tls"}}]}}}));
         let err = resolve(&tls_auth, &[&d], &members()).unwrap_err();
-        assert_eq!(err.len(), 2);
-        assert!(err[1].to_string().contains("(type tls)"), "{}", err[1]);
+        assert_eq!(err.len(), 1);
+        assert!(err[0].to_string().contains("(type tls)"), "{}", err[0]);
         let custom = kafka(json!({"spec": {"kafka": {
             "authorization": {"type": "custom", "authorizerClass": "x.Y"}}}}));
         let err = resolve(&custom, &[&d], &members()).unwrap_err();
@@ -715,7 +715,25 @@ pub(crate) mod tests {
         let err = resolve(&untyped, &[&d], &members()).unwrap_err();
         assert!(err[0].to_string().contains("(type unknown)"), "{}", err[0]);
 
-        // A plain listener without either is served.
+        // Plain and TLS listeners without either are served.
         assert!(resolve(&kafka(json!({})), &[&d], &members()).is_ok());
+        let tls = kafka(json!({"spec": {"kafka": {"listeners": [
+            {"name": "tls", "port": 9093, "type": "internal", "tls": true}]}}}));
+        assert!(resolve(&tls, &[&d], &members()).is_ok());
+    }
+
+    #[test]
+    fn the_admin_client_uses_tls_unless_told_plaintext_and_refuses_other_values() {
+        let with = |value: &str| {
+            kafka(json!({"metadata": {"annotations": {ADMIN_SECURITY_ANNOTATION: value}}}))
+        };
+        assert_eq!(admin_uses_tls(&kafka(json!({}))), Ok(true));
+        assert_eq!(admin_uses_tls(&with("SSL")), Ok(true));
+        assert_eq!(admin_uses_tls(&with("PLAINTEXT")), Ok(false));
+        let err = admin_uses_tls(&with("plaintext")).unwrap_err();
+        assert!(
+            err.contains(ADMIN_SECURITY_ANNOTATION) && err.contains("SSL"),
+            "{err}"
+        );
     }
 }

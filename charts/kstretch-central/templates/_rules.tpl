@@ -1,8 +1,10 @@
 {{/*
 What central does against its own cluster's apiserver (read from central/src): it watches the
 Strimzi kinds, writes their status, adds and removes the topic operator's finalizer (a JSON patch
-of metadata.finalizers), keeps Kafka Connect offsets in ConfigMaps and records Events. It never
-reads Secrets and never touches pods here: member-cluster objects reach the agents over the link.
+of metadata.finalizers), keeps Kafka Connect offsets in ConfigMaps, keeps each Kafka's cluster CA
+(Strimzi's `<cluster>-cluster-ca` / `-cluster-ca-cert`) and node certificates in Secrets and
+records Events. It never deletes Secrets (the Kafka owns them) and never touches pods here:
+member-cluster objects reach the agents over the link.
 (With leader election the leader labels its own pod, a rule of the release namespace only.)
 */}}
 {{- define "kstretch-central.rules" -}}
@@ -18,6 +20,9 @@ reads Secrets and never touches pods here: member-cluster objects reach the agen
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "watch", "create", "update", "patch"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]

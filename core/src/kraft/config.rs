@@ -1,8 +1,8 @@
 //! Rendering every node's KRaft configuration (what goes into its ConfigMap) from a
 //! [`KafkaCluster`], with the semantics of Strimzi's `KafkaBrokerConfigurationBuilder`: the
-//! operator-owned control-plane and replication listeners, the user's listeners, a static
-//! controller quorum, log directories per volume, and the user's options minus the forbidden
-//! ones.
+//! operator-owned control-plane and replication listeners (mutual TLS with the cluster CA), the
+//! user's listeners, a static controller quorum, log directories per volume, and the user's
+//! options minus the forbidden ones.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +14,7 @@ use super::model::{
     REPLICATION_LISTENER, REPLICATION_PORT,
 };
 use super::properties;
+use super::tls::{self, ClientAuth};
 
 /// Ports a user listener may not take: the operator's own listeners, metrics and JMX (Strimzi's
 /// rule), besides everything below 9092.
@@ -57,9 +58,6 @@ pub struct Rendered {
 
 /// Why a user listener is not configured on the brokers yet, if it is not.
 pub(crate) fn unserved_because(listener: &Listener) -> Option<&'static str> {
-    if listener.tls {
-        return Some("TLS listeners need certificates, which kstretch does not issue yet");
-    }
     match listener.kind {
         ListenerKind::Internal | ListenerKind::ClusterIp => None,
         ListenerKind::NodePort
@@ -102,6 +100,8 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
         user.entry((*key).to_owned())
             .or_insert_with(|| (*value).to_owned());
     }
+    let providers = tls::provider_options(user.get("config.providers").map(String::as_str));
+    user.extend(providers);
 
     // A static quorum (`controller.quorum.voters`, KRaft version 0) rather than a dynamic one
     // (KIP-853 `controller.quorum.bootstrap.servers`): every node's storage is then formatted
@@ -130,8 +130,13 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
         );
         p.insert("controller.quorum.voters".into(), voters.clone());
 
-        // Every node needs the controller listener's protocol, brokers to reach controllers.
-        let mut protocols = vec![format!("{CONTROLPLANE_LISTENER}:PLAINTEXT")];
+        // Every node needs the controller listener's protocol and TLS options, brokers to reach
+        // controllers. Nodes talk to each other only over mutual TLS with the cluster CA.
+        let mut protocols = vec![format!("{CONTROLPLANE_LISTENER}:SSL")];
+        p.extend(tls::listener_options(
+            CONTROLPLANE_LISTENER,
+            ClientAuth::Required,
+        ));
         let mut listeners = Vec::new();
         let mut advertised = Vec::new();
         let mut bind = |name: &str, port: u16| -> Result<(), ConfigError> {
@@ -147,11 +152,20 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
         }
         if node.is_broker() {
             bind(REPLICATION_LISTENER, REPLICATION_PORT)?;
-            protocols.push(format!("{REPLICATION_LISTENER}:PLAINTEXT"));
+            protocols.push(format!("{REPLICATION_LISTENER}:SSL"));
+            p.extend(tls::listener_options(
+                REPLICATION_LISTENER,
+                ClientAuth::Required,
+            ));
             for listener in &served {
                 let name = listener.config_name();
                 bind(&name, listener.port)?;
-                protocols.push(format!("{name}:PLAINTEXT"));
+                if listener.tls {
+                    protocols.push(format!("{name}:SSL"));
+                    p.extend(tls::listener_options(&name, ClientAuth::None));
+                } else {
+                    protocols.push(format!("{name}:PLAINTEXT"));
+                }
             }
             p.insert(
                 "inter.broker.listener.name".into(),

@@ -41,6 +41,8 @@ pub enum ConfigError {
         "node {node} has no reachable port for listener {listener} yet: its per-node service has not reported one"
     )]
     PortPending { node: i32, listener: String },
+    #[error("node {node} has no certificate yet")]
+    CertificatePending { node: i32 },
     #[error(
         "node {node} runs in no named Kubernetes cluster, which multi-cluster service addressing needs"
     )]
@@ -81,6 +83,7 @@ impl ConfigError {
             | Self::SeveralMetadataVolumes { .. }
             | Self::DuplicateVolume { .. } => "InvalidStorage",
             Self::AddressPending { .. } | Self::PortPending { .. } => "AddressPending",
+            Self::CertificatePending { .. } => "CertificatePending",
             Self::MissingClusterAlias { .. } => "MissingClusterAlias",
             Self::InvalidListenerName { .. }
             | Self::DuplicateListenerName { .. }

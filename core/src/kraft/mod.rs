@@ -9,6 +9,7 @@ mod forbidden;
 mod model;
 mod properties;
 mod revision;
+mod tls;
 
 #[cfg(test)]
 mod tests;
@@ -28,3 +29,4 @@ pub use model::{
     REPLICATION_LISTENER, REPLICATION_PORT, Volume,
 };
 pub use revision::revision;
+pub use tls::{CA_FILE, CERT_FILE, CERTS_DIR, CONFIG_PROVIDER, KEY_FILE, node_hostnames};

@@ -1086,7 +1086,8 @@ async fn run(opts: Opts, ns: String, alpha: Cluster) -> anyhow::Result<Results> 
             &Patch::Apply(json!({
                 "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
                 "metadata": {"name": KAFKA, "annotations": {
-                    "kstretch.io/admin-bootstrap-servers": kafka.bootstrap}},
+                    "kstretch.io/admin-bootstrap-servers": kafka.bootstrap,
+                    "kstretch.io/admin-security-protocol": "PLAINTEXT"}},
                 "spec": {"kafka": {"listeners": [
                     {"name": "plain", "port": 9092, "type": "internal", "tls": false}]}}
             })),

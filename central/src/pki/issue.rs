@@ -1,0 +1,266 @@
+//! Issuing certificates and judging whether one may stay: a cluster CA, a node's certificate
+//! for all its host names, central's client certificate. Pure (no Kubernetes); rcgen signs,
+//! x509-parser reads back what was issued.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use time::{Duration, OffsetDateTime};
+use x509_parser::extensions::GeneralName;
+use x509_parser::pem::parse_x509_pem;
+
+/// The organisation in the subject of everything kstretch issues (Strimzi uses `io.strimzi`).
+pub const ORGANIZATION: &str = "io.kstretch";
+
+/// A certificate and its private key, both PEM (the key PKCS#8).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Pem {
+    pub cert: String,
+    pub key: String,
+}
+
+impl std::fmt::Debug for Pem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pem")
+            .field("cert", &self.cert.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a certificate could not be issued or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PkiError(pub String);
+
+fn failed(what: &str) -> impl Fn(rcgen::Error) -> PkiError + '_ {
+    move |e| PkiError(format!("{what}: {e}"))
+}
+
+fn subject(common_name: &str) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::OrganizationName, ORGANIZATION);
+    dn.push(DnType::CommonName, common_name);
+    dn
+}
+
+fn validity(params: &mut CertificateParams, now: OffsetDateTime, days: u32) {
+    // A little backdated, so a peer whose clock is slightly behind accepts it at once.
+    params.not_before = now - Duration::minutes(5);
+    params.not_after = now + Duration::days(i64::from(days));
+}
+
+/// A new self-signed CA named `common_name`, valid for `days`, with a new key or the PEM key
+/// given (a CA key whose certificate was lost before it was stored).
+pub fn new_ca(
+    common_name: &str,
+    key: Option<&str>,
+    days: u32,
+    now: OffsetDateTime,
+) -> Result<Pem, PkiError> {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = subject(common_name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    validity(&mut params, now, days);
+    let key = match key {
+        Some(pem) => KeyPair::from_pem(pem),
+        None => KeyPair::generate(),
+    }
+    .map_err(failed("CA key"))?;
+    let cert = params.self_signed(&key).map_err(failed("CA certificate"))?;
+    Ok(Pem {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    })
+}
+
+/// What a certificate is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Usage {
+    /// A node: server and client (it is both to other nodes).
+    Node,
+    /// A client only (central's admin client).
+    Client,
+}
+
+/// A certificate for `common_name` and `hosts` (DNS names or IP addresses), signed by `ca`.
+pub fn issue(
+    ca: &Pem,
+    common_name: &str,
+    hosts: &BTreeSet<String>,
+    usage: Usage,
+    days: u32,
+    now: OffsetDateTime,
+) -> Result<Pem, PkiError> {
+    let ca_key = KeyPair::from_pem(&ca.key).map_err(failed("CA key"))?;
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert, ca_key).map_err(failed("CA certificate"))?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = subject(common_name);
+    params.subject_alt_names = hosts
+        .iter()
+        .map(|host| match host.parse::<IpAddr>() {
+            Ok(ip) => Ok(SanType::IpAddress(ip)),
+            Err(_) => host
+                .as_str()
+                .try_into()
+                .map(SanType::DnsName)
+                .map_err(|e| PkiError(format!("host name {host:?}: {e}"))),
+        })
+        .collect::<Result<_, _>>()?;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = match usage {
+        Usage::Node => vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ],
+        Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+    };
+    validity(&mut params, now, days);
+    let key = KeyPair::generate().map_err(failed("key"))?;
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(failed("certificate"))?;
+    Ok(Pem {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    })
+}
+
+/// What is known of an issued certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issued {
+    /// Its DNS and IP subject alternative names, as text.
+    pub hosts: BTreeSet<String>,
+    pub not_after: OffsetDateTime,
+    /// The issuer's distinguished name, as text.
+    pub issuer: String,
+    pub subject: String,
+}
+
+/// Reads a PEM certificate.
+pub fn read(cert: &str) -> Result<Issued, PkiError> {
+    let unreadable = |e: &dyn std::fmt::Display| PkiError(format!("unreadable certificate: {e}"));
+    let (_, pem) = parse_x509_pem(cert.as_bytes()).map_err(|e| unreadable(&e))?;
+    let x509 = pem.parse_x509().map_err(|e| unreadable(&e))?;
+    let mut hosts = BTreeSet::new();
+    if let Ok(Some(san)) = x509.subject_alternative_name() {
+        for name in &san.value.general_names {
+            match name {
+                GeneralName::DNSName(dns) => {
+                    hosts.insert((*dns).to_owned());
+                }
+                GeneralName::IPAddress(bytes) => {
+                    let ip = match bytes.len() {
+                        4 => <[u8; 4]>::try_from(*bytes).ok().map(IpAddr::from),
+                        16 => <[u8; 16]>::try_from(*bytes).ok().map(IpAddr::from),
+                        _ => None,
+                    };
+                    hosts.extend(ip.map(|ip| ip.to_string()));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(Issued {
+        hosts,
+        not_after: x509.validity().not_after.to_datetime(),
+        issuer: x509.issuer().to_string(),
+        subject: x509.subject().to_string(),
+    })
+}
+
+/// Whether a certificate issued by `ca_cert` may stay: readable, issued by that CA, for
+/// exactly `hosts`, and not within `renewal_days` of expiring.
+pub fn still_good(
+    cert: &str,
+    ca_cert: &str,
+    hosts: &BTreeSet<String>,
+    renewal_days: u32,
+    now: OffsetDateTime,
+) -> bool {
+    let (Ok(issued), Ok(ca)) = (read(cert), read(ca_cert)) else {
+        return false;
+    };
+    issued.issuer == ca.subject
+        && issued.hosts == *hosts
+        && issued.not_after - now > Duration::days(i64::from(renewal_days))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_node_certificate_names_its_hosts_and_its_ca() {
+        let now = OffsetDateTime::now_utc();
+        let ca = new_ca("cluster-ca v0", None, 365, now).unwrap();
+        let wanted = hosts(&["b-0.brokers.kafka.svc", "10.250.1.2", "fd00::1"]);
+        let node = issue(&ca, "my-cluster-kafka", &wanted, Usage::Node, 365, now).unwrap();
+        let read_back = read(&node.cert).unwrap();
+        assert_eq!(read_back.hosts, wanted);
+        assert!(read_back.issuer.contains("cluster-ca v0"), "{read_back:?}");
+        assert!(read_back.subject.contains("my-cluster-kafka"));
+        assert!(still_good(&node.cert, &ca.cert, &wanted, 30, now));
+        assert!(
+            node.key.contains("BEGIN PRIVATE KEY"),
+            "PKCS#8 for Kafka's PEM store"
+        );
+    }
+
+    #[test]
+    fn a_certificate_is_renewed_for_new_hosts_another_ca_or_near_expiry() {
+        let now = OffsetDateTime::now_utc();
+        let ca = new_ca("cluster-ca v0", None, 365, now).unwrap();
+        let wanted = hosts(&["a.example"]);
+        let node = issue(&ca, "n", &wanted, Usage::Node, 100, now).unwrap();
+        assert!(!still_good(
+            &node.cert,
+            &ca.cert,
+            &hosts(&["a.example", "b.example"]),
+            30,
+            now
+        ));
+        let other = new_ca("cluster-ca v1", None, 365, now).unwrap();
+        assert!(!still_good(&node.cert, &other.cert, &wanted, 30, now));
+        assert!(!still_good(
+            &node.cert,
+            &ca.cert,
+            &wanted,
+            30,
+            now + Duration::days(71)
+        ));
+        assert!(still_good(
+            &node.cert,
+            &ca.cert,
+            &wanted,
+            30,
+            now + Duration::days(69)
+        ));
+        assert!(!still_good("garbage", &ca.cert, &wanted, 30, now));
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        let now = OffsetDateTime::now_utc();
+        let ca = new_ca("ca", None, 1, now).unwrap();
+        let err = issue(&ca, "n", &hosts(&["bad-nämé"]), Usage::Node, 1, now);
+        assert!(err.is_err());
+        let broken = Pem {
+            cert: ca.cert.clone(),
+            key: "not a key".into(),
+        };
+        let err = issue(&broken, "n", &hosts(&["a"]), Usage::Client, 1, now).unwrap_err();
+        assert!(err.0.contains("CA key"), "{err}");
+    }
+}

@@ -1,0 +1,129 @@
+//! TLS of the nodes: where a node finds its certificate, key and the cluster CA, the
+//! per-listener SSL options that point Kafka at them, and every host name a node's certificate
+//! must carry so that whoever reaches it by any of its addresses can verify it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::addressing::{
+    Addressing, bootstrap_service_name, headless_service_name, node_endpoint, pod_name,
+};
+use super::error::ConfigError;
+use super::model::{
+    CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node, REPLICATION_LISTENER,
+    REPLICATION_PORT,
+};
+
+/// Where the node's Secret (certificate, key, cluster CA certificates) is mounted.
+pub const CERTS_DIR: &str = "/opt/kafka/cluster-certs";
+/// Key of the node's certificate chain (PEM) in its Secret.
+pub const CERT_FILE: &str = "tls.crt";
+/// Key of the node's private key (PKCS#8 PEM) in its Secret.
+pub const KEY_FILE: &str = "tls.key";
+/// Key of the cluster CA certificates the node trusts (PEM, one or more) in its Secret.
+pub const CA_FILE: &str = "ca.crt";
+
+/// Alias of the `DirectoryConfigProvider` that reads the mounted Secret. Kafka reads a PEM
+/// key from a file only when the key is encrypted with a password, which would then have to
+/// stand in the ConfigMap; read as a value, an unencrypted key needs none.
+pub const CONFIG_PROVIDER: &str = "kstretchcerts";
+const DIRECTORY_PROVIDER_CLASS: &str =
+    "org.apache.kafka.common.config.provider.DirectoryConfigProvider";
+
+fn from_certs_dir(file: &str) -> String {
+    format!("${{{CONFIG_PROVIDER}:{CERTS_DIR}:{file}}}")
+}
+
+/// The options that make the node load its certificate and the CA, set once, and the user's
+/// own `config.providers` kept.
+pub(crate) fn provider_options(user: Option<&str>) -> BTreeMap<String, String> {
+    let providers = match user.map(str::trim).filter(|p| !p.is_empty()) {
+        Some(user) => format!("{user},{CONFIG_PROVIDER}"),
+        None => CONFIG_PROVIDER.to_owned(),
+    };
+    BTreeMap::from([
+        ("config.providers".to_owned(), providers),
+        (
+            format!("config.providers.{CONFIG_PROVIDER}.class"),
+            DIRECTORY_PROVIDER_CLASS.to_owned(),
+        ),
+        (
+            format!("config.providers.{CONFIG_PROVIDER}.param.allowed.paths"),
+            CERTS_DIR.to_owned(),
+        ),
+    ])
+}
+
+/// How a listener authenticates the clients that connect to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClientAuth {
+    /// Server certificate only (a user's `tls: true` listener).
+    None,
+    /// Mutual TLS: a client certificate signed by the cluster CA (the operator's listeners).
+    Required,
+}
+
+/// The SSL options of listener `name` (Kafka listener name), which Kafka applies to the
+/// server side and, for the controller and replication listeners, to the node's own client
+/// side (broker to controller, replica fetchers). Host names are verified (Kafka's default).
+pub(crate) fn listener_options(name: &str, auth: ClientAuth) -> BTreeMap<String, String> {
+    let prefix = format!("listener.name.{}.", name.to_lowercase());
+    let mut options = BTreeMap::from([
+        ("ssl.keystore.type", "PEM".to_owned()),
+        ("ssl.keystore.certificate.chain", from_certs_dir(CERT_FILE)),
+        ("ssl.keystore.key", from_certs_dir(KEY_FILE)),
+        ("ssl.truststore.type", "PEM".to_owned()),
+        ("ssl.truststore.certificates", from_certs_dir(CA_FILE)),
+    ]);
+    if auth == ClientAuth::Required {
+        options.insert("ssl.client.auth", "required".to_owned());
+    }
+    options
+        .into_iter()
+        .map(|(k, v)| (format!("{prefix}{k}"), v))
+        .collect()
+}
+
+/// Every name and address `node` is reached by: its pod's DNS names under the headless
+/// service, the bootstrap and headless Service names (short, namespaced, `.svc`, and
+/// `.svc.cluster.local`), and the host of every listener it advertises in this addressing
+/// mode (Multi-Cluster Services names, a per-node Service's IP or host name). A certificate
+/// with these names verifies however a client or another node reaches the node.
+pub fn node_hostnames(
+    cluster: &KafkaCluster,
+    node: &Node,
+) -> Result<BTreeSet<String>, ConfigError> {
+    let ns = &cluster.namespace;
+    let headless = headless_service_name(&cluster.name);
+    let pod = pod_name(&cluster.name, &node.pool, node.id);
+    let mut names = BTreeSet::new();
+    for service in [bootstrap_service_name(&cluster.name), headless.clone()] {
+        names.insert(service.clone());
+        names.insert(format!("{service}.{ns}"));
+        names.insert(format!("{service}.{ns}.svc"));
+        names.insert(format!("{service}.{ns}.svc.cluster.local"));
+        if let Addressing::MultiClusterServices { domain } = &cluster.addressing {
+            names.insert(format!("{service}.{ns}.svc.{domain}"));
+        }
+    }
+    names.insert(format!("{pod}.{headless}.{ns}.svc"));
+    names.insert(format!("{pod}.{headless}.{ns}.svc.cluster.local"));
+
+    let mut listeners = Vec::new();
+    if node.is_controller() {
+        listeners.push((CONTROLPLANE_LISTENER.to_owned(), CONTROLPLANE_PORT));
+    }
+    if node.is_broker() {
+        listeners.push((REPLICATION_LISTENER.to_owned(), REPLICATION_PORT));
+        listeners.extend(
+            cluster
+                .listeners
+                .iter()
+                .filter(|l| super::config::unserved_because(l).is_none())
+                .map(|l| (l.config_name(), l.port)),
+        );
+    }
+    for (listener, port) in listeners {
+        names.insert(node_endpoint(cluster, node, &listener, port)?.host);
+    }
+    Ok(names)
+}
