@@ -15,12 +15,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use kstretch_api::{Kafka, KafkaNodePool};
 use kstretch_tests::TestEnv;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
 use kstretch_tests::kafka::{
-    broker_ids, consume, create_topic, produce, registered_by_kafkas_tool, run_kafka_tool,
+    broker_ids, consume, create_topic, kafka_tool, produce, registered_by_kafkas_tool,
+    run_kafka_tool,
 };
 use kstretch_tests::load::{Load, missing};
 use kstretch_tests::ready::kafka_ready as is_ready;
@@ -96,15 +97,16 @@ fn pool(name: &str, replicas: i32, alias: &str, storage: Value) -> Value {
 
 /// The `plain` listener's bootstrap addresses at `host` (the brokers of one cluster).
 fn bootstrap_at(k: &Kafka, host: &str) -> String {
+    listener_at(k, "plain", host)
+}
+
+/// Listener `name`'s bootstrap addresses at `host`, from the status.
+fn listener_at(k: &Kafka, name: &str, host: &str) -> String {
     let listener = k
         .status
         .as_ref()
-        .and_then(|s| {
-            s.listeners
-                .iter()
-                .find(|l| l.name.as_deref() == Some("plain"))
-        })
-        .unwrap_or_else(|| panic!("no plain listener in the status: {:#?}", k.status));
+        .and_then(|s| s.listeners.iter().find(|l| l.name.as_deref() == Some(name)))
+        .unwrap_or_else(|| panic!("no {name} listener in the status: {:#?}", k.status));
     let servers: Vec<&str> = listener
         .bootstrap_servers
         .as_deref()
@@ -197,9 +199,19 @@ async fn live_kafka(test: &str, storage: Value) -> (Stretch, Kafka) {
 
 /// [`live_kafka`] with `extra` pools.
 async fn live_kafka_with(test: &str, storage: Value, extra: Vec<Value>) -> (Stretch, Kafka) {
+    live_kafka_of(test, kafka(), storage, extra).await
+}
+
+/// [`live_kafka_with`] of the `Kafka` `kafka`.
+async fn live_kafka_of(
+    test: &str,
+    kafka: Value,
+    storage: Value,
+    extra: Vec<Value>,
+) -> (Stretch, Kafka) {
     let mut stretch = Stretch::start(test, &[]).await;
     stretch.delete_namespaces_on_panic();
-    stretch.apply(kafka()).await;
+    stretch.apply(kafka).await;
     stretch.apply(pool("a", 2, ALPHA, storage.clone())).await;
     stretch.apply(pool("b", 1, BETA, storage)).await;
     for pool in extra {
@@ -759,4 +771,187 @@ async fn kstretch_installed_with_its_charts_runs_in_pods_and_runs_a_stretched_ka
     )
     .await;
     install.finish().await;
+}
+
+/// Client properties for Kafka's own tools over TLS, trusting the PEM CA certificates `ca`.
+fn tls_client_config(dir: &std::path::Path, name: &str, ca: &str) -> String {
+    let ca_file = dir.join(format!("{name}-ca.crt"));
+    std::fs::write(&ca_file, ca).unwrap();
+    let config = dir.join(format!("{name}.properties"));
+    std::fs::write(
+        &config,
+        format!(
+            "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            ca_file.display()
+        ),
+    )
+    .unwrap();
+    config.display().to_string()
+}
+
+/// Strimzi's `kafka-persistent` example shape (a plain listener on 9092, a TLS one on 9093)
+/// is Ready without warnings; Kafka's own clients trusting `ca.crt` of
+/// `<cluster>-cluster-ca-cert` produce and consume on 9093, and fail when they trust another
+/// CA; the nodes' replication listener refuses plaintext and TLS without a client
+/// certificate; no Secret of the member cluster beta holds the CA key.
+#[tokio::test]
+async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutual_tls() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut spec = kafka();
+    spec["spec"]["kafka"]["listeners"] = json!([
+        {"name": "plain", "port": 9092, "type": "internal", "tls": false},
+        {"name": "tls", "port": 9093, "type": "internal", "tls": true}
+    ]);
+    let (stretch, k) =
+        live_kafka_of("running-tls", spec, json!({"type": "ephemeral"}), vec![]).await;
+    let conditions = &k.status.as_ref().unwrap().conditions;
+    assert!(
+        conditions.iter().all(|c| c.type_ != "Warning"),
+        "Ready without warnings: {conditions:#?}"
+    );
+
+    let secrets: Api<Secret> = stretch.api(ALPHA);
+    let data =
+        |s: &Secret, key: &str| String::from_utf8(s.data.as_ref().unwrap()[key].0.clone()).unwrap();
+    let ca = data(
+        &secrets.get("live-cluster-ca-cert").await.unwrap(),
+        "ca.crt",
+    );
+    let ca_key = data(&secrets.get("live-cluster-ca").await.unwrap(), "ca.key");
+    let dir = std::env::temp_dir().join(format!("kstretch-{}", stretch.ns));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trusted = tls_client_config(&dir, "trusted", &ca);
+    let tls_alpha = listener_at(&k, "tls", &real_node_ip(ALPHA));
+    let tls_beta = listener_at(&k, "tls", &real_node_ip(BETA));
+
+    // Kafka's own clients over TLS: a topic, 100 records produced (acks=all) through alpha's
+    // brokers and consumed through beta's.
+    run_kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &tls_alpha,
+            "--command-config",
+            &trusted,
+            "--create",
+            "--topic",
+            "secured",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    let produced = run_kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            "secured",
+            "--num-records",
+            "100",
+            "--record-size",
+            "64",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={tls_alpha}"),
+            "acks=all",
+            "--producer.config",
+            &trusted,
+        ],
+    );
+    assert!(produced.contains("100 records sent"), "{produced}");
+    let consumed = run_kafka_tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            &tls_beta,
+            "--consumer.config",
+            &trusted,
+            "--topic",
+            "secured",
+            "--from-beginning",
+            "--max-messages",
+            "100",
+            "--timeout-ms",
+            "60000",
+        ],
+    );
+    assert_eq!(consumed.lines().count(), 100, "records read back over TLS");
+
+    // A client that trusts another CA does not get in.
+    let other = kstretch_tests::certs::Pki::new("untrusted");
+    let untrusted = tls_client_config(&dir, "untrusted", &other.ca_pem());
+    let refused = kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &tls_alpha,
+            "--command-config",
+            &untrusted,
+            "--list",
+        ],
+    );
+    assert!(
+        refused.is_err(),
+        "a client trusting another CA listed topics: {refused:?}"
+    );
+
+    // The replication listener, as reached from outside its pod: no plaintext, and TLS only
+    // with a certificate of the cluster CA.
+    let services: Api<k8s_openapi::api::core::v1::Service> = stretch.api(ALPHA);
+    let service = services.get("live-a-0").await.unwrap();
+    let node_port = service
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name.as_deref() == Some("tcp-replication"))
+        .and_then(|p| p.node_port)
+        .unwrap();
+    let replication = format!("{}:{node_port}", real_node_ip(ALPHA));
+    let r = replication.clone();
+    let plaintext = tokio::task::spawn_blocking(move || broker_ids(&r))
+        .await
+        .unwrap();
+    assert!(
+        plaintext.is_err(),
+        "plaintext metadata from the replication port: {plaintext:?}"
+    );
+    let anonymous = kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &replication,
+            "--command-config",
+            &trusted,
+            "--list",
+        ],
+    );
+    assert!(
+        anonymous.is_err(),
+        "TLS without a client certificate was let in: {anonymous:?}"
+    );
+
+    // The member cluster beta has its node's certificate and the CA certificate, never the
+    // CA key.
+    let beta: Api<Secret> = stretch.api(BETA);
+    let in_beta = beta.list(&ListParams::default()).await.unwrap().items;
+    let node = in_beta
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some("live-b-2"))
+        .expect("the node's Secret in beta");
+    assert_eq!(data(node, "ca.crt"), ca);
+    for secret in &in_beta {
+        for (key, value) in secret.data.iter().flatten() {
+            assert!(
+                key != "ca.key" && !String::from_utf8_lossy(&value.0).contains(ca_key.trim()),
+                "Secret {:?} in beta holds the CA key",
+                secret.metadata.name
+            );
+        }
+    }
+    stretch.finish().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

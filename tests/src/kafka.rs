@@ -135,6 +135,12 @@ pub fn consume(
 /// Runs one of Kafka's own tools (`class`, e.g. `org.apache.kafka.tools.ClusterTool`) with the
 /// environment's jars and returns its standard output; fails the test if the tool fails.
 pub fn run_kafka_tool(class: &str, args: &[&str]) -> String {
+    kafka_tool(class, args).unwrap_or_else(|e| panic!("{class} {args:?} failed: {e}"))
+}
+
+/// Runs one of Kafka's own command-line tools on the host: its standard output, or, when it
+/// fails, its standard output and error.
+pub fn kafka_tool(class: &str, args: &[&str]) -> Result<String, String> {
     let libs = crate::TestEnv::get().kafka_libs();
     let output = std::process::Command::new("java")
         .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"])
@@ -144,12 +150,14 @@ pub fn run_kafka_tool(class: &str, args: &[&str]) -> String {
         .output()
         .unwrap_or_else(|e| panic!("cannot run {class}: {e}"));
     let text = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(
-        output.status.success(),
-        "{class} {args:?} failed: {text}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    text
+    if output.status.success() {
+        Ok(text)
+    } else {
+        Err(format!(
+            "{text}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
 }
 
 /// Broker IDs Kafka's own `kafka-cluster list-endpoints --include-fenced-brokers` reports
