@@ -233,7 +233,7 @@ can "$kc_alpha" "$c" no delete pods -n "$ns"
 can "$kc_alpha" "$run-topics-kstretch-central" no patch pods -n "$ns_topics"
 can "$kc_alpha" "$c" yes get secrets -n "$ns"          # the cluster CA and node certificates
 can "$kc_alpha" "$c" no list secrets -n "$ns"
-can "$kc_alpha" "$c" no delete secrets -n "$ns"
+can "$kc_alpha" "$c" yes delete secrets -n "$ns"       # those it generated, with their Kafka
 can "$kc_alpha" "$c" no get secrets -n kube-system
 can "$kc_alpha" "$c" no update kafkas.kafka.strimzi.io --subresource scale -n "$ns"
 can "$kc_alpha" "$c" no delete configmaps -n "$ns"

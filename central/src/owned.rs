@@ -20,10 +20,11 @@ use crate::link::{Agents, Owner, Owners, Part};
 /// Where the deletion of a resource stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deletion {
-    /// Released: its objects are gone from every member cluster, or it was never ours to
-    /// clean up, or its CRD is being removed (not the user's deletion: its objects stay,
-    /// unclaimed).
+    /// Released on the user's word: its objects are gone from every member cluster.
     Released,
+    /// Released without cleaning up: it was never ours to clean up, or its CRD is being
+    /// removed (not the user's deletion: its objects stay, unclaimed).
+    Abandoned,
     /// These member clusters' agents have not confirmed yet.
     Waiting(Vec<String>),
 }
@@ -64,7 +65,7 @@ where
         .any(|f| f == MEMBER_OBJECTS_FINALIZER)
     {
         owners.forget(owner)?;
-        return Ok(Deletion::Released);
+        return Ok(Deletion::Abandoned);
     }
     // Asked once: a deletion already declared was the user's.
     if !owners.deleted().contains(owner) && crd_being_removed::<K>(client).await? {
@@ -72,7 +73,7 @@ where
             "deleted with its CRD: its objects stay in the member clusters, unclaimed");
         owners.forget(owner)?;
         crate::finalizer::remove(api, obj, MEMBER_OBJECTS_FINALIZER).await?;
-        return Ok(Deletion::Released);
+        return Ok(Deletion::Abandoned);
     }
     owners.delete(owner)?;
     let waiting = unconfirmed(owner, owners, agents);

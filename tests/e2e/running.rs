@@ -27,8 +27,8 @@ use kstretch_tests::load::{Load, missing};
 use kstretch_tests::ready::kafka_ready as is_ready;
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
-use kube::Api;
 use kube::api::{ListParams, LogParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use serde_json::{Value, json};
@@ -773,6 +773,17 @@ async fn kstretch_installed_with_its_charts_runs_in_pods_and_runs_a_stretched_ka
     install.finish().await;
 }
 
+/// [`kafka`] with the listeners of Strimzi's `kafka-persistent` example: plain on 9092, TLS on
+/// 9093.
+fn kafka_persistent_shape() -> Value {
+    let mut spec = kafka();
+    spec["spec"]["kafka"]["listeners"] = json!([
+        {"name": "plain", "port": 9092, "type": "internal", "tls": false},
+        {"name": "tls", "port": 9093, "type": "internal", "tls": true}
+    ]);
+    spec
+}
+
 /// Client properties for Kafka's own tools over TLS, trusting the PEM CA certificates `ca`.
 fn tls_client_config(dir: &std::path::Path, name: &str, ca: &str) -> String {
     let ca_file = dir.join(format!("{name}-ca.crt"));
@@ -797,13 +808,13 @@ fn tls_client_config(dir: &std::path::Path, name: &str, ca: &str) -> String {
 #[tokio::test]
 async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutual_tls() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let mut spec = kafka();
-    spec["spec"]["kafka"]["listeners"] = json!([
-        {"name": "plain", "port": 9092, "type": "internal", "tls": false},
-        {"name": "tls", "port": 9093, "type": "internal", "tls": true}
-    ]);
-    let (stretch, k) =
-        live_kafka_of("running-tls", spec, json!({"type": "ephemeral"}), vec![]).await;
+    let (stretch, k) = live_kafka_of(
+        "running-tls",
+        kafka_persistent_shape(),
+        json!({"type": "ephemeral"}),
+        vec![],
+    )
+    .await;
     let conditions = &k.status.as_ref().unwrap().conditions;
     assert!(
         conditions.iter().all(|c| c.type_ != "Warning"),
@@ -952,6 +963,151 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
             );
         }
     }
+
+    // Deleted by the user, the Kafka takes the CA and certificates kstretch generated along.
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    kafkas.delete("live", &Default::default()).await.unwrap();
+    wait_for(
+        "the generated Secrets to go with the Kafka",
+        START_TIMEOUT,
+        || async {
+            let mut left = Vec::new();
+            for name in [
+                "live-cluster-ca-cert",
+                "live-cluster-ca",
+                "live-kstretch-node-certs",
+            ] {
+                if secrets.get_opt(name).await.unwrap().is_some() {
+                    left.push(name);
+                }
+            }
+            if left.is_empty() {
+                Seen::Done(())
+            } else {
+                Seen::NotYet(format!("left: {left:?}"))
+            }
+        },
+    )
+    .await;
+    stretch.finish().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `strimzi.io/force-renew` on `live-cluster-ca-cert` of a running cluster while an idempotent
+/// producer with `acks=all` sends: a new CA certificate of the same key (generation 1), the old
+/// one kept as `ca-<expiry>.crt`, every node rolled one at a time to trust both, no failed
+/// send, no lost acknowledged record; a client trusting only the new certificate connects.
+#[tokio::test]
+async fn a_forced_ca_renewal_rolls_the_nodes_and_loses_no_acknowledged_record() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (stretch, k) = live_kafka_of(
+        "running-renew",
+        kafka_persistent_shape(),
+        persistent(),
+        vec![],
+    )
+    .await;
+    let bootstrap = all_brokers(&k);
+    create_topic(&bootstrap, "renewed", 3, 3).await;
+    full_isr(&bootstrap, "renewed").await;
+    let load = Load::start(&bootstrap, "renewed", Duration::from_millis(20));
+    wait_for_acks(&load, 50).await;
+
+    let secrets: Api<Secret> = stretch.api(ALPHA);
+    let old = secrets.get("live-cluster-ca-cert").await.unwrap();
+    let text =
+        |s: &Secret, key: &str| String::from_utf8(s.data.as_ref().unwrap()[key].0.clone()).unwrap();
+    let old_ca = text(&old, "ca.crt");
+    let before = pod_states(&stretch).await;
+    secrets
+        .patch(
+            "live-cluster-ca-cert",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"strimzi.io/force-renew": "true"}}})),
+        )
+        .await
+        .unwrap();
+    // Central looks at the CA in every reconciliation; a change of the Kafka starts one now
+    // rather than at the next periodic one.
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    kafkas
+        .patch(
+            "live",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"kstretch.test/nudge": "1"}}})),
+        )
+        .await
+        .unwrap();
+
+    let renewed = wait_for("the renewed CA certificate", START_TIMEOUT, || async {
+        let s = secrets.get("live-cluster-ca-cert").await.unwrap();
+        match s
+            .annotations()
+            .get("strimzi.io/ca-cert-generation")
+            .map(String::as_str)
+        {
+            Some("1") => Seen::Done(s),
+            other => Seen::NotYet(format!("generation {other:?}")),
+        }
+    })
+    .await;
+    assert!(!renewed.annotations().contains_key("strimzi.io/force-renew"));
+    let new_ca = text(&renewed, "ca.crt");
+    assert_ne!(new_ca, old_ca);
+    let kept: Vec<&String> = renewed
+        .data
+        .as_ref()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("ca-") && k.ends_with(".crt"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(text(&renewed, kept[0]), old_ca);
+
+    // Every node restarts, one at a time, to trust both certificates.
+    let mut worst = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    loop {
+        let now = pod_states(&stretch).await;
+        let away = before
+            .keys()
+            .filter(|name| now.get(*name).is_none_or(|(_, _, ready)| !ready))
+            .count();
+        worst = worst.max(away);
+        if before
+            .iter()
+            .all(|(name, (uid, _, _))| now.get(name).is_some_and(|(u, _, r)| u != uid && *r))
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the roll did not finish: before {before:?}, now {now:?}\n{}",
+            stretch.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(worst <= 1, "{worst} nodes were away at once");
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "Ready after the renewal", START_TIMEOUT, is_ready)
+        .await;
+    let acked = load.acked();
+    wait_for_acks(&load, acked + 50).await;
+    no_loss(load, &bootstrap, "renewed").await;
+
+    let dir = std::env::temp_dir().join(format!("kstretch-{}", stretch.ns));
+    std::fs::create_dir_all(&dir).unwrap();
+    let only_new = tls_client_config(&dir, "new", &new_ca);
+    run_kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &listener_at(&k, "tls", &real_node_ip(BETA)),
+            "--command-config",
+            &only_new,
+            "--list",
+        ],
+    );
     stretch.finish().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

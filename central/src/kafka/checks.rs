@@ -56,18 +56,18 @@ impl KafkaAccess {
     /// the CA, presenting a client certificate it issued (made once per CA).
     pub fn tls_for(&self, namespace: &str, name: &str, ca: &ClusterCa) -> Result<Tls, Refusal> {
         let key = (namespace.to_owned(), name.to_owned());
-        if let Some((cert, tls)) = locked(&self.identities).get(&key)
-            && *cert == ca.pem.cert
+        if let Some((trusted, tls)) = locked(&self.identities).get(&key)
+            && *trusted == ca.trusted
         {
             return Ok(tls.clone());
         }
         let identity = pki::central_identity(ca)?;
         let tls =
-            Tls::new(&ca.pem.cert, Some((&identity.cert, &identity.key))).map_err(|e| Refusal {
+            Tls::new(&ca.trusted, Some((&identity.cert, &identity.key))).map_err(|e| Refusal {
                 reason: "InvalidClusterCa",
                 message: format!("the cluster CA cannot be used for TLS: {e}"),
             })?;
-        locked(&self.identities).insert(key, (ca.pem.cert.clone(), tls.clone()));
+        locked(&self.identities).insert(key, (ca.trusted.clone(), tls.clone()));
         Ok(tls)
     }
 

@@ -136,7 +136,12 @@ pub async fn delete(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Erro
             }
             Ok(Action::requeue(BUSY_REQUEUE))
         }
-        _ => Ok(Action::await_change()),
+        crate::owned::Deletion::Released => {
+            // The user deleted it: the CA and certificates kstretch generated go with it.
+            pki::delete_generated(&ctx.client, &kafka).await?;
+            Ok(Action::await_change())
+        }
+        crate::owned::Deletion::Abandoned => Ok(Action::await_change()),
     }
 }
 

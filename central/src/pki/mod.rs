@@ -14,6 +14,7 @@ use kube::{Client, ResourceExt};
 use time::OffsetDateTime;
 
 pub use issue::{Pem, PkiError, Usage, issue, new_ca, read, still_good};
+pub use secrets::{FORCE_RENEW, delete_generated};
 
 /// Strimzi's defaults for `validityDays` and `renewalDays`.
 const DEFAULT_VALIDITY_DAYS: u32 = 365;
@@ -103,10 +104,12 @@ impl From<Refusal> for CertError {
     }
 }
 
-/// The cluster CA of one Kafka: its current certificate and key.
+/// The cluster CA of one Kafka: its current certificate and key, and every CA certificate to
+/// trust (the current one and replaced ones that have not expired yet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterCa {
     pub pem: Pem,
+    pub trusted: String,
     pub settings: CaSettings,
 }
 
@@ -118,11 +121,16 @@ pub struct NodeCerts {
 }
 
 /// The CA of `kafka`: read from its Secrets, or generated into them when absent and
-/// `generateCertificateAuthority` is not false.
+/// `generateCertificateAuthority` is not false; a generated CA's certificate is renewed (same
+/// key) within `renewalDays` of expiry or when `strimzi.io/force-renew` asks for it.
 pub async fn cluster_ca(client: &Client, kafka: &Kafka) -> Result<ClusterCa, CertError> {
     let settings = CaSettings::of(kafka)?;
-    let pem = secrets::cluster_ca(client, kafka, settings, OffsetDateTime::now_utc()).await?;
-    Ok(ClusterCa { pem, settings })
+    let material = secrets::cluster_ca(client, kafka, settings, OffsetDateTime::now_utc()).await?;
+    Ok(ClusterCa {
+        pem: material.pem,
+        trusted: material.trusted,
+        settings,
+    })
 }
 
 /// The certificate of every pod in `hosts` (pod name to host names), kept from earlier
@@ -167,7 +175,7 @@ pub async fn node_certificates(
         secrets::store_node_certs(client, kafka, &stored).await?;
     }
     Ok(NodeCerts {
-        ca_cert: ca.pem.cert.clone(),
+        ca_cert: ca.trusted.clone(),
         nodes: stored,
     })
 }

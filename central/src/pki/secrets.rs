@@ -1,6 +1,9 @@
 //! Where the CA and node certificates live in the central cluster: Strimzi's CA Secret pair
 //! (read, or created once when generated; never replaced on a guess) and one Secret holding
-//! every node's certificate and key, owned by the `Kafka`.
+//! every node's certificate and key. They carry no owner reference: a `Kafka` that vanishes
+//! without the user's word (its CRD reinstalled) is adopted again with the same CA, so nothing
+//! rolls; they are deleted only with a `Kafka` the user deleted, and only when kstretch
+//! generated them.
 
 use std::collections::BTreeMap;
 
@@ -9,10 +12,10 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kstretch_api::{Kafka, names};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use time::OffsetDateTime;
 
-use super::issue::{Pem, new_ca};
+use super::issue::{Pem, new_ca, read};
 use super::{CaSettings, CertError, Refusal};
 use crate::kafka::status::FIELD_MANAGER;
 
@@ -34,6 +37,8 @@ pub fn node_certs_secret(kafka: &str) -> String {
 const CA_CERT_KEY: &str = "ca.crt";
 const CA_KEY_KEY: &str = "ca.key";
 const CERT_GENERATION: &str = "strimzi.io/ca-cert-generation";
+/// Marks a Secret kstretch generated (a user-supplied CA is never deleted).
+const GENERATED: &str = "kstretch.io/generated";
 const KEY_GENERATION: &str = "strimzi.io/ca-key-generation";
 
 fn api(client: &Client, kafka: &Kafka) -> Api<Secret> {
@@ -64,10 +69,10 @@ fn metadata(
         annotations: Some(
             annotations
                 .iter()
+                .chain(&[(GENERATED, "true")])
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
         ),
-        owner_references: kafka.controller_owner_ref(&()).map(|o| vec![o]),
         ..ObjectMeta::default()
     }
 }
@@ -93,7 +98,7 @@ pub(super) async fn cluster_ca(
     kafka: &Kafka,
     settings: CaSettings,
     now: OffsetDateTime,
-) -> Result<Pem, CertError> {
+) -> Result<CaMaterial, CertError> {
     let name = kafka.name_any();
     let (cert_name, key_name) = (ca_cert_secret(&name), ca_key_secret(&name));
     let api = api(client, kafka);
@@ -111,12 +116,21 @@ pub(super) async fn cluster_ca(
                 }
                 .into());
             };
-            Ok(Pem {
-                cert: cert_pem,
-                key: key_pem,
+            let generation = annotation(&key, KEY_GENERATION).unwrap_or(0);
+            let cert = if settings.generate {
+                renewed(&api, kafka, settings, cert, &key_pem, generation, now).await?
+            } else {
+                cert
+            };
+            Ok(CaMaterial {
+                pem: Pem {
+                    cert: text(&cert, CA_CERT_KEY).unwrap_or(cert_pem),
+                    key: key_pem,
+                },
+                trusted: trust_bundle(&texts(&cert), now),
             })
         }
-        (None, key) if settings.generate && key.as_ref().is_none_or(|k| generated_here(k, kafka)) => {
+        (None, key) if settings.generate && key.as_ref().is_none_or(generated) => {
             // The key is stored first, so a failure in between leaves a key whose certificate
             // is made again from it here, never a certificate without its key.
             let kept = key.as_ref().and_then(|k| text(k, CA_KEY_KEY));
@@ -137,7 +151,10 @@ pub(super) async fn cluster_ca(
             api.create(&post, &secret(cert_meta, [(CA_CERT_KEY.to_owned(), pem.cert.clone())].into()))
                 .await?;
             tracing::info!(kafka = %name, "generated the cluster CA");
-            Ok(pem)
+            Ok(CaMaterial {
+                trusted: pem.cert.clone(),
+                pem,
+            })
         }
         (None, None) => Err(Refusal {
             reason: "ClusterCaMissing",
@@ -163,12 +180,161 @@ pub(super) async fn cluster_ca(
     }
 }
 
-/// Whether central generated this CA key Secret for this `Kafka` (owned by it).
-fn generated_here(key: &Secret, kafka: &Kafka) -> bool {
-    let uid = kafka.uid();
-    key.owner_references()
+/// Strimzi's annotation on `<cluster>-cluster-ca-cert` that asks for a new CA certificate.
+pub const FORCE_RENEW: &str = "strimzi.io/force-renew";
+
+/// The current CA and every CA certificate nodes and clients are to trust.
+#[derive(Debug, Clone)]
+pub(super) struct CaMaterial {
+    pub pem: Pem,
+    /// PEM certificates: the current one first, then replaced ones that have not expired.
+    pub trusted: String,
+}
+
+fn annotation(secret: &Secret, key: &str) -> Option<u32> {
+    secret.annotations().get(key)?.parse().ok()
+}
+
+fn texts(secret: &Secret) -> BTreeMap<String, String> {
+    secret
+        .data
         .iter()
-        .any(|o| Some(&o.uid) == uid.as_ref())
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), String::from_utf8(v.0.clone()).ok()?)))
+        .collect()
+}
+
+/// Key under which a replaced CA certificate is kept, named by its expiry like Strimzi's
+/// `ca-<date>.crt`.
+fn kept_key(cert: &str) -> String {
+    let stamp = read(cert)
+        .map(|i| i.not_after.unix_timestamp().to_string())
+        .unwrap_or_else(|_| "unknown".to_owned());
+    format!("ca-{stamp}.crt")
+}
+
+/// `ca.crt` and the kept `ca-*.crt` certificates that have not expired, current first.
+fn trust_bundle(data: &BTreeMap<String, String>, now: OffsetDateTime) -> String {
+    let mut out: Vec<&str> = data
+        .get(CA_CERT_KEY)
+        .map(String::as_str)
+        .into_iter()
+        .collect();
+    out.extend(kept(data, now).into_values());
+    out.iter()
+        .map(|c| c.trim_end())
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// The replaced certificates still valid at `now`.
+fn kept(data: &BTreeMap<String, String>, now: OffsetDateTime) -> BTreeMap<String, &str> {
+    data.iter()
+        .filter(|(k, _)| k.starts_with("ca-") && k.ends_with(".crt"))
+        .filter(|(_, v)| read(v).is_ok_and(|i| i.not_after > now))
+        .map(|(k, v)| (k.clone(), v.as_str()))
+        .collect()
+}
+
+/// Whether the CA certificate `cert` is to be replaced by a new one of the same key.
+pub(super) fn renewal_due(
+    cert: &str,
+    forced: bool,
+    renewal_days: u32,
+    now: OffsetDateTime,
+) -> bool {
+    forced
+        || read(cert)
+            .is_ok_and(|i| i.not_after - now <= time::Duration::days(i64::from(renewal_days)))
+}
+
+/// The CA certificate Secret with a renewed certificate when one is due: same key and subject,
+/// so every certificate it issued verifies against the new one too, and the old certificate
+/// kept until it expires for whoever trusts only it. Nodes then roll to trust both; nothing
+/// else changes for them.
+async fn renewed(
+    api: &Api<Secret>,
+    kafka: &Kafka,
+    settings: CaSettings,
+    mut secret: Secret,
+    key: &str,
+    key_generation: u32,
+    now: OffsetDateTime,
+) -> Result<Secret, CertError> {
+    let data = texts(&secret);
+    let current = data.get(CA_CERT_KEY).cloned().unwrap_or_default();
+    let forced = secret
+        .annotations()
+        .get(FORCE_RENEW)
+        .is_some_and(|v| v == "true");
+    let expired_kept =
+        data.keys().filter(|k| k.starts_with("ca-")).count() != kept(&data, now).len();
+    if !renewal_due(&current, forced, settings.renewal_days, now) && !expired_kept {
+        return Ok(secret);
+    }
+    let mut new_data: BTreeMap<String, String> = kept(&data, now)
+        .into_iter()
+        .map(|(k, v)| (k, v.to_owned()))
+        .collect();
+    if renewal_due(&current, forced, settings.renewal_days, now) {
+        let common_name = format!("cluster-ca v{key_generation}");
+        let pem = new_ca(&common_name, Some(key), settings.validity_days, now).map_err(|e| {
+            Refusal::invalid(format!("cannot renew the cluster CA certificate: {e}"))
+        })?;
+        new_data.insert(kept_key(&current), current);
+        new_data.insert(CA_CERT_KEY.to_owned(), pem.cert);
+        let generation = annotation(&secret, CERT_GENERATION).unwrap_or(0) + 1;
+        let annotations = secret
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new);
+        annotations.insert(CERT_GENERATION.to_owned(), generation.to_string());
+        annotations.remove(FORCE_RENEW);
+        tracing::info!(kafka = %kafka.name_any(), generation, forced, "renewed the cluster CA certificate");
+    } else {
+        new_data.insert(CA_CERT_KEY.to_owned(), current);
+    }
+    secret.data = Some(
+        new_data
+            .into_iter()
+            .map(|(k, v)| (k, ByteString(v.into_bytes())))
+            .collect(),
+    );
+    // Replaced with the resource version read: a concurrent change makes this fail and the
+    // next reconciliation decide again.
+    let post = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let name = secret.name_any();
+    Ok(api.replace(&name, &post, &secret).await?)
+}
+
+/// Whether kstretch generated this Secret.
+fn generated(secret: &Secret) -> bool {
+    secret
+        .annotations()
+        .get(GENERATED)
+        .is_some_and(|v| v == "true")
+}
+
+/// Deletes the Secrets kstretch generated for `kafka` (its CA and node certificates); a
+/// user-supplied CA stays.
+pub async fn delete_generated(client: &Client, kafka: &Kafka) -> Result<(), kube::Error> {
+    let name = kafka.name_any();
+    let api = api(client, kafka);
+    for secret in [
+        ca_cert_secret(&name),
+        ca_key_secret(&name),
+        node_certs_secret(&name),
+    ] {
+        if api.get_opt(&secret).await?.is_some_and(|s| generated(&s)) {
+            api.delete(&secret, &Default::default()).await?;
+            tracing::info!(kafka = %name, %secret, "deleted with the Kafka");
+        }
+    }
+    Ok(())
 }
 
 /// The node certificates stored for `kafka`, by pod name (entries without both files are left
@@ -211,8 +377,7 @@ pub(super) async fn store_node_certs(
             ]
         })
         .collect();
-    let mut body = secret(metadata(kafka, &name, "node-certificates", &[]), data);
-    body.metadata.annotations = None;
+    let body = secret(metadata(kafka, &name, "node-certificates", &[]), data);
     let body = serde_json::json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": body.metadata, "data": body.data, "type": body.type_,
@@ -225,4 +390,43 @@ pub(super) async fn store_node_certs(
         )
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_certificate_is_renewed_when_forced_or_near_expiry() {
+        let now = OffsetDateTime::now_utc();
+        let ca = new_ca("cluster-ca v0", None, 100, now).unwrap();
+        assert!(!renewal_due(&ca.cert, false, 30, now));
+        assert!(renewal_due(&ca.cert, true, 30, now));
+        assert!(renewal_due(
+            &ca.cert,
+            false,
+            30,
+            now + time::Duration::days(71)
+        ));
+    }
+
+    #[test]
+    fn the_trust_bundle_keeps_replaced_certificates_until_they_expire() {
+        let now = OffsetDateTime::now_utc();
+        let old = new_ca("cluster-ca v0", None, 10, now).unwrap();
+        let new = new_ca("cluster-ca v0", Some(&old.key), 365, now).unwrap();
+        let data = BTreeMap::from([
+            (CA_CERT_KEY.to_owned(), new.cert.clone()),
+            (kept_key(&old.cert), old.cert.clone()),
+        ]);
+        let bundle = trust_bundle(&data, now);
+        assert!(bundle.starts_with(new.cert.trim_end()), "current first");
+        assert!(bundle.contains(old.cert.trim_end()));
+        let later = trust_bundle(&data, now + time::Duration::days(11));
+        assert!(
+            !later.contains(old.cert.trim_end()),
+            "an expired certificate is dropped"
+        );
+        assert!(kept_key(&old.cert).starts_with("ca-") && kept_key(&old.cert).ends_with(".crt"));
+    }
 }

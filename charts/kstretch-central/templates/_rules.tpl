@@ -3,7 +3,7 @@ What central does against its own cluster's apiserver (read from central/src): i
 Strimzi kinds, writes their status, adds and removes the topic operator's finalizer (a JSON patch
 of metadata.finalizers), keeps Kafka Connect offsets in ConfigMaps, keeps each Kafka's cluster CA
 (Strimzi's `<cluster>-cluster-ca` / `-cluster-ca-cert`) and node certificates in Secrets and
-records Events. It never deletes Secrets (the Kafka owns them) and never touches pods here:
+records Events. It deletes only the Secrets it generated, when their Kafka is deleted, and never touches pods here:
 member-cluster objects reach the agents over the link.
 (With leader election the leader labels its own pod, a rule of the release namespace only.)
 */}}
@@ -22,7 +22,7 @@ member-cluster objects reach the agents over the link.
   verbs: ["get", "list", "watch", "create", "update", "patch"]
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "create", "patch", "update", "delete"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
