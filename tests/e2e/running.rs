@@ -320,6 +320,34 @@ async fn no_loss(load: Load, bootstrap: &str, topic: &str) {
     eprintln!("{} records acknowledged, none lost", sent.acked.len());
 }
 
+/// Waits until every pod of `before` is a new one and Ready, and checks that never more than
+/// one node was away at once.
+async fn rolled_one_at_a_time(stretch: &Stretch, before: &BTreeMap<String, (String, i32, bool)>) {
+    let mut worst = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    loop {
+        let now = pod_states(stretch).await;
+        let away = before
+            .keys()
+            .filter(|name| now.get(*name).is_none_or(|(_, _, ready)| !ready))
+            .count();
+        worst = worst.max(away);
+        let replaced = before
+            .iter()
+            .all(|(name, (uid, _, _))| now.get(name).is_some_and(|(u, _, r)| u != uid && *r));
+        if replaced {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the roll did not finish: before {before:?}, now {now:?}\n{}",
+            stretch.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(worst <= 1, "{worst} nodes were away at once");
+}
+
 /// A configuration change rolls every node, one at a time, while an idempotent producer with
 /// `acks=all` and `min.insync.replicas=2` keeps sending: no send fails, and a consumer
 /// reading afterwards finds every acknowledged record.
@@ -344,30 +372,7 @@ async fn a_configuration_change_rolls_one_node_at_a_time_and_loses_no_acknowledg
         )
         .await
         .unwrap();
-    // Until every pod is a new one and Ready: never more than one node away at once.
-    let mut worst = 0;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
-    loop {
-        let now = pod_states(&stretch).await;
-        let away = before
-            .keys()
-            .filter(|name| now.get(*name).is_none_or(|(_, _, ready)| !ready))
-            .count();
-        worst = worst.max(away);
-        let replaced = before
-            .iter()
-            .all(|(name, (uid, _, _))| now.get(name).is_some_and(|(u, _, r)| u != uid && *r));
-        if replaced {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the roll did not finish: before {before:?}, now {now:?}\n{}",
-            stretch.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(worst <= 1, "{worst} nodes were away at once");
+    rolled_one_at_a_time(&stretch, &before).await;
     stretch
         .wait_in_alpha("live", "Ready after the roll", START_TIMEOUT, is_ready)
         .await;
@@ -1065,29 +1070,7 @@ async fn a_forced_ca_renewal_rolls_the_nodes_and_loses_no_acknowledged_record() 
     assert_eq!(text(&renewed, kept[0]), old_ca);
 
     // Every node restarts, one at a time, to trust both certificates.
-    let mut worst = 0;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
-    loop {
-        let now = pod_states(&stretch).await;
-        let away = before
-            .keys()
-            .filter(|name| now.get(*name).is_none_or(|(_, _, ready)| !ready))
-            .count();
-        worst = worst.max(away);
-        if before
-            .iter()
-            .all(|(name, (uid, _, _))| now.get(name).is_some_and(|(u, _, r)| u != uid && *r))
-        {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the roll did not finish: before {before:?}, now {now:?}\n{}",
-            stretch.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(worst <= 1, "{worst} nodes were away at once");
+    rolled_one_at_a_time(&stretch, &before).await;
     let k: Kafka = stretch
         .wait_in_alpha("live", "Ready after the renewal", START_TIMEOUT, is_ready)
         .await;
