@@ -153,7 +153,66 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
     assert!(log.contains("Kafka Server started"), "{name}'s log:\n{log}");
 
     serves_across_clusters(&k).await;
+    racks_are_clusters(&k).await;
     stretch.finish().await;
+}
+
+/// Each broker's rack, as Kafka's own tool lists it, is its Kubernetes cluster, and Kafka
+/// places the two replicas of every partition of a new topic in both clusters (without racks,
+/// its round-robin assignment puts partitions on brokers 0 and 1, both in alpha).
+async fn racks_are_clusters(k: &Kafka) {
+    let bootstrap = all_brokers(k);
+    let listed = run_kafka_tool(
+        "org.apache.kafka.tools.ClusterTool",
+        &["list-endpoints", "--bootstrap-server", &bootstrap],
+    );
+    // Lines: "ID HOST PORT RACK STATE ENDPOINT_TYPE" after a header.
+    let racks: BTreeMap<i32, String> = listed
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            Some((fields.first()?.parse().ok()?, (*fields.get(3)?).to_owned()))
+        })
+        .collect();
+    assert_eq!(
+        racks,
+        BTreeMap::from([(0, ALPHA.into()), (1, ALPHA.into()), (2, BETA.into())]),
+        "{listed}"
+    );
+
+    create_topic(&bootstrap, "spread", 12, 2).await;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    // A broker learns of a new topic a moment after it is created.
+    let replicas: Vec<Vec<i32>> = wait_for(
+        "the 12 partitions in the metadata",
+        START_TIMEOUT,
+        || async {
+            match consumer.fetch_metadata(Some("spread"), Duration::from_secs(10)) {
+                Ok(m) => {
+                    let replicas: Vec<Vec<i32>> = m.topics()[0]
+                        .partitions()
+                        .iter()
+                        .map(|p| p.replicas().to_vec())
+                        .collect();
+                    if replicas.len() == 12 {
+                        Seen::Done(replicas)
+                    } else {
+                        Seen::NotYet(format!("{replicas:?}"))
+                    }
+                }
+                Err(e) => Seen::NotYet(e.to_string()),
+            }
+        },
+    )
+    .await;
+    assert!(
+        replicas.iter().all(|r| r.contains(&2) && r.len() == 2),
+        "every partition in both clusters: {replicas:?}"
+    );
 }
 
 /// Every broker of both clusters is in the metadata either side returns, and records produced

@@ -335,10 +335,28 @@ pub fn resolve(
             config: config_strings(spec.config.as_ref()),
             addressing,
             per_node,
-            warnings: Vec::new(),
+            warnings: rack_warnings(spec),
         }),
         _ => Err(invalid),
     }
+}
+
+/// What of `spec.kafka.rack` is not applied: every broker's rack is its Kubernetes cluster's
+/// alias; a zone within the cluster (a node label or an environment variable) is not added yet.
+fn rack_warnings(spec: &kstretch_api::kafka::KafkaClusterSpec) -> Vec<String> {
+    let Some(rack) = &spec.rack else {
+        return Vec::new();
+    };
+    let source = match (&rack.type_, &rack.topology_key, &rack.env_var_name) {
+        (Some(kstretch_api::kafka::RackType::EnvironmentVariable), _, Some(var)) => {
+            format!("environment variable {var}")
+        }
+        (_, Some(key), _) => format!("node label {key}"),
+        _ => "no topologyKey".to_owned(),
+    };
+    vec![format!(
+        ".spec.kafka.rack ({source}) is not applied yet: each broker's rack is the alias of its Kubernetes cluster, which spreads replicas across clusters but not across zones within one"
+    )]
 }
 
 /// Every protection the spec asks for that kstretch cannot configure yet: such a `Kafka` is
@@ -734,6 +752,23 @@ pub(crate) mod tests {
         assert!(
             err.contains(ADMIN_SECURITY_ANNOTATION) && err.contains("SSL"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_rack_setting_that_is_not_applied_is_a_warning_naming_its_source() {
+        let d = pool("dual", &["controller", "broker"], 3, json!({}));
+        let plain = resolve(&kafka(json!({})), &[&d], &members()).unwrap();
+        assert!(plain.warnings.is_empty());
+        let zoned = kafka(json!({"spec": {"kafka": {
+            "rack": {"topologyKey": "topology.kubernetes.io/zone"}}}}));
+        let r = resolve(&zoned, &[&d], &members()).unwrap();
+        assert_eq!(r.warnings.len(), 1);
+        assert!(
+            r.warnings[0].contains("node label topology.kubernetes.io/zone")
+                && r.warnings[0].contains("alias of its Kubernetes cluster"),
+            "{}",
+            r.warnings[0]
         );
     }
 }

@@ -1,8 +1,8 @@
 //! Rendering every node's KRaft configuration (what goes into its ConfigMap) from a
 //! [`KafkaCluster`], with the semantics of Strimzi's `KafkaBrokerConfigurationBuilder`: the
 //! operator-owned control-plane and replication listeners (mutual TLS with the cluster CA), the
-//! user's listeners, a static controller quorum, log directories per volume, and the user's
-//! options minus the forbidden ones.
+//! user's listeners, a static controller quorum, each broker's rack (its Kubernetes cluster), log
+//! directories per volume, and the user's options minus the forbidden ones.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,6 +15,10 @@ use super::model::{
 };
 use super::properties;
 use super::tls::{self, ClientAuth};
+
+/// Kafka's rack-aware replica selector (KIP-392): a consumer with `client.rack` fetches from a
+/// replica in its own rack, here its own Kubernetes cluster.
+const RACK_AWARE_SELECTOR: &str = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
 
 /// Ports a user listener may not take: the operator's own listeners, metrics and JMX (Strimzi's
 /// rule), besides everything below 9092.
@@ -171,6 +175,13 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
                 "inter.broker.listener.name".into(),
                 REPLICATION_LISTENER.into(),
             );
+            // A broker's rack is its Kubernetes cluster: Kafka then places a partition's
+            // replicas in as many clusters as it can, so losing one cluster loses no partition.
+            if !node.cluster_alias.is_empty() {
+                p.insert("broker.rack".into(), node.cluster_alias.clone());
+                p.entry("replica.selector.class".into())
+                    .or_insert_with(|| RACK_AWARE_SELECTOR.into());
+            }
         }
         p.insert("listeners".into(), listeners.join(","));
         p.insert("advertised.listeners".into(), advertised.join(","));
