@@ -848,6 +848,18 @@ fn kafka_persistent_shape() -> Value {
     spec
 }
 
+/// Key `key` of `secret` as text.
+fn secret_text(secret: &Secret, key: &str) -> String {
+    String::from_utf8(secret.data.as_ref().unwrap()[key].0.clone()).unwrap()
+}
+
+/// A fresh directory for the test's client files (removed by the test when it passes).
+fn client_dir(stretch: &Stretch) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kstretch-{}", stretch.ns));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// Client properties for Kafka's own tools over TLS, trusting the PEM CA certificates `ca`.
 fn tls_client_config(dir: &std::path::Path, name: &str, ca: &str) -> String {
     let ca_file = dir.join(format!("{name}-ca.crt"));
@@ -886,15 +898,13 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
     );
 
     let secrets: Api<Secret> = stretch.api(ALPHA);
-    let data =
-        |s: &Secret, key: &str| String::from_utf8(s.data.as_ref().unwrap()[key].0.clone()).unwrap();
+    let data = secret_text;
     let ca = data(
         &secrets.get("live-cluster-ca-cert").await.unwrap(),
         "ca.crt",
     );
     let ca_key = data(&secrets.get("live-cluster-ca").await.unwrap(), "ca.key");
-    let dir = std::env::temp_dir().join(format!("kstretch-{}", stretch.ns));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = client_dir(&stretch);
     let trusted = tls_client_config(&dir, "trusted", &ca);
     let tls_alpha = listener_at(&k, "tls", &real_node_ip(ALPHA));
     let tls_beta = listener_at(&k, "tls", &real_node_ip(BETA));
@@ -1079,8 +1089,7 @@ async fn a_forced_ca_renewal_rolls_the_nodes_and_loses_no_acknowledged_record() 
 
     let secrets: Api<Secret> = stretch.api(ALPHA);
     let old = secrets.get("live-cluster-ca-cert").await.unwrap();
-    let text =
-        |s: &Secret, key: &str| String::from_utf8(s.data.as_ref().unwrap()[key].0.clone()).unwrap();
+    let text = secret_text;
     let old_ca = text(&old, "ca.crt");
     let before = pod_states(&stretch).await;
     secrets
@@ -1137,8 +1146,7 @@ async fn a_forced_ca_renewal_rolls_the_nodes_and_loses_no_acknowledged_record() 
     wait_for_acks(&load, acked + 50).await;
     no_loss(load, &bootstrap, "renewed").await;
 
-    let dir = std::env::temp_dir().join(format!("kstretch-{}", stretch.ns));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = client_dir(&stretch);
     let only_new = tls_client_config(&dir, "new", &new_ca);
     run_kafka_tool(
         "org.apache.kafka.tools.TopicCommand",

@@ -100,18 +100,18 @@ pub fn node_hostnames(
         .collect()
 }
 
-/// Builds every object for `kafka`, whose pools have the node IDs `ids` (by pool name) and
-/// whose nodes have the certificates `certs`.
+/// Builds every object for `kafka`, whose pools have the node IDs `ids` (by pool name), whose
+/// [`cluster_model`] is `cluster` and whose nodes have the certificates `certs`.
 pub fn build(
     kafka: &Kafka,
     resolved: &Resolved,
     ids: &BTreeMap<String, BTreeSet<i32>>,
-    cluster_id: &str,
+    cluster: KafkaCluster,
     certs: &NodeCerts,
 ) -> Result<Built, ConfigError> {
     let name = kafka.name_any();
     let namespace = kafka.namespace().unwrap_or_default();
-    let cluster = cluster_model(kafka, resolved, ids, cluster_id);
+    let cluster_id = cluster.cluster_id.clone();
     let Rendered {
         nodes: configs,
         mut warnings,
@@ -132,7 +132,7 @@ pub fn build(
             kafka: &name,
             namespace: &namespace,
         },
-        cluster_id,
+        cluster_id: &cluster_id,
         image: &image,
         version: &version,
         metadata_version: spec.metadata_version.as_deref(),
@@ -709,7 +709,8 @@ mod tests {
         ids: &BTreeMap<String, BTreeSet<i32>>,
         cluster_id: &str,
     ) -> Result<Built, ConfigError> {
-        super::build(k, r, ids, cluster_id, &certs(k, r, ids))
+        let model = cluster_model(k, r, ids, cluster_id);
+        super::build(k, r, ids, model, &certs(k, r, ids))
     }
 
     fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -812,7 +813,8 @@ mod tests {
             .nodes
             .values_mut()
             .for_each(|p| p.cert = "RENEWED".into());
-        let after = super::build(&k, &resolved, &ids, "abc", &renewed).unwrap();
+        let model = cluster_model(&k, &resolved, &ids, "abc");
+        let after = super::build(&k, &resolved, &ids, model, &renewed).unwrap();
         assert_ne!(base, after.nodes[&0].revision);
     }
 
@@ -850,7 +852,8 @@ mod tests {
             kraft::CERTS_DIR
         );
         // A node without a certificate is not built.
-        let none = super::build(&k, &resolved, &ids, "abc", &NodeCerts::default());
+        let model = cluster_model(&k, &resolved, &ids, "abc");
+        let none = super::build(&k, &resolved, &ids, model, &NodeCerts::default());
         assert!(none.is_err());
     }
 

@@ -355,7 +355,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         Err(CertError::Kube(e)) => return Err(e.into()),
     };
 
-    let built = match build::build(&kafka, &effective, &ids, &cluster_id, &certs) {
+    let built = match build::build(&kafka, &effective, &ids, model, &certs) {
         Ok(b) => b,
         Err(e) => {
             let message = e.to_string();

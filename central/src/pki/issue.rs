@@ -176,16 +176,17 @@ pub fn read(cert: &str) -> Result<Issued, PkiError> {
     })
 }
 
-/// Whether a certificate issued by `ca_cert` may stay: readable, issued by that CA, for
-/// exactly `hosts`, and not within `renewal_days` of expiring.
+/// Whether a certificate may stay under the CA `ca` (read once by the caller for all its
+/// nodes): readable, issued by that CA, for exactly `hosts`, and not within `renewal_days` of
+/// expiring.
 pub fn still_good(
     cert: &str,
-    ca_cert: &str,
+    ca: &Issued,
     hosts: &BTreeSet<String>,
     renewal_days: u32,
     now: OffsetDateTime,
 ) -> bool {
-    let (Ok(issued), Ok(ca)) = (read(cert), read(ca_cert)) else {
+    let Ok(issued) = read(cert) else {
         return false;
     };
     issued.issuer == ca.subject
@@ -211,7 +212,13 @@ mod tests {
         assert_eq!(read_back.hosts, wanted);
         assert!(read_back.issuer.contains("cluster-ca v0"), "{read_back:?}");
         assert!(read_back.subject.contains("my-cluster-kafka"));
-        assert!(still_good(&node.cert, &ca.cert, &wanted, 30, now));
+        assert!(still_good(
+            &node.cert,
+            &read(&ca.cert).unwrap(),
+            &wanted,
+            30,
+            now
+        ));
         assert!(
             node.key.contains("BEGIN PRIVATE KEY"),
             "PKCS#8 for Kafka's PEM store"
@@ -224,30 +231,37 @@ mod tests {
         let ca = new_ca("cluster-ca v0", None, 365, now).unwrap();
         let wanted = hosts(&["a.example"]);
         let node = issue(&ca, "n", &wanted, Usage::Node, 100, now).unwrap();
+        let ca_read = read(&ca.cert).unwrap();
         assert!(!still_good(
             &node.cert,
-            &ca.cert,
+            &ca_read,
             &hosts(&["a.example", "b.example"]),
             30,
             now
         ));
         let other = new_ca("cluster-ca v1", None, 365, now).unwrap();
-        assert!(!still_good(&node.cert, &other.cert, &wanted, 30, now));
         assert!(!still_good(
             &node.cert,
-            &ca.cert,
+            &read(&other.cert).unwrap(),
+            &wanted,
+            30,
+            now
+        ));
+        assert!(!still_good(
+            &node.cert,
+            &ca_read,
             &wanted,
             30,
             now + Duration::days(71)
         ));
         assert!(still_good(
             &node.cert,
-            &ca.cert,
+            &ca_read,
             &wanted,
             30,
             now + Duration::days(69)
         ));
-        assert!(!still_good("garbage", &ca.cert, &wanted, 30, now));
+        assert!(!still_good("garbage", &ca_read, &wanted, 30, now));
     }
 
     #[test]

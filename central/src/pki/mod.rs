@@ -13,8 +13,9 @@ use kstretch_api::Kafka;
 use kube::{Client, ResourceExt};
 use time::OffsetDateTime;
 
-pub use issue::{Pem, PkiError, Usage, issue, new_ca, read, still_good};
-pub use secrets::{FORCE_RENEW, delete_generated};
+pub use issue::{Pem, PkiError};
+use issue::{Usage, issue, read, still_good};
+pub use secrets::delete_generated;
 
 /// Strimzi's defaults for `validityDays` and `renewalDays`.
 const DEFAULT_VALIDITY_DAYS: u32 = 365;
@@ -143,16 +144,15 @@ pub async fn node_certificates(
 ) -> Result<NodeCerts, CertError> {
     let now = OffsetDateTime::now_utc();
     let mut stored = secrets::node_certs(client, kafka).await?;
-    let mut changed = false;
+    let ca_read = read(&ca.pem.cert)
+        .map_err(|e| Refusal::invalid(format!("the cluster CA certificate: {e}")))?;
+    // Removed nodes' certificates go: a pod still stopping has its files mounted already.
+    let before = stored.len();
+    stored.retain(|pod, _| hosts.contains_key(pod));
+    let mut changed = stored.len() != before;
     for (pod, names) in hosts {
         let good = stored.get(pod).is_some_and(|pem| {
-            still_good(
-                &pem.cert,
-                &ca.pem.cert,
-                names,
-                ca.settings.renewal_days,
-                now,
-            )
+            still_good(&pem.cert, &ca_read, names, ca.settings.renewal_days, now)
         });
         if !good {
             let common_name = format!("{}-kafka", kafka.name_any());
@@ -169,8 +169,6 @@ pub async fn node_certificates(
             changed = true;
         }
     }
-    // Removed nodes' certificates go: a pod still stopping has its files mounted already.
-    stored.retain(|pod, _| hosts.contains_key(pod));
     if changed {
         secrets::store_node_certs(client, kafka, &stored).await?;
     }

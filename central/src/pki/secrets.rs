@@ -20,17 +20,17 @@ use super::{CaSettings, CertError, Refusal};
 use crate::kafka::status::FIELD_MANAGER;
 
 /// Strimzi's Secret with the cluster CA certificate(s), readable by clients.
-pub fn ca_cert_secret(kafka: &str) -> String {
+fn ca_cert_secret(kafka: &str) -> String {
     format!("{kafka}-cluster-ca-cert")
 }
 
 /// Strimzi's Secret with the cluster CA key, which never leaves the central cluster.
-pub fn ca_key_secret(kafka: &str) -> String {
+fn ca_key_secret(kafka: &str) -> String {
     format!("{kafka}-cluster-ca")
 }
 
 /// The Secret with every node's certificate and key (`<pod>.crt`, `<pod>.key`).
-pub fn node_certs_secret(kafka: &str) -> String {
+fn node_certs_secret(kafka: &str) -> String {
     format!("{kafka}-kstretch-node-certs")
 }
 
@@ -77,6 +77,14 @@ fn metadata(
     }
 }
 
+/// Create and replace as central's field manager.
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    }
+}
+
 fn secret(meta: ObjectMeta, data: BTreeMap<String, String>) -> Secret {
     Secret {
         metadata: meta,
@@ -117,17 +125,17 @@ pub(super) async fn cluster_ca(
                 .into());
             };
             let generation = annotation(&key, KEY_GENERATION).unwrap_or(0);
-            let cert = if settings.generate {
-                renewed(&api, kafka, settings, cert, &key_pem, generation, now).await?
+            let data = if settings.generate {
+                texts(&renewed(&api, kafka, settings, cert, &key_pem, generation, now).await?)
             } else {
-                cert
+                texts(&cert)
             };
             Ok(CaMaterial {
+                trusted: trust_bundle(&data, now),
                 pem: Pem {
-                    cert: text(&cert, CA_CERT_KEY).unwrap_or(cert_pem),
+                    cert: data.get(CA_CERT_KEY).cloned().unwrap_or(cert_pem),
                     key: key_pem,
                 },
-                trusted: trust_bundle(&texts(&cert), now),
             })
         }
         (None, key) if settings.generate && key.as_ref().is_none_or(generated) => {
@@ -136,10 +144,7 @@ pub(super) async fn cluster_ca(
             let kept = key.as_ref().and_then(|k| text(k, CA_KEY_KEY));
             let pem = new_ca("cluster-ca v0", kept.as_deref(), settings.validity_days, now)
                 .map_err(|e| Refusal::invalid(format!("cannot generate the cluster CA: {e}")))?;
-            let post = PostParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..PostParams::default()
-            };
+            let post = post_params();
             if kept.is_none() {
                 let key_meta =
                     metadata(kafka, &key_name, "certificate-authority", &[(KEY_GENERATION, "0")]);
@@ -181,7 +186,7 @@ pub(super) async fn cluster_ca(
 }
 
 /// Strimzi's annotation on `<cluster>-cluster-ca-cert` that asks for a new CA certificate.
-pub const FORCE_RENEW: &str = "strimzi.io/force-renew";
+const FORCE_RENEW: &str = "strimzi.io/force-renew";
 
 /// The current CA and every CA certificate nodes and clients are to trust.
 #[derive(Debug, Clone)]
@@ -228,10 +233,15 @@ fn trust_bundle(data: &BTreeMap<String, String>, now: OffsetDateTime) -> String 
         + "\n"
 }
 
+/// Whether `key` names a replaced CA certificate.
+fn is_kept_key(key: &str) -> bool {
+    key.starts_with("ca-") && key.ends_with(".crt")
+}
+
 /// The replaced certificates still valid at `now`.
 fn kept(data: &BTreeMap<String, String>, now: OffsetDateTime) -> BTreeMap<String, &str> {
     data.iter()
-        .filter(|(k, _)| k.starts_with("ca-") && k.ends_with(".crt"))
+        .filter(|(k, _)| is_kept_key(k))
         .filter(|(_, v)| read(v).is_ok_and(|i| i.not_after > now))
         .map(|(k, v)| (k.clone(), v.as_str()))
         .collect()
@@ -268,16 +278,17 @@ async fn renewed(
         .annotations()
         .get(FORCE_RENEW)
         .is_some_and(|v| v == "true");
-    let expired_kept =
-        data.keys().filter(|k| k.starts_with("ca-")).count() != kept(&data, now).len();
-    if !renewal_due(&current, forced, settings.renewal_days, now) && !expired_kept {
+    let still_valid = kept(&data, now);
+    let expired_kept = data.keys().filter(|k| is_kept_key(k)).count() != still_valid.len();
+    let due = renewal_due(&current, forced, settings.renewal_days, now);
+    if !due && !expired_kept {
         return Ok(secret);
     }
-    let mut new_data: BTreeMap<String, String> = kept(&data, now)
+    let mut new_data: BTreeMap<String, String> = still_valid
         .into_iter()
         .map(|(k, v)| (k, v.to_owned()))
         .collect();
-    if renewal_due(&current, forced, settings.renewal_days, now) {
+    if due {
         let common_name = format!("cluster-ca v{key_generation}");
         let pem = new_ca(&common_name, Some(key), settings.validity_days, now).map_err(|e| {
             Refusal::invalid(format!("cannot renew the cluster CA certificate: {e}"))
@@ -303,12 +314,8 @@ async fn renewed(
     );
     // Replaced with the resource version read: a concurrent change makes this fail and the
     // next reconciliation decide again.
-    let post = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
     let name = secret.name_any();
-    Ok(api.replace(&name, &post, &secret).await?)
+    Ok(api.replace(&name, &post_params(), &secret).await?)
 }
 
 /// Whether kstretch generated this Secret.
@@ -378,10 +385,6 @@ pub(super) async fn store_node_certs(
         })
         .collect();
     let body = secret(metadata(kafka, &name, "node-certificates", &[]), data);
-    let body = serde_json::json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": body.metadata, "data": body.data, "type": body.type_,
-    });
     api(client, kafka)
         .patch(
             &name,
