@@ -194,7 +194,8 @@ pub struct KafkaAuthorization {
     /// Which authorizer: `simple` is Kafka's built-in ACL authorizer.
     #[serde(rename = "type")]
     pub type_: AuthorizationType,
-    /// Principals that bypass ACLs (for example `User:CN=admin`).
+    /// Users that bypass ACLs: `CN=...` for a certificate, or a SCRAM user name (`User:` is
+    /// added, as Strimzi does).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub super_users: Vec<String>,
     /// Authorizer class, for `custom`.

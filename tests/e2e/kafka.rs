@@ -826,11 +826,10 @@ async fn invalid_layouts_are_refused_with_every_problem_named() {
     stretch.finish().await;
 }
 
-/// A listener that asks for authentication, and `authorization`, are refused while kstretch
-/// cannot configure them: `Ready=False UnsupportedField` naming the field, and the running
-/// cluster is kept as it was (same pods, configuration without the listener). Before, a
-/// `scram-sha-512` listener was served as `PLAINTEXT`. (TLS listeners are served since the
-/// cluster CA exists.)
+/// Authentication and authorization that kstretch cannot configure (`oauth`, `opa`) are
+/// refused: `Ready=False UnsupportedField` naming the field, and the running cluster is kept as
+/// it was (same pods, configuration without the listener). Before, a `scram-sha-512` listener
+/// was served as `PLAINTEXT`. (TLS, `tls`, `scram-sha-512`, `custom` and `simple` are served.)
 #[tokio::test]
 async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept() {
     let stretch = Stretch::start("kafka-security", &[]).await;
@@ -851,14 +850,13 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
     let plain = json!({"name": "plain", "port": 9092, "type": "internal", "tls": false});
     let cases = [
         (
-            json!({"listeners": [plain.clone(), {"name": "scram", "port": 9094,
-                "type": "internal", "tls": false, "authentication": {"type": "scram-sha-512"}}]}),
-            ".spec.kafka.listeners[1].authentication (type scram-sha-512)",
+            json!({"listeners": [plain.clone(), {"name": "oauth", "port": 9094,
+                "type": "internal", "tls": true, "authentication": {"type": "oauth"}}]}),
+            ".spec.kafka.listeners[1].authentication (type oauth)",
         ),
         (
-            json!({"listeners": [plain.clone()],
-                   "authorization": {"type": "simple", "superUsers": ["User:admin"]}}),
-            ".spec.kafka.authorization (type simple)",
+            json!({"listeners": [plain.clone()], "authorization": {"type": "opa"}}),
+            ".spec.kafka.authorization (type opa)",
         ),
     ];
     for (change, field) in cases {

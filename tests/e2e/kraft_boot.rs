@@ -74,17 +74,20 @@ fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
                 port: 9092,
                 kind: ListenerKind::Internal,
                 tls: false,
+                authentication: Default::default(),
             },
             Listener {
                 name: "tls".into(),
                 port: 9093,
                 kind: ListenerKind::Internal,
                 tls: true,
+                authentication: Default::default(),
             },
         ],
         config: user_config(),
         addressing,
         nodes,
+        authorization: None,
     }
 }
 

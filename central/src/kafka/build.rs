@@ -83,6 +83,7 @@ pub fn cluster_model(
         config: resolved.config.clone(),
         addressing: resolved.addressing.clone(),
         nodes,
+        authorization: resolved.authorization.clone(),
     }
 }
 
@@ -165,16 +166,11 @@ pub fn build(
                 return Err(ConfigError::CertificatePending { node: id });
             };
             out.push(config_map(&ctx, pool, &pod_name, &text));
-            out.push(certificate_secret(
-                &ctx,
-                pool,
-                &pod_name,
-                cert,
-                &certs.ca_cert,
-            ));
+            out.push(certificate_secret(&ctx, pool, &pod_name, cert, certs));
             out.extend(claims(&ctx, pool, &pod_name));
             // A renewed certificate or CA rolls the node, which reads them at start.
-            let tls = [cert.cert.as_str(), certs.ca_cert.as_str()];
+            let mut tls = vec![cert.cert.as_str(), certs.ca_cert.as_str()];
+            tls.extend(certs.clients_ca_cert.as_deref());
             let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &text, &tls);
             pods.push(pod);
             built_nodes.insert(
@@ -323,16 +319,23 @@ fn certificate_secret(
     pool: &ResolvedPool,
     pod: &str,
     cert: &crate::pki::Pem,
-    ca_cert: &str,
+    certs: &NodeCerts,
 ) -> Value {
     let encode =
         |text: &str| serde_json::to_value(k8s_openapi::ByteString(text.as_bytes().to_vec()));
     let mut data = Map::new();
+    let clients_ca = certs
+        .clients_ca_cert
+        .as_deref()
+        .map(|c| (kraft::CLIENTS_CA_FILE, c));
     for (key, text) in [
         (kraft::CERT_FILE, cert.cert.as_str()),
         (kraft::KEY_FILE, cert.key.as_str()),
-        (kraft::CA_FILE, ca_cert),
-    ] {
+        (kraft::CA_FILE, certs.ca_cert.as_str()),
+    ]
+    .into_iter()
+    .chain(clients_ca)
+    {
         data.insert(key.to_owned(), encode(text).unwrap_or_default());
     }
     json!({"apiVersion": "v1", "kind": "Secret",
@@ -689,6 +692,7 @@ mod tests {
         let model = cluster_model(k, r, ids, "abc");
         NodeCerts {
             ca_cert: "CA CERT".into(),
+            clients_ca_cert: None,
             nodes: node_hostnames(&model)
                 .unwrap()
                 .into_keys()

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kstretch_kadmin::{AdminClient, AdminConfig, ConfigResource, Error, Tls};
 
-use crate::pki::{self, ClusterCa, Refusal};
+use crate::pki::{self, Ca, Refusal};
 
 /// Admin clients by bootstrap servers, and where each `Kafka` is reached (shared by the `Kafka`
 /// reconciler, which works it out, and the topic operator).
@@ -54,7 +54,7 @@ impl KafkaAccess {
 
     /// Central's TLS settings for the `Kafka` `namespace/name` with cluster CA `ca`: trusting
     /// the CA, presenting a client certificate it issued (made once per CA).
-    pub fn tls_for(&self, namespace: &str, name: &str, ca: &ClusterCa) -> Result<Tls, Refusal> {
+    pub fn tls_for(&self, namespace: &str, name: &str, ca: &Ca) -> Result<Tls, Refusal> {
         let key = (namespace.to_owned(), name.to_owned());
         if let Some((trusted, tls)) = locked(&self.identities).get(&key)
             && *trusted == ca.trusted

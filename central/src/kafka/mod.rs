@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod reconcile;
 pub mod resolve;
 pub mod roll;
+pub mod security;
 pub mod status;
 
 use std::collections::BTreeSet;

@@ -28,7 +28,7 @@ use super::roll::{self, NodeView, Reported, Step};
 use super::status;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
 use crate::link::{AgentRecord, Agents, Owner, OwnerKind, Owners, Part};
-use crate::pki::{self, CertError};
+use crate::pki::{self, CaKind, CertError};
 
 /// Requeue while something is under way (pods starting, a roll, a pending unregistration).
 const BUSY_REQUEUE: Duration = Duration::from_secs(5);
@@ -237,13 +237,20 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             .await;
     }
 
-    // The cluster CA, and central's client identity under it for every admin connection.
-    let ca = match pki::cluster_ca(&ctx.client, &kafka).await {
-        Ok(ca) => ca,
-        Err(CertError::Refused(r)) => {
-            return refuser.refuse(kafka_status, r.reason, &r.message).await;
+    // The CAs (the clients CA exists for KafkaUsers, as in Strimzi), and central's client
+    // identity under the cluster CA for every admin connection.
+    let mut cas = Vec::with_capacity(2);
+    for kind in [CaKind::Cluster, CaKind::Clients] {
+        match pki::ca(&ctx.client, &kafka, kind).await {
+            Ok(ca) => cas.push(ca),
+            Err(CertError::Refused(r)) => {
+                return refuser.refuse(kafka_status, r.reason, &r.message).await;
+            }
+            Err(CertError::Kube(e)) => return Err(e.into()),
         }
-        Err(CertError::Kube(e)) => return Err(e.into()),
+    }
+    let (Some(clients_ca), Some(ca)) = (cas.pop(), cas.pop()) else {
+        return Ok(Action::await_change());
     };
     let namespace = kafka.namespace().unwrap_or_default();
     let admin_tls = match resolve::admin_uses_tls(&kafka) {
@@ -347,13 +354,17 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             return refuser.refuse(kafka_status, e.reason(), &message).await;
         }
     };
-    let certs = match pki::node_certificates(&ctx.client, &kafka, &ca, &hosts).await {
-        Ok(certs) => certs,
-        Err(CertError::Refused(r)) => {
-            return refuser.refuse(kafka_status, r.reason, &r.message).await;
-        }
-        Err(CertError::Kube(e)) => return Err(e.into()),
-    };
+    let clients_trusted = model
+        .needs_clients_ca()
+        .then_some(clients_ca.trusted.as_str());
+    let certs =
+        match pki::node_certificates(&ctx.client, &kafka, &ca, clients_trusted, &hosts).await {
+            Ok(certs) => certs,
+            Err(CertError::Refused(r)) => {
+                return refuser.refuse(kafka_status, r.reason, &r.message).await;
+            }
+            Err(CertError::Kube(e)) => return Err(e.into()),
+        };
 
     let built = match build::build(&kafka, &effective, &ids, model, &certs) {
         Ok(b) => b,
@@ -773,6 +784,7 @@ fn admin_bootstrap(kafka: &Kafka, resolved: &Resolved) -> Option<String> {
         config: BTreeMap::new(),
         addressing: resolved.addressing.clone(),
         nodes: Vec::new(),
+        authorization: None,
     };
     // With per-node Services the addresses are known only once the nodes are built: none yet.
     kraft::bootstrap_servers(&cluster, REPLICATION_LISTENER)

@@ -11,9 +11,11 @@ use kstretch_api::kafka::KafkaListenerType;
 use kstretch_api::storage::Storage;
 use kstretch_api::{Kafka, KafkaNodePool, ProcessRole, names};
 use kstretch_core::cluster::{PoolShape, Problem, validate_pools};
-use kstretch_core::kraft::{Addressing, Listener, ListenerKind};
+use kstretch_core::kraft::{Addressing, Authorization, Listener, ListenerKind};
 use kstretch_core::node_ids::{PoolIds, Role};
 use kube::ResourceExt;
+
+use super::security::{self, SecurityProblem};
 
 /// `Kafka` annotation choosing how nodes in different member clusters reach each other:
 /// `cluster-dns` (one cluster only), `mcs` (Multi-Cluster Services), `loadbalancer` (a
@@ -94,6 +96,7 @@ pub struct ResolvedPool {
 pub struct Resolved {
     pub pools: Vec<ResolvedPool>,
     pub listeners: Vec<Listener>,
+    pub authorization: Option<Authorization>,
     pub config: BTreeMap<String, String>,
     /// With per-node Services, `PerNodeService` with the addresses known so far (filled in by
     /// the reconciler from what agents report).
@@ -133,19 +136,8 @@ pub enum Invalid {
         "KafkaNodePool {pool} has a negative .spec.replicas ({replicas}); set 0 or more replicas"
     )]
     NegativeReplicas { pool: String, replicas: i32 },
-    #[error(
-        "listener {name} (port {port}) sets .spec.kafka.listeners[{index}].authentication (type {kind}), but kstretch does not configure listener authentication yet and will not serve it without; remove authentication or the listener"
-    )]
-    ListenerAuthenticationUnsupported {
-        name: String,
-        port: i32,
-        index: usize,
-        kind: String,
-    },
-    #[error(
-        ".spec.kafka.authorization (type {kind}) is set, but kstretch does not configure an authorizer yet and will not let every client do everything; remove .spec.kafka.authorization"
-    )]
-    AuthorizationUnsupported { kind: String },
+    #[error(transparent)]
+    Security(#[from] SecurityProblem),
 }
 
 impl Invalid {
@@ -158,9 +150,7 @@ impl Invalid {
             | Self::InvalidNodePortHosts { .. } => "InvalidAddressing",
             Self::InvalidListenerPort { .. } => "InvalidListener",
             Self::NegativeReplicas { .. } => "InvalidReplicas",
-            // The same reason as a KafkaConnect's unsupported TLS or authentication.
-            Self::ListenerAuthenticationUnsupported { .. }
-            | Self::AuthorizationUnsupported { .. } => "UnsupportedField",
+            Self::Security(p) => p.reason(),
         }
     }
 }
@@ -256,22 +246,30 @@ pub fn resolve(
             .map(Invalid::Pools),
     );
 
-    invalid.extend(unserved_security(spec));
     let mut listeners = Vec::new();
-    for l in &spec.listeners {
-        match u16::try_from(l.port) {
-            Ok(port) => listeners.push(Listener {
+    for (index, l) in spec.listeners.iter().enumerate() {
+        let authentication = security::authentication(index, l).map_err(Invalid::from);
+        match (u16::try_from(l.port), authentication) {
+            (Ok(port), Ok(authentication)) => listeners.push(Listener {
                 name: l.name.clone(),
                 port,
                 kind: listener_kind(l.type_),
                 tls: l.tls,
+                authentication,
             }),
-            Err(_) => invalid.push(Invalid::InvalidListenerPort {
+            (Err(_), _) => invalid.push(Invalid::InvalidListenerPort {
                 name: l.name.clone(),
                 port: l.port,
             }),
+            (_, Err(problem)) => invalid.push(problem),
         }
     }
+    let kstretch_principals = crate::pki::kstretch_principals(&kafka_name);
+    let authorization = security::authorization(spec.authorization.as_ref(), &kstretch_principals)
+        .unwrap_or_else(|problem| {
+            invalid.push(problem.into());
+            None
+        });
 
     let aliases: BTreeSet<&str> = resolved.iter().map(|p| p.alias.as_str()).collect();
     let mut per_node = None;
@@ -332,6 +330,7 @@ pub fn resolve(
         Some(addressing) if invalid.is_empty() => Ok(Resolved {
             pools: resolved,
             listeners,
+            authorization,
             config: config_strings(spec.config.as_ref()),
             addressing,
             per_node,
@@ -357,40 +356,6 @@ fn rack_warnings(spec: &kstretch_api::kafka::KafkaClusterSpec) -> Vec<String> {
     vec![format!(
         ".spec.kafka.rack ({source}) is not applied yet: each broker's rack is the alias of its Kubernetes cluster, which spreads replicas across clusters but not across zones within one"
     )]
-}
-
-/// Every protection the spec asks for that kstretch cannot configure yet: such a `Kafka` is
-/// refused as a whole, because serving it would leave open what the user asked to protect.
-fn unserved_security(spec: &kstretch_api::kafka::KafkaClusterSpec) -> Vec<Invalid> {
-    let mut invalid = Vec::new();
-    for (index, l) in spec.listeners.iter().enumerate() {
-        if let Some(authentication) = &l.authentication {
-            invalid.push(Invalid::ListenerAuthenticationUnsupported {
-                name: l.name.clone(),
-                port: l.port,
-                index,
-                kind: type_of(authentication),
-            });
-        }
-    }
-    if let Some(authorization) = &spec.authorization {
-        invalid.push(Invalid::AuthorizationUnsupported {
-            kind: serde_json::to_value(authorization.type_)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-        });
-    }
-    invalid
-}
-
-/// The `type` of an opaque Strimzi object, or `unknown`.
-fn type_of(object: &OpaqueObject) -> String {
-    object
-        .get("type")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("unknown")
-        .to_owned()
 }
 
 /// Parses `alias=host,...`; every cluster the pools run in needs a host.
@@ -501,6 +466,7 @@ pub(crate) mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use kstretch_core::kraft::Authentication;
     use serde_json::json;
 
     pub(crate) fn members() -> Members {
@@ -687,57 +653,53 @@ pub(crate) mod tests {
         assert_eq!(none[0].reason(), "NoNodePools");
     }
 
-    /// What asks for protection is refused, never served open: the security hole was a
-    /// `scram-sha-512` listener rendered as `PLAINTEXT`.
+    /// What asks for protection is served with it or refused, never served open: the
+    /// security hole was a `scram-sha-512` listener rendered as `PLAINTEXT`.
     #[test]
-    fn authentication_and_authorization_are_refused_naming_the_field() {
+    fn authentication_and_authorization_are_served_or_refused_naming_the_field() {
         let d = pool("dual", &["controller", "broker"], 3, json!({}));
         let k = kafka(json!({"spec": {"kafka": {
             "listeners": [
                 {"name": "plain", "port": 9092, "type": "internal", "tls": false},
-                {"name": "tls", "port": 9093, "type": "internal", "tls": true},
                 {"name": "scram", "port": 9094, "type": "internal", "tls": false,
                  "authentication": {"type": "scram-sha-512"}}],
-            "authorization": {"type": "simple", "superUsers": ["User:admin"]}}}}));
-        let err = resolve(&k, &[&d], &members()).unwrap_err();
-        let messages: Vec<String> = err.iter().map(ToString::to_string).collect();
+            "authorization": {"type": "simple", "superUsers": ["CN=admin"]}}}}));
+        let r = resolve(&k, &[&d], &members()).unwrap();
+        assert_eq!(r.listeners[1].authentication, Authentication::ScramSha512);
+        let authorization = r.authorization.unwrap();
+        assert_eq!(
+            authorization.super_users,
+            [
+                "User:CN=my-cluster-kafka,O=io.kstretch",
+                "User:CN=kstretch-central,O=io.kstretch",
+                "User:CN=admin"
+            ]
+        );
+
+        let refused = kafka(json!({"spec": {"kafka": {
+            "listeners": [
+                {"name": "oauth", "port": 9094, "type": "internal", "tls": true,
+                 "authentication": {"type": "oauth"}}],
+            "authorization": {"type": "opa"}}}}));
+        let err = resolve(&refused, &[&d], &members()).unwrap_err();
         assert_eq!(
             err.iter().map(Invalid::reason).collect::<Vec<_>>(),
             ["UnsupportedField"; 2]
         );
         assert!(
-            messages[0].contains(".spec.kafka.listeners[2].authentication (type scram-sha-512)"),
+            err[0]
+                .to_string()
+                .contains(".spec.kafka.listeners[0].authentication (type oauth)"),
             "{}",
-            messages[0]
+            err[0]
         );
         assert!(
-            messages[1].contains(".spec.kafka.authorization (type simple)"),
+            err[1]
+                .to_string()
+                .contains(".spec.kafka.authorization (type opa)"),
             "{}",
-            messages[1]
+            err[1]
         );
-
-        // Each alone is refused too.
-        let tls_auth = kafka(json!({"spec": {"kafka": {"listeners": [
-            {"name": "mtls", "port": 9093, "type": "internal", "tls": true,
-             "authentication": {"type": "tls"}}]}}}));
-        let err = resolve(&tls_auth, &[&d], &members()).unwrap_err();
-        assert_eq!(err.len(), 1);
-        assert!(err[0].to_string().contains("(type tls)"), "{}", err[0]);
-        let custom = kafka(json!({"spec": {"kafka": {
-            "authorization": {"type": "custom", "authorizerClass": "x.Y"}}}}));
-        let err = resolve(&custom, &[&d], &members()).unwrap_err();
-        assert!(err[0].to_string().contains("(type custom)"), "{}", err[0]);
-        let untyped = kafka(json!({"spec": {"kafka": {"listeners": [
-            {"name": "plain", "port": 9092, "type": "internal", "tls": false,
-             "authentication": {}}]}}}));
-        let err = resolve(&untyped, &[&d], &members()).unwrap_err();
-        assert!(err[0].to_string().contains("(type unknown)"), "{}", err[0]);
-
-        // Plain and TLS listeners without either are served.
-        assert!(resolve(&kafka(json!({})), &[&d], &members()).is_ok());
-        let tls = kafka(json!({"spec": {"kafka": {"listeners": [
-            {"name": "tls", "port": 9093, "type": "internal", "tls": true}]}}}));
-        assert!(resolve(&tls, &[&d], &members()).is_ok());
     }
 
     #[test]

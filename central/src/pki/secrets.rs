@@ -16,18 +16,8 @@ use kube::{Api, Client, ResourceExt};
 use time::OffsetDateTime;
 
 use super::issue::{Pem, new_ca, read};
-use super::{CaSettings, CertError, Refusal};
+use super::{CaKind, CaSettings, CertError, Refusal};
 use crate::kafka::status::FIELD_MANAGER;
-
-/// Strimzi's Secret with the cluster CA certificate(s), readable by clients.
-fn ca_cert_secret(kafka: &str) -> String {
-    format!("{kafka}-cluster-ca-cert")
-}
-
-/// Strimzi's Secret with the cluster CA key, which never leaves the central cluster.
-fn ca_key_secret(kafka: &str) -> String {
-    format!("{kafka}-cluster-ca")
-}
 
 /// The Secret with every node's certificate and key (`<pod>.crt`, `<pod>.key`).
 fn node_certs_secret(kafka: &str) -> String {
@@ -98,17 +88,18 @@ fn secret(meta: ObjectMeta, data: BTreeMap<String, String>) -> Secret {
     }
 }
 
-/// The CA of `kafka` from its Secrets; generated into them when both are absent and
-/// `settings.generate`. One Secret without the other is refused: replacing a CA on a guess
-/// would make every client that trusts it fail.
-pub(super) async fn cluster_ca(
+/// The CA of `kafka` that `settings` are for, from its Secrets; generated into them when both
+/// are absent and `settings.generate`. One Secret without the other is refused: replacing a CA
+/// on a guess would make every client that trusts it fail.
+pub(super) async fn ca(
     client: &Client,
     kafka: &Kafka,
     settings: CaSettings,
     now: OffsetDateTime,
 ) -> Result<CaMaterial, CertError> {
     let name = kafka.name_any();
-    let (cert_name, key_name) = (ca_cert_secret(&name), ca_key_secret(&name));
+    let kind = settings.kind;
+    let (cert_name, key_name) = (kind.cert_secret(&name), kind.key_secret(&name));
     let api = api(client, kafka);
     let cert = api.get_opt(&cert_name).await?;
     let key = api.get_opt(&key_name).await?;
@@ -117,9 +108,9 @@ pub(super) async fn cluster_ca(
             let (Some(cert_pem), Some(key_pem)) = (text(&cert, CA_CERT_KEY), text(&key, CA_KEY_KEY))
             else {
                 return Err(Refusal {
-                    reason: "ClusterCaIncomplete",
+                    reason: kind.incomplete_reason(),
                     message: format!(
-                        "the cluster CA Secrets must hold {CA_CERT_KEY} ({cert_name}) and {CA_KEY_KEY} ({key_name}) as PEM: add the missing key"
+                        "the {kind} Secrets must hold {CA_CERT_KEY} ({cert_name}) and {CA_KEY_KEY} ({key_name}) as PEM: add the missing key"
                     ),
                 }
                 .into());
@@ -142,8 +133,8 @@ pub(super) async fn cluster_ca(
             // The key is stored first, so a failure in between leaves a key whose certificate
             // is made again from it here, never a certificate without its key.
             let kept = key.as_ref().and_then(|k| text(k, CA_KEY_KEY));
-            let pem = new_ca("cluster-ca v0", kept.as_deref(), settings.validity_days, now)
-                .map_err(|e| Refusal::invalid(format!("cannot generate the cluster CA: {e}")))?;
+            let pem = new_ca(&kind.common_name(0), kept.as_deref(), settings.validity_days, now)
+                .map_err(|e| kind.refuse(format!("cannot generate the {kind}: {e}")))?;
             let post = post_params();
             if kept.is_none() {
                 let key_meta =
@@ -155,16 +146,17 @@ pub(super) async fn cluster_ca(
                 metadata(kafka, &cert_name, "certificate-authority", &[(CERT_GENERATION, "0")]);
             api.create(&post, &secret(cert_meta, [(CA_CERT_KEY.to_owned(), pem.cert.clone())].into()))
                 .await?;
-            tracing::info!(kafka = %name, "generated the cluster CA");
+            tracing::info!(kafka = %name, ca = %kind, "generated");
             Ok(CaMaterial {
                 trusted: pem.cert.clone(),
                 pem,
             })
         }
         (None, None) => Err(Refusal {
-            reason: "ClusterCaMissing",
+            reason: kind.missing_reason(),
             message: format!(
-                ".spec.clusterCa.generateCertificateAuthority is false, but the Secrets {cert_name} (with {CA_CERT_KEY}) and {key_name} (with {CA_KEY_KEY}) do not exist: create them with your CA"
+                ".spec.{}.generateCertificateAuthority is false, but the Secrets {cert_name} (with {CA_CERT_KEY}) and {key_name} (with {CA_KEY_KEY}) do not exist: create them with your CA",
+                kind.field()
             ),
         }
         .into()),
@@ -175,9 +167,9 @@ pub(super) async fn cluster_ca(
                 (&key_name, &cert_name)
             };
             Err(Refusal {
-                reason: "ClusterCaIncomplete",
+                reason: kind.incomplete_reason(),
                 message: format!(
-                    "Secret {present} of the cluster CA exists but {missing} does not: restore {missing}; to start over with a new CA instead, delete {present} (every client must then trust the new CA)"
+                    "Secret {present} of the {kind} exists but {missing} does not: restore {missing}; to start over with a new CA instead, delete {present} (every client must then trust the new CA)"
                 ),
             }
             .into())
@@ -185,7 +177,7 @@ pub(super) async fn cluster_ca(
     }
 }
 
-/// Strimzi's annotation on `<cluster>-cluster-ca-cert` that asks for a new CA certificate.
+/// Strimzi's annotation on a CA certificate Secret that asks for a new CA certificate.
 const FORCE_RENEW: &str = "strimzi.io/force-renew";
 
 /// The current CA and every CA certificate nodes and clients are to trust.
@@ -289,10 +281,14 @@ async fn renewed(
         .map(|(k, v)| (k, v.to_owned()))
         .collect();
     if due {
-        let common_name = format!("cluster-ca v{key_generation}");
-        let pem = new_ca(&common_name, Some(key), settings.validity_days, now).map_err(|e| {
-            Refusal::invalid(format!("cannot renew the cluster CA certificate: {e}"))
-        })?;
+        let kind = settings.kind;
+        let pem = new_ca(
+            &kind.common_name(key_generation),
+            Some(key),
+            settings.validity_days,
+            now,
+        )
+        .map_err(|e| kind.refuse(format!("cannot renew the {kind} certificate: {e}")))?;
         new_data.insert(kept_key(&current), current);
         new_data.insert(CA_CERT_KEY.to_owned(), pem.cert);
         let generation = annotation(&secret, CERT_GENERATION).unwrap_or(0) + 1;
@@ -302,7 +298,7 @@ async fn renewed(
             .get_or_insert_with(BTreeMap::new);
         annotations.insert(CERT_GENERATION.to_owned(), generation.to_string());
         annotations.remove(FORCE_RENEW);
-        tracing::info!(kafka = %kafka.name_any(), generation, forced, "renewed the cluster CA certificate");
+        tracing::info!(kafka = %kafka.name_any(), ca = %settings.kind, generation, forced, "renewed the CA certificate");
     } else {
         new_data.insert(CA_CERT_KEY.to_owned(), current);
     }
@@ -326,14 +322,16 @@ fn generated(secret: &Secret) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-/// Deletes the Secrets kstretch generated for `kafka` (its CA and node certificates); a
+/// Deletes the Secrets kstretch generated for `kafka` (its CAs and node certificates); a
 /// user-supplied CA stays.
 pub async fn delete_generated(client: &Client, kafka: &Kafka) -> Result<(), kube::Error> {
     let name = kafka.name_any();
     let api = api(client, kafka);
     for secret in [
-        ca_cert_secret(&name),
-        ca_key_secret(&name),
+        CaKind::Cluster.cert_secret(&name),
+        CaKind::Cluster.key_secret(&name),
+        CaKind::Clients.cert_secret(&name),
+        CaKind::Clients.key_secret(&name),
         node_certs_secret(&name),
     ] {
         if api.get_opt(&secret).await?.is_some_and(|s| generated(&s)) {

@@ -233,12 +233,14 @@ mod tests {
                     port: 9092,
                     kind: ListenerKind::Internal,
                     tls: false,
+                    authentication: Default::default(),
                 },
                 Listener {
                     name: "tls".into(),
                     port: 9093,
                     kind: ListenerKind::Internal,
                     tls: true,
+                    authentication: Default::default(),
                 },
             ],
             config: BTreeMap::new(),
@@ -248,6 +250,7 @@ mod tests {
                 node(1, "brk", "east", &[Role::Broker]),
                 node(2, "brk", "west", &[Role::Broker]),
             ],
+            authorization: None,
         }
     }
 
@@ -386,6 +389,7 @@ mod tests {
             port: 9094,
             kind: ListenerKind::NodePort,
             tls: true,
+            authentication: Default::default(),
         });
         let err = bootstrap_servers(&c, "external").unwrap_err();
         assert_eq!(err.reason(), "ListenerNotServed");

@@ -1,8 +1,9 @@
 //! Rendering every node's KRaft configuration (what goes into its ConfigMap) from a
 //! [`KafkaCluster`], with the semantics of Strimzi's `KafkaBrokerConfigurationBuilder`: the
 //! operator-owned control-plane and replication listeners (mutual TLS with the cluster CA), the
-//! user's listeners, a static controller quorum, each broker's rack (its Kubernetes cluster), log
-//! directories per volume, and the user's options minus the forbidden ones.
+//! user's listeners with their TLS and authentication, the authorizer, a static controller
+//! quorum, each broker's rack (its Kubernetes cluster), log directories per volume, and the
+//! user's options minus the forbidden ones.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,10 +11,11 @@ use super::addressing::node_endpoint;
 use super::error::ConfigError;
 use super::forbidden;
 use super::model::{
-    CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Listener, ListenerKind, Node,
-    REPLICATION_LISTENER, REPLICATION_PORT,
+    Authentication, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Listener, ListenerKind,
+    Node, REPLICATION_LISTENER, REPLICATION_PORT,
 };
 use super::properties;
+use super::security;
 use super::tls::{self, ClientAuth};
 
 /// Kafka's rack-aware replica selector (KIP-392): a consumer with `client.rack` fetches from a
@@ -106,6 +108,9 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
     }
     let providers = tls::provider_options(user.get("config.providers").map(String::as_str));
     user.extend(providers);
+    if let Some(authorization) = &cluster.authorization {
+        user.extend(security::authorizer_options(authorization));
+    }
 
     // A static quorum (`controller.quorum.voters`, KRaft version 0) rather than a dynamic one
     // (KIP-853 `controller.quorum.bootstrap.servers`): every node's storage is then formatted
@@ -164,12 +169,9 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
             for listener in &served {
                 let name = listener.config_name();
                 bind(&name, listener.port)?;
-                if listener.tls {
-                    protocols.push(format!("{name}:SSL"));
-                    p.extend(tls::listener_options(&name, ClientAuth::None));
-                } else {
-                    protocols.push(format!("{name}:PLAINTEXT"));
-                }
+                let (protocol, options) = security::user_listener(listener);
+                protocols.push(format!("{name}:{protocol}"));
+                p.extend(options);
             }
             p.insert(
                 "inter.broker.listener.name".into(),
@@ -251,6 +253,11 @@ fn check_listeners(listeners: &[Listener]) -> Result<(), ConfigError> {
             return Err(ConfigError::ForbiddenListenerPort {
                 listener: listener.name.clone(),
                 port: listener.port,
+            });
+        }
+        if listener.authentication == Authentication::Tls && !listener.tls {
+            return Err(ConfigError::CertificateAuthenticationWithoutTls {
+                listener: listener.name.clone(),
             });
         }
         if let Some(first) = ports.insert(listener.port, &listener.name) {

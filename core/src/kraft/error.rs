@@ -61,6 +61,10 @@ pub enum ConfigError {
         "listener {listener} uses port {port}, which is reserved (9090, 9091, 9404, 9999 and ports below 9092 are)"
     )]
     ForbiddenListenerPort { listener: String, port: u16 },
+    #[error(
+        "listener {listener} sets authentication type tls but tls: false; client certificates need TLS: set tls: true"
+    )]
+    CertificateAuthenticationWithoutTls { listener: String },
     #[error("Kafka {kafka} has no listener {listener}")]
     UnknownListener { kafka: String, listener: String },
     #[error("listener {listener} of Kafka {kafka} is not served: {why}")]
@@ -88,7 +92,8 @@ impl ConfigError {
             Self::InvalidListenerName { .. }
             | Self::DuplicateListenerName { .. }
             | Self::ListenerPortClash { .. }
-            | Self::ForbiddenListenerPort { .. } => "InvalidListener",
+            | Self::ForbiddenListenerPort { .. }
+            | Self::CertificateAuthenticationWithoutTls { .. } => "InvalidListener",
             Self::UnknownListener { .. } => "UnknownListener",
             Self::ListenerNotServed { .. } => "ListenerNotServed",
         }

@@ -101,6 +101,7 @@ mod tests {
             port: 9092,
             kind: ListenerKind::Internal,
             tls: false,
+            authentication: Default::default(),
         }]
     }
 

@@ -9,6 +9,7 @@ mod forbidden;
 mod model;
 mod properties;
 mod revision;
+mod security;
 mod tls;
 
 #[cfg(test)]
@@ -25,8 +26,11 @@ pub use forbidden::{
     ALLOWED_PER_LISTENER_CONFIGS, FORBIDDEN_PREFIX_EXCEPTIONS, FORBIDDEN_PREFIXES, is_allowed,
 };
 pub use model::{
-    CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Listener, ListenerKind, Node,
-    REPLICATION_LISTENER, REPLICATION_PORT, Volume,
+    Authentication, Authorization, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster,
+    Listener, ListenerKind, Node, REPLICATION_LISTENER, REPLICATION_PORT, STANDARD_AUTHORIZER,
+    Volume,
 };
 pub use revision::revision;
-pub use tls::{CA_FILE, CERT_FILE, CERTS_DIR, CONFIG_PROVIDER, KEY_FILE, node_hostnames};
+pub use tls::{
+    CA_FILE, CERT_FILE, CERTS_DIR, CLIENTS_CA_FILE, CONFIG_PROVIDER, KEY_FILE, node_hostnames,
+};

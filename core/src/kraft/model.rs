@@ -33,6 +33,9 @@ pub struct KafkaCluster {
     pub addressing: Addressing,
     /// Every node of every pool.
     pub nodes: Vec<Node>,
+    /// `Kafka.spec.kafka.authorization`, with kstretch's own principals among the super users;
+    /// `None`: every client may do everything.
+    pub authorization: Option<Authorization>,
 }
 
 impl KafkaCluster {
@@ -46,6 +49,14 @@ impl KafkaCluster {
         let mut nodes: Vec<&Node> = self.nodes.iter().filter(|n| n.is_controller()).collect();
         nodes.sort_by_key(|n| n.id);
         nodes
+    }
+
+    /// Whether a listener authenticates clients by certificates of the clients CA, which the
+    /// nodes must then trust.
+    pub fn needs_clients_ca(&self) -> bool {
+        self.listeners
+            .iter()
+            .any(|l| l.authentication == Authentication::Tls)
     }
 
     /// Nodes with the broker role, sorted by ID.
@@ -64,7 +75,40 @@ pub struct Listener {
     pub port: u16,
     pub kind: ListenerKind,
     pub tls: bool,
+    pub authentication: Authentication,
 }
+
+/// How a listener authenticates its clients (Strimzi's `authentication`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Authentication {
+    /// Anyone who reaches the port (principal `ANONYMOUS`, or the certificate's subject when a
+    /// client sends one).
+    #[default]
+    None,
+    /// Mutual TLS: a client certificate issued by the clients CA; the principal is its subject
+    /// (`CN=<user>`).
+    Tls,
+    /// SASL SCRAM-SHA-512 with credentials stored in the KRaft metadata.
+    ScramSha512,
+    /// Strimzi's `custom`: SASL or not, and the listener's own options (`listenerConfig`), each
+    /// set as `listener.name.<listener>.<option>`.
+    Custom {
+        sasl: bool,
+        config: BTreeMap<String, String>,
+    },
+}
+
+/// Who may do what: the authorizer every node runs and the principals it never checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authorization {
+    /// `authorizer.class.name`; [`STANDARD_AUTHORIZER`] for Strimzi's `simple`.
+    pub authorizer_class: String,
+    /// Principals (`User:...`) allowed everything: the nodes, kstretch, the user's.
+    pub super_users: Vec<String>,
+}
+
+/// KRaft's ACL authorizer, which Strimzi's `simple` authorization means.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 
 impl Listener {
     /// The name Kafka knows the listener by: `<NAME-UPPERCASE>-<port>`, as Strimzi names it

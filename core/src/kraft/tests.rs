@@ -38,6 +38,7 @@ fn listener(name: &str, port: u16, kind: ListenerKind, tls: bool) -> Listener {
         port,
         kind,
         tls,
+        authentication: Default::default(),
     }
 }
 
@@ -60,6 +61,7 @@ fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
         .collect(),
         addressing,
         nodes,
+        authorization: None,
     }
 }
 
@@ -837,6 +839,7 @@ fn arb_cluster() -> impl Strategy<Value = KafkaCluster> {
                 config,
                 addressing: Addressing::ClusterDns,
                 nodes,
+                authorization: None,
             };
             cluster.addressing = match mode {
                 0 => Addressing::ClusterDns,
@@ -1059,4 +1062,54 @@ fn node_certificates_name_every_address_the_node_is_reached_by() {
         node_hostnames(&c, c.node(3).unwrap()).unwrap_err().reason(),
         "AddressPending"
     );
+}
+
+#[test]
+fn secured_listeners_and_the_authorizer_reach_every_node_that_needs_them() {
+    let mut cluster = one_controller_three_brokers();
+    cluster.listeners.push(Listener {
+        authentication: Authentication::ScramSha512,
+        ..listener("scram", 9094, ListenerKind::Internal, false)
+    });
+    cluster.listeners.push(Listener {
+        authentication: Authentication::Tls,
+        ..listener("mtls", 9095, ListenerKind::Internal, true)
+    });
+    cluster.authorization = Some(Authorization {
+        authorizer_class: STANDARD_AUTHORIZER.into(),
+        super_users: vec!["User:CN=my-cluster-kafka,O=io.kstretch".into()],
+    });
+    assert!(cluster.needs_clients_ca());
+    let rendered = render(&cluster).unwrap();
+    let broker = &rendered.nodes[&1];
+    let protocols = broker.get("listener.security.protocol.map").unwrap();
+    assert!(
+        protocols.contains("SCRAM-9094:SASL_PLAINTEXT"),
+        "{protocols}"
+    );
+    assert!(protocols.contains("MTLS-9095:SSL"), "{protocols}");
+    assert_eq!(
+        broker.get("listener.name.mtls-9095.ssl.client.auth"),
+        Some("required")
+    );
+    // The authorizer runs on controllers too: they decide ACL and quota changes.
+    for id in [0, 1] {
+        let node = &rendered.nodes[&id];
+        assert_eq!(node.get("authorizer.class.name"), Some(STANDARD_AUTHORIZER));
+        assert_eq!(
+            node.get("super.users"),
+            Some("User:CN=my-cluster-kafka,O=io.kstretch")
+        );
+    }
+    // A controller has no user listener, so none of their options.
+    assert!(
+        rendered.nodes[&0]
+            .get("listener.name.scram-9094.sasl.enabled.mechanisms")
+            .is_none()
+    );
+
+    cluster.listeners[3].tls = false;
+    let err = render(&cluster).unwrap_err();
+    assert_eq!(err.reason(), "InvalidListener");
+    assert!(err.to_string().contains("mtls"), "{err}");
 }

@@ -21,6 +21,9 @@ pub const CERT_FILE: &str = "tls.crt";
 pub const KEY_FILE: &str = "tls.key";
 /// Key of the cluster CA certificates the node trusts (PEM, one or more) in its Secret.
 pub const CA_FILE: &str = "ca.crt";
+/// Key of the clients CA certificates in the node's Secret, present when a listener
+/// authenticates clients by certificate.
+pub const CLIENTS_CA_FILE: &str = "clients-ca.crt";
 
 /// Alias of the `DirectoryConfigProvider` that reads the mounted Secret. Kafka reads a PEM
 /// key from a file only when the key is encrypted with a password, which would then have to
@@ -60,6 +63,8 @@ pub(crate) enum ClientAuth {
     None,
     /// Mutual TLS: a client certificate signed by the cluster CA (the operator's listeners).
     Required,
+    /// Mutual TLS: a client certificate signed by the clients CA (`authentication: tls`).
+    Clients,
 }
 
 /// The SSL options of listener `name` (Kafka listener name), which Kafka applies to the
@@ -67,14 +72,18 @@ pub(crate) enum ClientAuth {
 /// side (broker to controller, replica fetchers). Host names are verified (Kafka's default).
 pub(crate) fn listener_options(name: &str, auth: ClientAuth) -> BTreeMap<String, String> {
     let prefix = format!("listener.name.{}.", name.to_lowercase());
+    let trusted = match auth {
+        ClientAuth::Clients => CLIENTS_CA_FILE,
+        ClientAuth::None | ClientAuth::Required => CA_FILE,
+    };
     let mut options = BTreeMap::from([
         ("ssl.keystore.type", "PEM".to_owned()),
         ("ssl.keystore.certificate.chain", from_certs_dir(CERT_FILE)),
         ("ssl.keystore.key", from_certs_dir(KEY_FILE)),
         ("ssl.truststore.type", "PEM".to_owned()),
-        ("ssl.truststore.certificates", from_certs_dir(CA_FILE)),
+        ("ssl.truststore.certificates", from_certs_dir(trusted)),
     ]);
-    if auth == ClientAuth::Required {
+    if auth != ClientAuth::None {
         options.insert("ssl.client.auth", "required".to_owned());
     }
     options
