@@ -17,6 +17,7 @@ use crate::names::{APP_PART_OF, V1, V1BETA2};
 use crate::node_pool::KafkaNodePool;
 use crate::pod_set::StrimziPodSet;
 use crate::topic::KafkaTopic;
+use crate::user::KafkaUser;
 
 /// Helm annotation that keeps the CRDs (and so every custom resource) when the chart is
 /// uninstalled.
@@ -28,6 +29,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         Kafka::crd(),
         KafkaNodePool::crd(),
         KafkaTopic::crd(),
+        KafkaUser::crd(),
         KafkaConnect::crd(),
         KafkaConnector::crd(),
         StrimziPodSet::crd(),
@@ -194,7 +196,7 @@ mod tests {
     }
 
     #[test]
-    fn six_namespaced_kinds_in_category_strimzi() {
+    fn seven_namespaced_kinds_in_category_strimzi() {
         let crds = all_crds();
         let names: Vec<_> = crds
             .iter()
@@ -208,6 +210,7 @@ mod tests {
                 "kafkanodepools.kafka.strimzi.io",
                 "kafkas.kafka.strimzi.io",
                 "kafkatopics.kafka.strimzi.io",
+                "kafkausers.kafka.strimzi.io",
                 "strimzipodsets.core.strimzi.io",
             ]
         );

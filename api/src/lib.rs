@@ -1,5 +1,5 @@
 //! kstretch's API: the Strimzi-compatible custom resources (`kafka.strimzi.io` `Kafka`,
-//! `KafkaNodePool`, `KafkaTopic`, `KafkaConnect`, `KafkaConnector`; `core.strimzi.io`
+//! `KafkaNodePool`, `KafkaTopic`, `KafkaUser`, `KafkaConnect`, `KafkaConnector`; `core.strimzi.io`
 //! `StrimziPodSet`), their CRDs and the helpers shared by every component that reads or writes
 //! them.
 //!
@@ -23,6 +23,7 @@ pub mod schema;
 pub mod schema_check;
 pub mod storage;
 pub mod topic;
+pub mod user;
 
 pub use condition::Condition;
 pub use connect::{KafkaConnect, KafkaConnectSpec, KafkaConnectStatus};
@@ -34,3 +35,4 @@ pub use node_pool::{KafkaNodePool, KafkaNodePoolSpec, KafkaNodePoolStatus, Proce
 pub use pod_set::{StrimziPodSet, StrimziPodSetSpec, StrimziPodSetStatus};
 pub use storage::{SingleVolumeStorage, Storage};
 pub use topic::{KafkaTopic, KafkaTopicSpec, KafkaTopicStatus};
+pub use user::{KafkaUser, KafkaUserSpec, KafkaUserStatus};

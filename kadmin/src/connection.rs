@@ -59,6 +59,15 @@ admin_requests! {
         AlterPartitionReassignments, |r| (r.error_code, r.error_message.as_ref());
     ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse,
         ListPartitionReassignments, |r| (r.error_code, r.error_message.as_ref());
+    DescribeAclsRequest => DescribeAclsResponse, DescribeAcls;
+    CreateAclsRequest => CreateAclsResponse, CreateAcls;
+    DeleteAclsRequest => DeleteAclsResponse, DeleteAcls;
+    DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse,
+        DescribeUserScramCredentials;
+    AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse,
+        AlterUserScramCredentials;
+    DescribeClientQuotasRequest => DescribeClientQuotasResponse, DescribeClientQuotas;
+    AlterClientQuotasRequest => AlterClientQuotasResponse, AlterClientQuotas;
 }
 
 /// The byte stream under a connection: plaintext TCP or TLS over it, chosen in [`dial`].

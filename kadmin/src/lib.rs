@@ -4,16 +4,20 @@
 //! routes every request to a broker that can answer it. See `docs/adr/0004-kafka-admin-client.md`
 //! for why this exists next to rdkafka, and for the routing and retry policy.
 
+mod acls;
 mod client;
 mod cluster;
 mod configs;
 mod connection;
 mod error;
 mod quorum;
+mod quotas;
 mod reassignments;
+mod scram;
 mod tls;
 mod topics;
 
+pub use acls::{AclBinding, AclOperation, AclPermission, AclResourceType, PatternType};
 pub use client::{AdminClient, AdminConfig};
 pub use cluster::{Broker, ClusterDescription};
 pub use configs::{
@@ -25,6 +29,7 @@ pub use kafka_protocol::ResponseError;
 pub use kafka_protocol::messages::ApiKey;
 pub use quorum::{QuorumInfo, QuorumNode, ReplicaState};
 pub use reassignments::{OngoingReassignment, Reassignment, ReassignmentResult};
+pub use scram::SCRAM_ITERATIONS;
 pub use tls::Tls;
 pub use topics::{
     CreatePartitionsResult, CreateTopicResult, CreatedTopic, DeleteTopicResult, NewPartitions,
