@@ -133,3 +133,6 @@ pub const KRAFT: &str = "strimzi.io/kraft";
 pub const MEMBER_OBJECTS_FINALIZER: &str = "kstretch.io/member-objects";
 /// Finalizer on `KafkaTopic` resources: the topic is deleted in Kafka before the resource goes.
 pub const TOPIC_OPERATOR_FINALIZER: &str = "strimzi.io/topic-operator";
+/// Finalizer on `KafkaUser` resources: the user's credentials, ACLs and quotas are removed from
+/// Kafka before the resource goes.
+pub const USER_OPERATOR_FINALIZER: &str = "kstretch.io/kafka-user";

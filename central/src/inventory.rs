@@ -56,6 +56,11 @@ impl Inventory {
         (inventory, tasks)
     }
 
+    /// The watched `Kafka`s (the user operator reads them from here).
+    pub fn kafkas(&self) -> &Watched<Kafka> {
+        &self.kafkas
+    }
+
     /// The watched `KafkaNodePool`s (the Kafka reconciler reads pools from here).
     pub fn node_pools(&self) -> &Watched<KafkaNodePool> {
         &self.node_pools

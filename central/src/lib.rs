@@ -12,4 +12,6 @@ pub mod kafka;
 pub mod link;
 pub mod owned;
 pub mod pki;
+pub mod status;
 pub mod topic;
+pub mod user;

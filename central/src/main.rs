@@ -9,7 +9,7 @@ use clap::Parser;
 use kstretch_central::kafka::{self, checks::KafkaAccess, metrics::KafkaMetrics, resolve::Members};
 use kstretch_central::link::Owners;
 use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
-use kstretch_central::{admin, connect, connector, inventory, topic};
+use kstretch_central::{admin, connect, connector, inventory, topic, user};
 use kstretch_runtime::lease::{self, LeaderElectionArgs, LeaderMetrics};
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
@@ -103,6 +103,7 @@ async fn main() -> anyhow::Result<()> {
     let connect_metrics = connect::metrics::ConnectMetrics::register(&mut registry);
     let topic_metrics = topic::TopicMetrics::register(&mut registry);
     let connector_metrics = connector::ConnectorMetrics::register(&mut registry);
+    let user_metrics = user::UserMetrics::register(&mut registry);
     // An illegal namespace policy must stop central before it touches anything.
     let topic_settings = topic::TopicSettings::from_args(&args.topics, args.namespace.as_deref())?;
     let mut all_members: std::collections::BTreeSet<String> = args
@@ -174,6 +175,7 @@ async fn main() -> anyhow::Result<()> {
         return result;
     }
     let node_pools = inventory.node_pools().store().clone();
+    let kafka_store = inventory.kafkas().store().clone();
     let mut admin = admin::AdminApi::new(inventory, version.git_version);
 
     // Desired state is published to agents only once every Kafka was reconciled once (see
@@ -225,6 +227,19 @@ async fn main() -> anyhow::Result<()> {
             kube::Api::all(client.clone()),
         ),
     };
+    tasks.spawn(user::run(
+        match args.namespace.as_deref() {
+            Some(ns) => kube::Api::namespaced(client.clone(), ns),
+            None => kube::Api::all(client.clone()),
+        },
+        std::sync::Arc::new(user::Context::new(
+            client.clone(),
+            kafka_store,
+            kafka_access.clone(),
+            user_metrics,
+        )),
+        shutdown.clone(),
+    ));
     health.set_ready("topics", false, "filling the KafkaTopic caches");
     tasks.spawn(topic::run(
         client.clone(),

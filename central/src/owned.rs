@@ -104,7 +104,7 @@ fn unconfirmed(owner: &Owner, owners: &Owners, agents: &Agents) -> Vec<String> {
 
 /// Whether the CRD of `K` is gone or being deleted: the apiserver then deletes every resource
 /// of it, which is not a deletion the user asked for.
-async fn crd_being_removed<K>(client: &Client) -> Result<bool, kube::Error>
+pub async fn crd_being_removed<K>(client: &Client) -> Result<bool, kube::Error>
 where
     K: Resource<DynamicType = ()>,
 {

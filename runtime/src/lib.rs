@@ -4,6 +4,7 @@
 //! [`telemetry::init`], create a [`Health`] and a metrics [`Registry`], and serve them with
 //! [`http::serve`] next to its real work until [`shutdown::signal`] fires.
 
+pub mod backoff;
 pub mod events;
 pub mod health;
 pub mod http;

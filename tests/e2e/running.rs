@@ -1067,20 +1067,275 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `strimzi.io/force-renew` on `live-cluster-ca-cert` of a running cluster while an idempotent
+/// The `kafka-persistent` shape with a SCRAM listener (9094), a listener that authenticates by
+/// certificate (9095) and simple authorization. The plain and TLS listeners admit anonymous
+/// clients, which the test makes a super user so its load and tools keep working.
+fn secured_kafka() -> Value {
+    let mut spec = kafka_persistent_shape();
+    let listeners = spec["spec"]["kafka"]["listeners"].as_array_mut().unwrap();
+    listeners.push(
+        json!({"name": "scram", "port": 9094, "type": "internal", "tls": false,
+        "authentication": {"type": "scram-sha-512"}}),
+    );
+    listeners.push(
+        json!({"name": "mtls", "port": 9095, "type": "internal", "tls": true,
+        "authentication": {"type": "tls"}}),
+    );
+    spec["spec"]["kafka"]["authorization"] = json!({"type": "simple", "superUsers": ["ANONYMOUS"]});
+    spec
+}
+
+/// A `KafkaUser` of `live` authenticating by `authentication`, who may produce to and consume
+/// from `topic` only.
+fn kafka_user(name: &str, authentication: &str, topic: &str) -> Value {
+    json!({
+        "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
+        "metadata": {"name": name, "labels": {"strimzi.io/cluster": "live"}},
+        "spec": {
+            "authentication": {"type": authentication},
+            "authorization": {"type": "simple", "acls": [
+                {"resource": {"type": "topic", "name": topic},
+                 "operations": ["Read", "Write", "Describe"]},
+                {"resource": {"type": "group", "name": "*"}, "operations": ["Read"]}
+            ]}
+        }
+    })
+}
+
+/// Client properties in `dir`: `lines`, each `key=value` (values escaped as Java reads them).
+fn client_config(dir: &std::path::Path, name: &str, lines: &[(&str, String)]) -> String {
+    let text: String = lines
+        .iter()
+        .map(|(k, v)| format!("{k}={}\n", v.replace('\\', "\\\\").replace('\n', "\\n")))
+        .collect();
+    let path = dir.join(format!("{name}.properties"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// Kafka's console consumer reading up to `count` records of `topic` at `bootstrap` with the
+/// client properties `config`: the records it printed (ProducerPerformance's payloads, upper
+/// case letters) and everything it wrote, for the assertion messages.
+fn consume_as(
+    bootstrap: &str,
+    config: &str,
+    topic: &str,
+    count: usize,
+    timeout_ms: u32,
+) -> (usize, String) {
+    let result = kafka_tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--consumer.config",
+            config,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--max-messages",
+            &count.to_string(),
+            "--timeout-ms",
+            &timeout_ms.to_string(),
+        ],
+    );
+    let output = match result {
+        Ok(out) | Err(out) => out,
+    };
+    let records = output
+        .lines()
+        .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_uppercase()))
+        .count();
+    (records, output)
+}
+
+/// Asserts that the client `config` reads `count` records of `topic`.
+fn reads(bootstrap: &str, config: &str, topic: &str, count: usize) {
+    let (records, output) = consume_as(bootstrap, config, topic, count, 60_000);
+    assert_eq!(
+        records, count,
+        "records of {topic} read with {config}: {output}"
+    );
+}
+
+/// Asserts that the client `config` reads nothing of `topic`, and that Kafka said why
+/// (`because`, a part of the client's error).
+fn refused(bootstrap: &str, config: &str, topic: &str, because: &str) {
+    let (records, output) = consume_as(bootstrap, config, topic, 1, 20_000);
+    assert_eq!(records, 0, "{config} read {topic}: {output}");
+    assert!(
+        output.contains(because),
+        "{config} on {topic}: no {because:?} in {output}"
+    );
+}
+
+/// Produces `count` records to `topic` with Kafka's producer (acks=all) and `config`.
+fn produced(bootstrap: &str, config: &str, topic: &str, count: usize) -> String {
+    run_kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            topic,
+            "--num-records",
+            &count.to_string(),
+            "--record-size",
+            "32",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={bootstrap}"),
+            "acks=all",
+            "--producer.config",
+            config,
+        ],
+    )
+}
+
+/// `KafkaUser`s with Kafka's own clients as the judge: a `tls` user (its Secret's `user.p12`)
+/// and a `scram-sha-512` user (its Secret's `sasl.jaas.config`) produce and consume their own
+/// topic and cannot read the other's; a wrong password and a certificate of another CA are
+/// refused; deleting a user revokes its access.
+async fn users_are_authenticated_and_authorized(stretch: &Stretch, k: &Kafka) {
+    create_topic(&all_brokers(k), "alice-topic", 1, 3).await;
+    create_topic(&all_brokers(k), "bob-topic", 1, 3).await;
+    stretch
+        .apply(kafka_user("alice", "tls", "alice-topic"))
+        .await;
+    stretch
+        .apply(kafka_user("bob", "scram-sha-512", "bob-topic"))
+        .await;
+    let users: Api<kstretch_api::KafkaUser> = stretch.api(ALPHA);
+    for (name, username) in [("alice", "CN=alice"), ("bob", "bob")] {
+        let user = wait_for(
+            &format!("KafkaUser {name} Ready"),
+            START_TIMEOUT,
+            || async {
+                let u = users.get(name).await.unwrap();
+                let ready = u.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                });
+                if ready {
+                    Seen::Done(u)
+                } else {
+                    Seen::NotYet(format!("{:?}", u.status))
+                }
+            },
+        )
+        .await;
+        let status = user.status.unwrap();
+        assert_eq!(status.username.as_deref(), Some(username));
+        assert_eq!(status.secret.as_deref(), Some(name));
+    }
+
+    let secrets: Api<Secret> = stretch.api(ALPHA);
+    let dir = client_dir(stretch);
+    let cluster_ca = secret_text(
+        &secrets.get("live-cluster-ca-cert").await.unwrap(),
+        "ca.crt",
+    );
+    let ca_file = dir.join("cluster-ca.crt");
+    std::fs::write(&ca_file, &cluster_ca).unwrap();
+    let trust = [
+        ("ssl.truststore.type", "PEM".to_owned()),
+        ("ssl.truststore.location", ca_file.display().to_string()),
+    ];
+
+    // alice: mutual TLS with the keystore of her Secret.
+    let alice_secret = secrets.get("alice").await.unwrap();
+    let p12 = dir.join("alice.p12");
+    std::fs::write(&p12, &alice_secret.data.as_ref().unwrap()["user.p12"].0).unwrap();
+    let mut alice_lines = vec![("security.protocol", "SSL".to_owned())];
+    alice_lines.extend(trust.clone());
+    alice_lines.extend([
+        ("ssl.keystore.type", "PKCS12".to_owned()),
+        ("ssl.keystore.location", p12.display().to_string()),
+        (
+            "ssl.keystore.password",
+            secret_text(&alice_secret, "user.password"),
+        ),
+    ]);
+    let alice = client_config(&dir, "alice", &alice_lines);
+    let mtls = listener_at(k, "mtls", &real_node_ip(ALPHA));
+    let out = produced(&mtls, &alice, "alice-topic", 20);
+    assert!(out.contains("20 records sent"), "{out}");
+    reads(&mtls, &alice, "alice-topic", 20);
+
+    // bob: SCRAM-SHA-512 with the JAAS line of his Secret.
+    let bob_secret = secrets.get("bob").await.unwrap();
+    let bob = client_config(
+        &dir,
+        "bob",
+        &[
+            ("security.protocol", "SASL_PLAINTEXT".to_owned()),
+            ("sasl.mechanism", "SCRAM-SHA-512".to_owned()),
+            (
+                "sasl.jaas.config",
+                secret_text(&bob_secret, "sasl.jaas.config"),
+            ),
+        ],
+    );
+    let scram = listener_at(k, "scram", &real_node_ip(BETA));
+    let out = produced(&scram, &bob, "bob-topic", 20);
+    assert!(out.contains("20 records sent"), "{out}");
+    reads(&scram, &bob, "bob-topic", 20);
+
+    // The ACLs: neither reads the other's topic.
+    refused(&mtls, &alice, "bob-topic", "TopicAuthorization");
+    refused(&scram, &bob, "alice-topic", "TopicAuthorization");
+
+    // A wrong password and a certificate of another CA (with alice's name) get nowhere.
+    let wrong = client_config(
+        &dir,
+        "wrong",
+        &[
+            ("security.protocol", "SASL_PLAINTEXT".to_owned()),
+            ("sasl.mechanism", "SCRAM-SHA-512".to_owned()),
+            (
+                "sasl.jaas.config",
+                "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"bob\" password=\"not-his\";".to_owned(),
+            ),
+        ],
+    );
+    refused(&scram, &wrong, "bob-topic", "Authentication failed");
+    let other = kstretch_tests::certs::Pki::new("other-clients").client_with_cn("alice");
+    let mut forged_lines = vec![("security.protocol", "SSL".to_owned())];
+    forged_lines.extend(trust.clone());
+    forged_lines.extend([
+        ("ssl.keystore.type", "PEM".to_owned()),
+        ("ssl.keystore.certificate.chain", other.cert_pem.clone()),
+        ("ssl.keystore.key", other.key_pem.clone()),
+    ]);
+    let forged = client_config(&dir, "forged", &forged_lines);
+    refused(&mtls, &forged, "alice-topic", "SslAuthenticationException");
+
+    // Deleting bob revokes his credential: his own Secret no longer gets him in.
+    users.delete("bob", &Default::default()).await.unwrap();
+    wait_for("KafkaUser bob gone", START_TIMEOUT, || async {
+        match users.get_opt("bob").await.unwrap() {
+            None => Seen::Done(()),
+            Some(u) => Seen::NotYet(format!("finalizers {:?}", u.finalizers())),
+        }
+    })
+    .await;
+    refused(&scram, &bob, "bob-topic", "Authentication failed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A secured cluster (SCRAM and certificate listeners, simple authorization) serves its
+/// `KafkaUser`s (see [`users_are_authenticated_and_authorized`]); then
+/// `strimzi.io/force-renew` on `live-cluster-ca-cert` of the running cluster while an idempotent
 /// producer with `acks=all` sends: a new CA certificate of the same key (generation 1), the old
 /// one kept as `ca-<expiry>.crt`, every node rolled one at a time to trust both, no failed
 /// send, no lost acknowledged record; a client trusting only the new certificate connects.
 #[tokio::test]
-async fn a_forced_ca_renewal_rolls_the_nodes_and_loses_no_acknowledged_record() {
+async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_acknowledged_record()
+{
     let _one = ONE_AT_A_TIME.lock().await;
-    let (stretch, k) = live_kafka_of(
-        "running-renew",
-        kafka_persistent_shape(),
-        persistent(),
-        vec![],
-    )
-    .await;
+    let (stretch, k) = live_kafka_of("running-renew", secured_kafka(), persistent(), vec![]).await;
+    users_are_authenticated_and_authorized(&stretch, &k).await;
+
     let bootstrap = all_brokers(&k);
     create_topic(&bootstrap, "renewed", 3, 3).await;
     full_isr(&bootstrap, "renewed").await;

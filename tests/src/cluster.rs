@@ -108,11 +108,16 @@ impl TestNamespace {
     }
 }
 
-/// Takes central's `kstretch.io/member-objects` finalizer off every `Kafka` and `KafkaConnect`
-/// in `namespace`, for a test that has stopped its central (best effort).
+/// Takes central's `kstretch.io/member-objects` finalizer off every `Kafka` and `KafkaConnect`,
+/// and the user operator's off every `KafkaUser`, in `namespace`, for a test that has stopped
+/// its central (best effort).
 pub async fn release_member_finalizers(client: &kube::Client, namespace: &str) {
     release_finalizers(client, namespace, &["kafkas", "kafkaconnects"], |f| {
         f == kstretch_api::names::MEMBER_OBJECTS_FINALIZER
+    })
+    .await;
+    release_finalizers(client, namespace, &["kafkausers"], |f| {
+        f == kstretch_api::names::USER_OPERATOR_FINALIZER
     })
     .await;
 }
@@ -129,6 +134,7 @@ pub async fn release_all_finalizers(client: &kube::Client, namespace: &str) {
             "kafkaconnects",
             "kafkaconnectors",
             "kafkatopics",
+            "kafkausers",
             "kafkanodepools",
         ],
         |_| true,

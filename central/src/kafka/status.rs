@@ -1,17 +1,14 @@
 //! Writing `Kafka` and `KafkaNodePool` status: conditions with stable transition times (a
-//! `Ready` condition plus one `Warning` per current warning, stale warnings dropped), and
-//! server-side apply of `.status` under central's field manager, only when it changed.
+//! `Ready` condition plus one `Warning` per current warning, stale warnings dropped), written
+//! through [`crate::status::apply`] only when it changed.
 
 use kstretch_api::condition::{self, Condition, WARNING};
 use kstretch_api::{Kafka, KafkaNodePool, KafkaNodePoolStatus, KafkaStatus};
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
-use serde_json::json;
+use kube::Client;
 
 use super::error::Error;
 
-/// Field manager of everything central writes.
-pub const FIELD_MANAGER: &str = "kstretch-central";
+pub use crate::status::FIELD_MANAGER;
 
 /// `existing` conditions updated to `ready` and exactly the `warnings` given (by reason), with
 /// transition times kept where the status did not change.
@@ -54,7 +51,7 @@ pub fn now() -> String {
 
 /// Applies `status` to `kafka` unless it is what the resource already has.
 pub async fn apply_kafka(client: &Client, kafka: &Kafka, status: KafkaStatus) -> Result<(), Error> {
-    apply(client, kafka, status, |k| k.status.as_ref()).await
+    Ok(crate::status::apply(client, kafka, status, |k| k.status.as_ref()).await?)
 }
 
 /// Applies `status` to `pool` unless it is what the resource already has.
@@ -63,39 +60,7 @@ pub async fn apply_pool(
     pool: &KafkaNodePool,
     status: KafkaNodePoolStatus,
 ) -> Result<(), Error> {
-    apply(client, pool, status, |p| p.status.as_ref()).await
-}
-
-/// Server-side applies `.status` of a namespaced `kafka.strimzi.io/v1` resource.
-async fn apply<K, S>(
-    client: &Client,
-    resource: &K,
-    status: S,
-    current: impl Fn(&K) -> Option<&S>,
-) -> Result<(), Error>
-where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    S: PartialEq + serde::Serialize,
-{
-    if current(resource) == Some(&status) {
-        return Ok(());
-    }
-    let api: Api<K> = Api::namespaced(client.clone(), &resource.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": serde_json::to_value(&status)?,
-    });
-    api.patch_status(
-        &resource.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(())
+    Ok(crate::status::apply(client, pool, status, |p| p.status.as_ref()).await?)
 }
 
 #[cfg(test)]

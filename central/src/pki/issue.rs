@@ -40,9 +40,13 @@ fn failed(what: &str) -> impl Fn(rcgen::Error) -> PkiError + '_ {
     move |e| PkiError(format!("{what}: {e}"))
 }
 
-fn subject(common_name: &str) -> DistinguishedName {
+/// kstretch's own subjects carry its organisation; a user's is `CN=<user>` alone, as in
+/// Strimzi, so its principal is `User:CN=<user>`.
+fn subject(common_name: &str, usage: Usage) -> DistinguishedName {
     let mut dn = DistinguishedName::new();
-    dn.push(DnType::OrganizationName, ORGANIZATION);
+    if usage != Usage::User {
+        dn.push(DnType::OrganizationName, ORGANIZATION);
+    }
     dn.push(DnType::CommonName, common_name);
     dn
 }
@@ -62,7 +66,7 @@ pub fn new_ca(
     now: OffsetDateTime,
 ) -> Result<Pem, PkiError> {
     let mut params = CertificateParams::default();
-    params.distinguished_name = subject(common_name);
+    params.distinguished_name = subject(common_name, Usage::Ca);
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     validity(&mut params, now, days);
@@ -85,6 +89,10 @@ pub enum Usage {
     Node,
     /// A client only (central's admin client).
     Client,
+    /// A `KafkaUser`'s client certificate.
+    User,
+    /// A CA.
+    Ca,
 }
 
 /// A certificate for `common_name` and `hosts` (DNS names or IP addresses), signed by `ca`.
@@ -99,7 +107,7 @@ pub fn issue(
     let ca_key = KeyPair::from_pem(&ca.key).map_err(failed("CA key"))?;
     let issuer = Issuer::from_ca_cert_pem(&ca.cert, ca_key).map_err(failed("CA certificate"))?;
     let mut params = CertificateParams::default();
-    params.distinguished_name = subject(common_name);
+    params.distinguished_name = subject(common_name, usage);
     params.subject_alt_names = hosts
         .iter()
         .map(|host| match host.parse::<IpAddr>() {
@@ -120,7 +128,7 @@ pub fn issue(
             ExtendedKeyUsagePurpose::ServerAuth,
             ExtendedKeyUsagePurpose::ClientAuth,
         ],
-        Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        Usage::Client | Usage::User | Usage::Ca => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
     validity(&mut params, now, days);
     let key = KeyPair::generate().map_err(failed("key"))?;
@@ -131,6 +139,23 @@ pub fn issue(
         cert: cert.pem(),
         key: key.serialize_pem(),
     })
+}
+
+/// `pem` as a PKCS#12 keystore protected by `password`, its entry named `alias` (what Java
+/// clients load with `ssl.keystore.type=PKCS12`).
+pub fn pkcs12(pem: &Pem, alias: &str, password: &str) -> Result<Vec<u8>, PkiError> {
+    let der = |text: &str, what: &str| {
+        parse_x509_pem(text.as_bytes())
+            .map(|(_, p)| p.contents)
+            .map_err(|e| PkiError(format!("{what}: {e}")))
+    };
+    let p12 = |e: p12_keystore::error::Error| PkiError(format!("PKCS#12: {e}"));
+    let key = p12_keystore::PrivateKey::from_der(&der(&pem.key, "key")?).map_err(p12)?;
+    let cert = p12_keystore::Certificate::from_der(&der(&pem.cert, "certificate")?).map_err(p12)?;
+    let chain = p12_keystore::PrivateKeyChain::new(alias, key, [cert]);
+    let mut store = p12_keystore::KeyStore::new();
+    store.add_entry(alias, p12_keystore::KeyStoreEntry::PrivateKeyChain(chain));
+    store.writer(password).write().map_err(p12)
 }
 
 /// What is known of an issued certificate.
@@ -262,6 +287,36 @@ mod tests {
             now + Duration::days(69)
         ));
         assert!(!still_good("garbage", &ca_read, &wanted, 30, now));
+    }
+
+    #[test]
+    fn a_user_keystore_holds_the_users_key_and_certificate_under_its_password() {
+        let now = OffsetDateTime::now_utc();
+        let ca = new_ca("clients-ca v0", None, 365, now).unwrap();
+        let user = issue(&ca, "alice", &BTreeSet::new(), Usage::User, 30, now).unwrap();
+        assert_eq!(
+            read(&user.cert).unwrap().subject,
+            "CN=alice",
+            "no organisation"
+        );
+        let bytes = pkcs12(&user, "alice", "secret").unwrap();
+        let store = p12_keystore::KeyStore::from_pkcs12(
+            &bytes,
+            "secret",
+            p12_keystore::Pkcs12ImportPolicy::Relaxed,
+        )
+        .unwrap();
+        let (alias, chain) = store.private_key_chain().unwrap();
+        assert_eq!(alias, "alice");
+        assert_eq!(chain.certs().len(), 1);
+        assert!(
+            p12_keystore::KeyStore::from_pkcs12(
+                &bytes,
+                "wrong",
+                p12_keystore::Pkcs12ImportPolicy::Relaxed
+            )
+            .is_err()
+        );
     }
 
     #[test]

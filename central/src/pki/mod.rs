@@ -13,7 +13,7 @@ use kstretch_api::Kafka;
 use kube::{Client, ResourceExt};
 use time::OffsetDateTime;
 
-pub use issue::{Pem, PkiError};
+pub use issue::{Pem, PkiError, pkcs12};
 use issue::{Usage, issue, read, still_good};
 pub use secrets::delete_generated;
 
@@ -293,6 +293,37 @@ pub fn central_identity(ca: &Ca) -> Result<Pem, Refusal> {
         ca.settings
             .kind
             .refuse(format!("cannot issue central's client certificate: {e}"))
+    })
+}
+
+/// A `KafkaUser`'s client certificate (`CN=<user>`) issued by the clients CA `ca`.
+pub fn user_certificate(ca: &Ca, user: &str, validity_days: u32) -> Result<Pem, Refusal> {
+    issue(
+        &ca.pem,
+        user,
+        &BTreeSet::new(),
+        Usage::User,
+        validity_days,
+        OffsetDateTime::now_utc(),
+    )
+    .map_err(|e| {
+        ca.settings
+            .kind
+            .refuse(format!("cannot issue the certificate of user {user}: {e}"))
+    })
+}
+
+/// Whether a user's certificate may stay: issued by the current certificate of `ca` and not
+/// within `renewal_days` of expiring.
+pub fn user_certificate_good(cert: &str, ca: &Ca, renewal_days: u32) -> bool {
+    read(&ca.pem.cert).is_ok_and(|ca_read| {
+        still_good(
+            cert,
+            &ca_read,
+            &BTreeSet::new(),
+            renewal_days,
+            OffsetDateTime::now_utc(),
+        )
     })
 }
 

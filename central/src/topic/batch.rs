@@ -49,7 +49,7 @@ pub async fn run(ctx: &Context, keys: Vec<ResourceRef>) {
             continue;
         };
         ctx.seen(&kt);
-        let target = clusters::kafka_of(&kt, &kafkas).and_then(|kafka| {
+        let target = clusters::kafka_of(kt.as_ref(), &kafkas).and_then(|kafka| {
             let bootstrap = clusters::bootstrap_of(&kafka, &kafkas, &ctx.kafka)?;
             Ok((kafka, bootstrap))
         });
@@ -213,7 +213,7 @@ async fn run_group(
         .all()
         .iter()
         .filter(|t| t.kafka_topic_name().is_some_and(|n| names.contains(n)))
-        .filter(|t| clusters::kafka_of(t, &kafkas).as_ref() == Ok(kafka))
+        .filter(|t| clusters::kafka_of(t.as_ref(), &kafkas).as_ref() == Ok(kafka))
         .filter(|t| decide::claims_topic(t, &cluster_id, &ctx.settings.policy))
         .map(|t| TopicResource {
             reference: decide::key_of(t),

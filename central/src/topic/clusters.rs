@@ -1,11 +1,11 @@
-//! Which Kafka cluster a `KafkaTopic` belongs to (its `strimzi.io/cluster` label, a `Kafka` in
+//! Which Kafka cluster a `KafkaTopic` (or `KafkaUser`) belongs to (its `strimzi.io/cluster` label, a `Kafka` in
 //! its namespace first), where central reaches it, and the cluster's identity (its ID, and a
 //! warning when brokers auto-create topics), learnt once per cluster.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use kstretch_api::{Kafka, KafkaTopic, names};
+use kstretch_api::{Kafka, names};
 use kstretch_kadmin::{AdminClient, ConfigResource, Error};
 use kube::ResourceExt;
 
@@ -29,7 +29,7 @@ impl std::fmt::Display for KafkaRef {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
     #[error(
-        "The KafkaTopic has no {label} label; set it to the name of the Kafka cluster the topic belongs to",
+        "The resource has no {label} label; set it to the name of the Kafka cluster it belongs to",
         label = names::CLUSTER
     )]
     MissingClusterLabel,
@@ -39,7 +39,7 @@ pub enum TargetError {
     )]
     KafkaNotFound { namespace: String, name: String },
     #[error(
-        "Kafka {name} exists in several namespaces ({namespaces}) and none in {namespace}; create the KafkaTopic in the namespace of its Kafka"
+        "Kafka {name} exists in several namespaces ({namespaces}) and none in {namespace}; create the resource in the namespace of its Kafka"
     )]
     AmbiguousKafka {
         namespace: String,
@@ -47,7 +47,7 @@ pub enum TargetError {
         namespaces: String,
     },
     #[error(
-        "Kafka {kafka} has no known address yet (it is not reconciled); the topic is reconciled once it is, or set the {ADMIN_BOOTSTRAP_ANNOTATION} annotation on the Kafka"
+        "Kafka {kafka} has no known address yet (it is not reconciled); this resource is reconciled once it is, or set the {ADMIN_BOOTSTRAP_ANNOTATION} annotation on the Kafka"
     )]
     NoAddress { kafka: KafkaRef },
 }
@@ -63,9 +63,9 @@ impl TargetError {
     }
 }
 
-/// The `Kafka` `kt` belongs to: the one named by its label in its own namespace, else the only
-/// one of that name.
-pub fn kafka_of(kt: &KafkaTopic, kafkas: &[Arc<Kafka>]) -> Result<KafkaRef, TargetError> {
+/// The `Kafka` `kt` (a `KafkaTopic` or `KafkaUser`) belongs to: the one named by its label in
+/// its own namespace, else the only one of that name.
+pub fn kafka_of<R: ResourceExt>(kt: &R, kafkas: &[Arc<Kafka>]) -> Result<KafkaRef, TargetError> {
     let name = kt
         .labels()
         .get(names::CLUSTER)
@@ -185,7 +185,7 @@ async fn warn_if_auto_create(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use kstretch_api::{KafkaSpec, KafkaTopicSpec};
+    use kstretch_api::{KafkaSpec, KafkaTopic, KafkaTopicSpec};
 
     use super::*;
 

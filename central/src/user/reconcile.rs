@@ -1,0 +1,270 @@
+//! One `KafkaUser` reconciliation, as a pipeline: its Kafka → what it asks for (pure) → its
+//! credentials → Kafka's SCRAM credential, ACLs and quotas → its Secret → status. Deleting the
+//! user revokes what Kafka holds for it before the finalizer goes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kstretch_api::condition::{self, Condition};
+use kstretch_api::{Kafka, KafkaUser, KafkaUserStatus};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+
+use super::desired::{self, Credentials, Desired};
+use super::{Context, FINALIZER, grants, secret};
+use crate::kafka::status::{conditions, not_ready, now};
+use crate::pki::{self, CaKind, CertError, Refusal};
+use crate::topic::clusters::{self, KafkaRef, TargetError};
+
+/// How often an unchanged user is looked at again: certificates near expiry are renewed, and
+/// credentials or ACLs changed behind the operator's back are put back.
+const RESYNC: Duration = Duration::from_secs(300);
+
+/// A failure to retry with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API error: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("Kafka: {0}")]
+    Kafka(#[from] kstretch_kadmin::Error),
+    #[error("{0}")]
+    Target(TargetError),
+}
+
+impl Error {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "KubernetesError",
+            Error::Kafka(_) => "KafkaError",
+            Error::Target(e) => e.reason(),
+        }
+    }
+}
+
+/// Reconciles `user`; a failure is also written to its status before it is retried.
+pub async fn apply(user: Arc<KafkaUser>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = if user.metadata.deletion_timestamp.is_some() {
+        cleanup(&user, &ctx).await
+    } else {
+        reconcile(&user, &ctx).await
+    };
+    match &result {
+        Ok(_) => ctx.backoff.succeeded(&key(&user)),
+        Err(e) if user.metadata.deletion_timestamp.is_none() => {
+            let message = e.to_string();
+            write_status(&ctx, &user, not_ready(e.reason(), message), None).await?;
+        }
+        Err(_) => {}
+    }
+    result
+}
+
+pub fn key(user: &KafkaUser) -> (String, String) {
+    (user.namespace().unwrap_or_default(), user.name_any())
+}
+
+async fn reconcile(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
+    let api: Api<KafkaUser> =
+        Api::namespaced(ctx.client.clone(), &user.namespace().unwrap_or_default());
+    crate::finalizer::add(&api, user, FINALIZER).await?;
+
+    let (kafka_ref, kafka) = match target(user, ctx) {
+        Ok(found) => found,
+        // The Kafka may be created later: look again now and then, not only on a change.
+        Err(e) => {
+            let refused = not_ready(e.reason(), e.to_string());
+            write_status(ctx, user, refused, None).await?;
+            return Ok(Action::requeue(RESYNC));
+        }
+    };
+    let desired = match desired::desired(user) {
+        Ok(d) => d,
+        Err(invalid) => return refuse(ctx, user, invalid.reason(), invalid.to_string()).await,
+    };
+    let authorizer = kafka.spec.kafka.authorization.is_some();
+    if !authorizer && !desired.acls.is_empty() {
+        let message = format!(
+            "Kafka {kafka_ref} has no .spec.kafka.authorization, so the user's ACLs would not be enforced; set authorization (type simple) on the Kafka or remove .spec.authorization.acls"
+        );
+        return refuse(ctx, user, "AuthorizationNotEnabled", message).await;
+    }
+
+    let existing = secret::current(&ctx.client, user).await?;
+    let credentials = match credentials(ctx, user, &kafka, &desired, existing.as_ref()).await? {
+        Ok(c) => c,
+        Err(r) => return refuse(ctx, user, r.reason, r.message).await,
+    };
+
+    let bootstrap = clusters::bootstrap_of(&kafka_ref, &ctx.kafkas.state(), &ctx.access)
+        .map_err(Error::Target)?;
+    let admin = ctx
+        .access
+        .client(&bootstrap)
+        .await
+        .inspect_err(|_| ctx.access.forget(&bootstrap))?;
+    let password = match &credentials {
+        Made::Scram { password, applied } => Some((password.as_str(), *applied)),
+        _ => None,
+    };
+    grants::sync_scram(
+        &admin,
+        &user.name_any(),
+        password.map(|(p, _)| p),
+        password.is_some_and(|(_, applied)| applied),
+    )
+    .await?;
+    grants::sync(&admin, &desired, authorizer).await?;
+
+    let secret_name = match credentials {
+        Made::Nothing => {
+            secret::delete_owned(&ctx.client, user, existing.as_ref()).await?;
+            None
+        }
+        Made::Certificate(data) => {
+            secret::apply(&ctx.client, user, &kafka_ref.name, data, BTreeMap::new()).await?;
+            Some(user.name_any())
+        }
+        Made::Scram { password, .. } => {
+            let data = secret::scram_data(&user.name_any(), &password)
+                .into_iter()
+                .map(|(k, v)| (k, v.into_bytes()))
+                .collect();
+            let applied = BTreeMap::from([(
+                secret::APPLIED_PASSWORD.to_owned(),
+                secret::password_digest(&password),
+            )]);
+            secret::apply(&ctx.client, user, &kafka_ref.name, data, applied).await?;
+            Some(user.name_any())
+        }
+    };
+    let ready = Condition::new(condition::READY, condition::TRUE);
+    write_status(ctx, user, ready, Some((&desired, secret_name))).await?;
+    Ok(Action::requeue(RESYNC))
+}
+
+/// The credentials worked out for the user's Secret.
+enum Made {
+    Nothing,
+    Certificate(BTreeMap<String, Vec<u8>>),
+    Scram { password: String, applied: bool },
+}
+
+/// The user's credentials: a certificate of the clients CA, or a SCRAM password (and whether
+/// Kafka was given this one already), or nothing to keep.
+async fn credentials(
+    ctx: &Context,
+    user: &KafkaUser,
+    kafka: &Kafka,
+    desired: &Desired,
+    existing: Option<&Secret>,
+) -> Result<Result<Made, Refusal>, Error> {
+    match &desired.credentials {
+        Credentials::None | Credentials::External => Ok(Ok(Made::Nothing)),
+        Credentials::Certificate {
+            validity_days,
+            renewal_days,
+        } => {
+            let ca = match pki::ca(&ctx.client, kafka, CaKind::Clients).await {
+                Ok(ca) => ca,
+                Err(CertError::Refused(r)) => return Ok(Err(r)),
+                Err(CertError::Kube(e)) => return Err(e.into()),
+            };
+            let validity = validity_days.unwrap_or(ca.settings.validity_days);
+            let renewal = renewal_days.unwrap_or(ca.settings.renewal_days);
+            Ok(
+                secret::certificate_data(user, existing, &ca, validity, renewal)
+                    .map(Made::Certificate),
+            )
+        }
+        Credentials::Scram { from } => {
+            let password =
+                secret::scram_password(&ctx.client, user, from.as_ref(), existing).await?;
+            Ok(password.map(|password| {
+                let digest = secret::password_digest(&password);
+                let applied = existing.is_some_and(|s| {
+                    s.annotations().get(secret::APPLIED_PASSWORD) == Some(&digest)
+                });
+                Made::Scram { password, applied }
+            }))
+        }
+    }
+}
+
+/// The `Kafka` the user belongs to.
+fn target(user: &KafkaUser, ctx: &Context) -> Result<(KafkaRef, Arc<Kafka>), TargetError> {
+    let kafkas = ctx.kafkas.state();
+    let kafka_ref = clusters::kafka_of(user, &kafkas)?;
+    let kafka = kafkas
+        .iter()
+        .find(|k| {
+            k.name_any() == kafka_ref.name && k.namespace().as_deref() == Some(&kafka_ref.namespace)
+        })
+        .cloned()
+        .ok_or_else(|| TargetError::KafkaNotFound {
+            namespace: kafka_ref.namespace.clone(),
+            name: kafka_ref.name.clone(),
+        })?;
+    Ok((kafka_ref, kafka))
+}
+
+/// `Ready=False` for a user the user must fix; looked at again when it changes.
+async fn refuse(
+    ctx: &Context,
+    user: &KafkaUser,
+    reason: &str,
+    message: String,
+) -> Result<Action, Error> {
+    ctx.metrics.failed(reason);
+    write_status(ctx, user, not_ready(reason, message), None).await?;
+    Ok(Action::await_change())
+}
+
+async fn write_status(
+    ctx: &Context,
+    user: &KafkaUser,
+    ready: Condition,
+    done: Option<(&Desired, Option<String>)>,
+) -> Result<(), kube::Error> {
+    let old = user.status.clone().unwrap_or_default();
+    let (username, secret) = match done {
+        Some((desired, secret)) => (Some(desired.username.clone()), secret),
+        None => (old.username.clone(), old.secret.clone()),
+    };
+    let status = KafkaUserStatus {
+        conditions: conditions(&old.conditions, ready, &[], &now()),
+        observed_generation: user.metadata.generation,
+        username,
+        secret,
+    };
+    match crate::status::apply(&ctx.client, user, status, |u| u.status.as_ref()).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        other => other,
+    }
+}
+
+/// Revokes what Kafka holds for a deleted user, then lets it go. A user deleted with its CRD
+/// keeps its credentials in Kafka (absent is not deleted), as does one whose Kafka is gone.
+async fn cleanup(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
+    if !user.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let api: Api<KafkaUser> =
+        Api::namespaced(ctx.client.clone(), &user.namespace().unwrap_or_default());
+    let crd_going = crate::owned::crd_being_removed::<KafkaUser>(&ctx.client).await?;
+    if !crd_going && let Ok((kafka_ref, kafka)) = target(user, ctx) {
+        let bootstrap = clusters::bootstrap_of(&kafka_ref, &ctx.kafkas.state(), &ctx.access)
+            .map_err(Error::Target)?;
+        let admin = ctx
+            .access
+            .client(&bootstrap)
+            .await
+            .inspect_err(|_| ctx.access.forget(&bootstrap))?;
+        let authorizer = kafka.spec.kafka.authorization.is_some();
+        grants::revoke(&admin, &user.name_any(), authorizer).await?;
+        tracing::info!("revoked the user's credentials, ACLs and quotas");
+    }
+    crate::finalizer::remove(&api, user, FINALIZER).await?;
+    Ok(Action::await_change())
+}
