@@ -1128,3 +1128,89 @@ async fn claims_go_with_their_node_only_when_delete_claim_is_set() {
     .await;
     stretch.finish().await;
 }
+
+/// `KafkaUser`s that cannot be served get `Ready=False` with a reason and a message naming
+/// what to fix, and are looked at again once fixed: no `strimzi.io/cluster` label, an unknown
+/// `Kafka`, a rule without operations, ACLs on a `Kafka` without authorization, a password
+/// Secret that does not exist.
+#[tokio::test]
+async fn kafka_users_that_cannot_be_served_are_refused_naming_what_to_fix() {
+    let stretch = Stretch::start("kafka-users", &[]).await;
+    stretch.apply(kafka(json!({}))).await;
+    let user = |name: &str, cluster: Option<&str>, spec: Value| {
+        let labels = cluster.map_or(json!({}), |c| json!({"strimzi.io/cluster": c}));
+        json!({"apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
+               "metadata": {"name": name, "labels": labels}, "spec": spec})
+    };
+    let read_acl = json!({"type": "simple", "acls": [
+        {"resource": {"type": "topic", "name": "t"}, "operations": ["Read"]}]});
+    let cases = [
+        (
+            user("unlabelled", None, json!({})),
+            "MissingClusterLabel",
+            "strimzi.io/cluster",
+        ),
+        (
+            user("lost", Some("nope"), json!({})),
+            "KafkaNotFound",
+            "No Kafka named nope",
+        ),
+        (
+            user(
+                "no-ops",
+                Some("my-cluster"),
+                json!({"authorization": {"type": "simple", "acls": [
+                    {"resource": {"type": "topic", "name": "t"}}]}}),
+            ),
+            "InvalidAcl",
+            ".spec.authorization.acls[0] has no operations",
+        ),
+        (
+            user(
+                "unenforced",
+                Some("my-cluster"),
+                json!({"authorization": read_acl}),
+            ),
+            "AuthorizationNotEnabled",
+            "has no .spec.kafka.authorization",
+        ),
+        (
+            user(
+                "no-password",
+                Some("my-cluster"),
+                json!({"authentication": {"type": "scram-sha-512", "password":
+                    {"valueFrom": {"secretKeyRef": {"name": "absent", "key": "pw"}}}}}),
+            ),
+            "PasswordSecretMissing",
+            "Secret absent key pw, which does not exist",
+        ),
+    ];
+    let users: Api<kstretch_api::KafkaUser> = stretch.api(ALPHA);
+    for (resource, reason, text) in cases {
+        let name = resource["metadata"]["name"].as_str().unwrap().to_owned();
+        stretch.apply(resource).await;
+        wait_for(
+            &format!("KafkaUser {name} refused with {reason}"),
+            TIMEOUT,
+            || async {
+                let u = users.get(&name).await.unwrap();
+                let ready = u
+                    .status
+                    .as_ref()
+                    .and_then(|s| condition(&s.conditions, "Ready").cloned());
+                match ready {
+                    Some(c)
+                        if c.status == "False"
+                            && c.reason.as_deref() == Some(reason)
+                            && c.message.as_deref().is_some_and(|m| m.contains(text)) =>
+                    {
+                        Seen::Done(())
+                    }
+                    other => Seen::NotYet(format!("{other:?}")),
+                }
+            },
+        )
+        .await;
+    }
+    stretch.finish().await;
+}
