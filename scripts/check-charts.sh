@@ -95,10 +95,10 @@ echo "bad values are refused"
 has() { grep -q -- "$1" "$out/$2" || { echo "$2: no '$1'" >&2; exit 1; }; }
 lacks() { if grep -q -- "$1" "$out/$2"; then echo "$2: unexpected '$1'" >&2; exit 1; fi; }
 has 'kind: ClusterRoleBinding' central-clusterwide.yaml
-# Namespace-scoped, the only cluster-scoped rule is reading the two CRDs (ADR 0012).
+# Namespace-scoped, the only cluster-scoped rule is reading three CRDs (ADR 0012).
 [[ $(grep -c '^kind: ClusterRole$' "$out/central-default.yaml") == 1 ]] ||
   { echo "central-default.yaml: more than the CRD reader's ClusterRole" >&2; exit 1; }
-has 'resourceNames: \["kafkas.kafka.strimzi.io", "kafkaconnects.kafka.strimzi.io"\]' central-default.yaml
+has 'resourceNames: \["kafkas.kafka.strimzi.io", "kafkaconnects.kafka.strimzi.io", "kafkausers.kafka.strimzi.io"\]' central-default.yaml
 lacks '--namespace=' central-clusterwide.yaml
 has '--namespace=' central-default.yaml
 has 'kind: PodDisruptionBudget' central-default.yaml

@@ -6,12 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kstretch_api::{Condition, KafkaConnect, StrimziPodSet};
-use kstretch_tests::process::{Spawned, free_port};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kstretch_tests::{TestEnv, connect, kafka};
@@ -358,10 +356,25 @@ async fn invalid_connects_are_refused_and_keep_what_runs() {
             "InvalidConfig",
         ),
         (
-            "with-tls",
+            "with-oauth",
             None,
-            spec(json!({"tls": {"trustedCertificates": []}})),
+            spec(json!({"authentication": {"type": "oauth"}})),
             "UnsupportedField",
+        ),
+        (
+            "untrusting",
+            None,
+            spec(
+                json!({"tls": {"trustedCertificates": [{"secretName": "my-cluster-cluster-ca-cert"}]}}),
+            ),
+            "InvalidSecurity",
+        ),
+        (
+            "no-ca-secret",
+            None,
+            spec(json!({"tls": {"trustedCertificates":
+                [{"secretName": "absent-cluster-ca-cert", "certificate": "ca.crt"}]}})),
+            "SecretNotFound",
         ),
     ];
     for (name, alias, spec, _) in &cases {
@@ -489,67 +502,9 @@ async fn the_generated_worker_configuration_boots_a_real_worker() {
     })
     .await;
 
-    // Map the in-cluster addresses to loopback; every other line is the generated one.
-    let port = free_port();
     let dir = std::env::temp_dir().join(format!("{unique}-{}", std::process::id()));
-    let plugins = dir.join("plugins");
-    std::fs::create_dir_all(&plugins).unwrap();
-    let mut mapped = String::new();
-    for line in generated.lines() {
-        let line = match line.split_once('=') {
-            Some(("rest.advertised.port", _)) => format!("rest.advertised.port={port}"),
-            Some(("plugin.path", _)) => format!("plugin.path={}", plugins.display()),
-            // The image's /opt/kafka, which the directory provider insists exists.
-            Some(("config.providers.strimzidir.param.allowed.paths", _)) => format!(
-                "config.providers.strimzidir.param.allowed.paths={}",
-                dir.display()
-            ),
-            _ => line.to_owned(),
-        };
-        mapped.push_str(&line);
-        mapped.push('\n');
-    }
-    mapped.push_str(&format!("listeners=http://127.0.0.1:{port}\n"));
-    let worker_file = dir.join("worker.properties");
-    std::fs::write(&worker_file, &mapped).unwrap();
-
-    let mut command = Command::new("java");
-    command.args([
-        "-Xms64m",
-        "-Xmx384m",
-        "-XX:+UseSerialGC",
-        "-XX:TieredStopAtLevel=1",
-    ]);
-    let log4j = env
-        .log_dir
-        .parent()
-        .map(|s| s.join("kafka/log4j2.properties"));
-    if let Some(log4j) = log4j.filter(|p| p.exists()) {
-        command.arg(format!("-Dlog4j2.configurationFile={}", log4j.display()));
-    }
-    command
-        .arg("-cp")
-        .arg(format!("{}/*", env.kafka_libs().display()))
-        .arg("org.apache.kafka.connect.cli.ConnectDistributed")
-        .arg(&worker_file)
-        // What the pod gets as ADVERTISED_HOSTNAME, read by the generated strimzienv provider.
-        .env("ADVERTISED_HOSTNAME", "127.0.0.1");
-    let mut worker = Spawned::start("connect-worker", command);
-    let url = format!("http://127.0.0.1:{port}");
+    let (mut worker, url) = connect::boot_worker(&generated, &dir, &BTreeMap::new()).await;
     let http = connect::http();
-
-    let root: Value = wait_for(
-        "the worker's REST API",
-        Duration::from_secs(120),
-        || async {
-            match http.get(&url).send().await {
-                Ok(r) if r.status().is_success() => Seen::Done(r.json().await.unwrap()),
-                other => Seen::NotYet(format!("{other:?}\n{}", worker.log_tail(30))),
-            }
-        },
-    )
-    .await;
-    assert!(root["version"].is_string(), "{root}");
     let plugins_seen = connect::connector_plugins(&url).await.unwrap();
     assert!(
         plugins_seen

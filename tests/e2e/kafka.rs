@@ -826,9 +826,9 @@ async fn invalid_layouts_are_refused_with_every_problem_named() {
     stretch.finish().await;
 }
 
-/// Authentication and authorization that kstretch cannot configure (`oauth`, `opa`) are
-/// refused: `Ready=False UnsupportedField` naming the field, and the running cluster is kept as
-/// it was (same pods, configuration without the listener). Before, a `scram-sha-512` listener
+/// Authentication and authorization that kstretch cannot configure (`oauth`, `opa`), and a
+/// listener certificate whose Secret is missing, are refused: `Ready=False` with the reason,
+/// naming the field, and the running cluster is kept as it was (same pods, configuration without the listener). Before, a `scram-sha-512` listener
 /// was served as `PLAINTEXT`. (TLS, `tls`, `scram-sha-512`, `custom` and `simple` are served.)
 #[tokio::test]
 async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept() {
@@ -853,20 +853,29 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
             json!({"listeners": [plain.clone(), {"name": "oauth", "port": 9094,
                 "type": "internal", "tls": true, "authentication": {"type": "oauth"}}]}),
             ".spec.kafka.listeners[1].authentication (type oauth)",
+            "UnsupportedField",
         ),
         (
             json!({"listeners": [plain.clone()], "authorization": {"type": "opa"}}),
             ".spec.kafka.authorization (type opa)",
+            "UnsupportedField",
+        ),
+        (
+            json!({"listeners": [plain.clone(), {"name": "own", "port": 9094,
+                "type": "internal", "tls": true, "configuration": {"brokerCertChainAndKey":
+                    {"secretName": "absent", "certificate": "tls.crt", "key": "tls.key"}}}]}),
+            "names Secret absent key tls.crt, which does not exist",
+            "SecretNotFound",
         ),
     ];
-    for (change, field) in cases {
+    for (change, field, reason) in cases {
         let mut k = kafka(json!({}));
         for (key, value) in change.as_object().unwrap() {
             k["spec"]["kafka"][key] = value.clone();
         }
         stretch.apply(k).await;
         let refused = wait_kafka(&stretch, &format!("refused naming {field}"), |k| {
-            ready_reason(k).as_deref() == Some("UnsupportedField")
+            ready_reason(k).as_deref() == Some(reason)
                 && condition(&kafka_conditions(k), "Ready")
                     .and_then(|c| c.message.as_deref())
                     .is_some_and(|m| m.contains(field))

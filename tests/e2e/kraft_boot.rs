@@ -75,6 +75,7 @@ fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
                 kind: ListenerKind::Internal,
                 tls: false,
                 authentication: Default::default(),
+                custom_certificate: false,
             },
             Listener {
                 name: "tls".into(),
@@ -82,6 +83,7 @@ fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
                 kind: ListenerKind::Internal,
                 tls: true,
                 authentication: Default::default(),
+                custom_certificate: false,
             },
         ],
         config: user_config(),

@@ -270,6 +270,16 @@ async fn live_kafka_of(
 ) -> (Stretch, Kafka) {
     let mut stretch = Stretch::start(test, &[]).await;
     stretch.delete_namespaces_on_panic();
+    ready_kafka(stretch, kafka, storage, extra).await
+}
+
+/// Applies `kafka` and its pools to `stretch` and waits until it is Ready.
+async fn ready_kafka(
+    stretch: Stretch,
+    kafka: Value,
+    storage: Value,
+    extra: Vec<Value>,
+) -> (Stretch, Kafka) {
     stretch.apply(kafka).await;
     stretch.apply(pool("a", 2, ALPHA, storage.clone())).await;
     stretch.apply(pool("b", 1, BETA, storage)).await;
@@ -280,6 +290,19 @@ async fn live_kafka_of(
         .wait_in_alpha("live", "Ready on real pods", START_TIMEOUT, is_ready)
         .await;
     (stretch, k)
+}
+
+/// [`live_kafka_of`] with the Secret `secret` in alpha's namespace before the `Kafka`.
+async fn live_kafka_of_with_secret(
+    test: &str,
+    kafka: Value,
+    storage: Value,
+    secret: Value,
+) -> (Stretch, Kafka) {
+    let mut stretch = Stretch::start(test, &[]).await;
+    stretch.delete_namespaces_on_panic();
+    stretch.apply(secret).await;
+    ready_kafka(stretch, kafka, storage, Vec::new()).await
 }
 
 /// Every broker's `plain` address, from the status.
@@ -864,31 +887,60 @@ fn client_dir(stretch: &Stretch) -> PathBuf {
 fn tls_client_config(dir: &std::path::Path, name: &str, ca: &str) -> String {
     let ca_file = dir.join(format!("{name}-ca.crt"));
     std::fs::write(&ca_file, ca).unwrap();
-    let config = dir.join(format!("{name}.properties"));
-    std::fs::write(
-        &config,
-        format!(
-            "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
-            ca_file.display()
-        ),
+    client_config(
+        dir,
+        name,
+        &[
+            ("security.protocol", "SSL".to_owned()),
+            ("ssl.truststore.type", "PEM".to_owned()),
+            ("ssl.truststore.location", ca_file.display().to_string()),
+        ],
     )
-    .unwrap();
-    config.display().to_string()
+}
+
+/// Client properties in `dir`: `lines`, each `key=value` (values escaped as Java reads them).
+fn client_config(dir: &std::path::Path, name: &str, lines: &[(&str, String)]) -> String {
+    let text: String = lines
+        .iter()
+        .map(|(k, v)| format!("{k}={}\n", v.replace('\\', "\\\\").replace('\n', "\\n")))
+        .collect();
+    let path = dir.join(format!("{name}.properties"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
 }
 
 /// Strimzi's `kafka-persistent` example shape (a plain listener on 9092, a TLS one on 9093)
 /// is Ready without warnings; Kafka's own clients trusting `ca.crt` of
 /// `<cluster>-cluster-ca-cert` produce and consume on 9093, and fail when they trust another
 /// CA; the nodes' replication listener refuses plaintext and TLS without a client
-/// certificate; no Secret of the member cluster beta holds the CA key.
+/// certificate; no Secret of the member cluster beta holds the CA key, but beta has the CA
+/// certificate Secret, whose `ca.p12` Java clients trust.
 #[tokio::test]
 async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutual_tls() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let (stretch, k) = live_kafka_of(
+    // A listener that presents the user's own certificate (`brokerCertChainAndKey`), issued by
+    // a CA of the user's for the addresses clients reach the brokers at.
+    let user_ca = kstretch_tests::certs::Pki::new("listener-ca");
+    let ips: Vec<std::net::IpAddr> = [ALPHA, BETA]
+        .iter()
+        .map(|alias| real_node_ip(alias).parse().unwrap())
+        .collect();
+    let listener_cert = user_ca.server_for_ips("external", &ips);
+    let mut shape = kafka_persistent_shape();
+    shape["spec"]["kafka"]["listeners"]
+        .as_array_mut()
+        .unwrap()
+        .push(
+            json!({"name": "own", "port": 9096, "type": "internal", "tls": true,
+            "configuration": {"brokerCertChainAndKey":
+                {"secretName": "listener-cert", "certificate": "tls.crt", "key": "tls.key"}}}),
+        );
+    let (stretch, k) = live_kafka_of_with_secret(
         "running-tls",
-        kafka_persistent_shape(),
+        shape,
         json!({"type": "ephemeral"}),
-        vec![],
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "listener-cert"},
+               "stringData": {"tls.crt": listener_cert.cert_pem, "tls.key": listener_cert.key_pem}}),
     )
     .await;
     let conditions = &k.status.as_ref().unwrap().conditions;
@@ -982,6 +1034,19 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
         "a client trusting another CA listed topics: {refused:?}"
     );
 
+    // The listener with the user's certificate: a client trusting only the user's CA gets in.
+    let own = tls_client_config(&dir, "own", &user_ca.ca_pem());
+    run_kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &listener_at(&k, "own", &real_node_ip(BETA)),
+            "--command-config",
+            &own,
+            "--list",
+        ],
+    );
+
     // The replication listener, as reached from outside its pod: no plaintext, and TLS only
     // with a certificate of the cluster CA.
     let services: Api<k8s_openapi::api::core::v1::Service> = stretch.api(ALPHA);
@@ -1038,6 +1103,36 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
         }
     }
 
+    // Clients in beta find the CA certificate there too, as a PKCS#12 trust store as well.
+    let copy = in_beta
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some("live-cluster-ca-cert"))
+        .expect("the CA certificate Secret in beta");
+    assert_eq!(data(copy, "ca.crt"), ca);
+    let p12 = dir.join("ca.p12");
+    std::fs::write(&p12, &copy.data.as_ref().unwrap()["ca.p12"].0).unwrap();
+    let from_p12 = client_config(
+        &dir,
+        "p12",
+        &[
+            ("security.protocol", "SSL".to_owned()),
+            ("ssl.truststore.type", "PKCS12".to_owned()),
+            ("ssl.truststore.location", p12.display().to_string()),
+            ("ssl.truststore.password", data(copy, "ca.password")),
+        ],
+    );
+    let listed = run_kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &tls_beta,
+            "--command-config",
+            &from_p12,
+            "--list",
+        ],
+    );
+    assert!(listed.contains("secured"), "{listed}");
+
     // Deleted by the user, the Kafka takes the CA and certificates kstretch generated along.
     let kafkas: Api<Kafka> = stretch.api(ALPHA);
     kafkas.delete("live", &Default::default()).await.unwrap();
@@ -1049,6 +1144,8 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
             for name in [
                 "live-cluster-ca-cert",
                 "live-cluster-ca",
+                "live-clients-ca-cert",
+                "live-clients-ca",
                 "live-kstretch-node-certs",
             ] {
                 if secrets.get_opt(name).await.unwrap().is_some() {
@@ -1100,17 +1197,6 @@ fn kafka_user(name: &str, authentication: &str, topic: &str) -> Value {
             ]}
         }
     })
-}
-
-/// Client properties in `dir`: `lines`, each `key=value` (values escaped as Java reads them).
-fn client_config(dir: &std::path::Path, name: &str, lines: &[(&str, String)]) -> String {
-    let text: String = lines
-        .iter()
-        .map(|(k, v)| format!("{k}={}\n", v.replace('\\', "\\\\").replace('\n', "\\n")))
-        .collect();
-    let path = dir.join(format!("{name}.properties"));
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
 }
 
 /// Kafka's console consumer reading up to `count` records of `topic` at `bootstrap` with the
@@ -1323,8 +1409,100 @@ async fn users_are_authenticated_and_authorized(stretch: &Stretch, k: &Kafka) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A `KafkaConnect` of the secured cluster whose workers trust the cluster CA and authenticate
+/// with a `KafkaUser`'s certificate: the worker configuration and the Secret central ships to
+/// the workers' cluster, booted as a real worker, join the cluster over mutual TLS under the
+/// user's ACLs (the worker creates its storage topics).
+async fn connect_workers_reach_the_secured_kafka(stretch: &Stretch, k: &Kafka) {
+    let all = |kind: &str| {
+        json!({"resource": {"type": kind, "name": "connect-", "patternType": "prefix"},
+               "operations": ["All"]})
+    };
+    stretch
+        .apply(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
+            "metadata": {"name": "connect", "labels": {"strimzi.io/cluster": "live"}},
+            "spec": {"authentication": {"type": "tls"},
+                     "authorization": {"type": "simple", "acls": [all("topic"), all("group"),
+                        {"resource": {"type": "cluster"},
+                         "operations": ["Describe", "DescribeConfigs"]}]}}
+        }))
+        .await;
+    let secrets: Api<Secret> = stretch.api(ALPHA);
+    wait_for("the connect user's Secret", START_TIMEOUT, || async {
+        match secrets.get_opt("connect").await.unwrap() {
+            Some(_) => Seen::Done(()),
+            None => Seen::NotYet(String::new()),
+        }
+    })
+    .await;
+    stretch
+        .apply(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
+            "metadata": {"name": "secure"},
+            "spec": {
+                "replicas": 0,
+                "bootstrapServers": listener_at(k, "mtls", &real_node_ip(ALPHA)),
+                "groupId": "connect-group", "configStorageTopic": "connect-configs",
+                "statusStorageTopic": "connect-status", "offsetStorageTopic": "connect-offsets",
+                "tls": {"trustedCertificates":
+                    [{"secretName": "live-cluster-ca-cert", "certificate": "ca.crt"}]},
+                "authentication": {"type": "tls", "certificateAndKey":
+                    {"secretName": "connect", "certificate": "user.crt", "key": "user.key"}},
+                "config": {"config.storage.replication.factor": 3,
+                           "offset.storage.replication.factor": 3,
+                           "status.storage.replication.factor": 3}
+            }
+        }))
+        .await;
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = stretch.api(ALPHA);
+    let (generated, shipped) = wait_for(
+        "the workers' configuration and Secret",
+        START_TIMEOUT,
+        || async {
+            let cm = config_maps.get_opt("secure-connect-config").await.unwrap();
+            let secret = secrets.get_opt("secure-connect-security").await.unwrap();
+            match (cm, secret) {
+                (Some(cm), Some(secret)) => Seen::Done((
+                    cm.data.unwrap_or_default()["kafka-connect.properties"].clone(),
+                    secret
+                        .data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.0))
+                        .collect::<BTreeMap<String, Vec<u8>>>(),
+                )),
+                other => Seen::NotYet(format!("{:?}", (other.0.is_some(), other.1.is_some()))),
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        shipped.keys().collect::<Vec<_>>(),
+        ["ca.crt", "user.crt", "user.key"]
+    );
+    assert!(generated.contains("security.protocol=SSL"), "{generated}");
+    let dir = client_dir(stretch).join("connect");
+    let (mut worker, _url) = kstretch_tests::connect::boot_worker(&generated, &dir, &shipped).await;
+    let bootstrap = all_brokers(k);
+    wait_for("the workers' storage topics", START_TIMEOUT, || async {
+        let topics = kstretch_tests::kafka::topic_names(&bootstrap).unwrap_or_default();
+        if ["connect-configs", "connect-status", "connect-offsets"]
+            .iter()
+            .all(|t| topics.contains(*t))
+        {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(worker.log_tail(20))
+        }
+    })
+    .await;
+    worker.stop();
+}
+
 /// A secured cluster (SCRAM and certificate listeners, simple authorization) serves its
-/// `KafkaUser`s (see [`users_are_authenticated_and_authorized`]); then
+/// `KafkaUser`s (see [`users_are_authenticated_and_authorized`]) and Connect workers (see
+/// [`connect_workers_reach_the_secured_kafka`]); then
 /// `strimzi.io/force-renew` on `live-cluster-ca-cert` of the running cluster while an idempotent
 /// producer with `acks=all` sends: a new CA certificate of the same key (generation 1), the old
 /// one kept as `ca-<expiry>.crt`, every node rolled one at a time to trust both, no failed
@@ -1335,6 +1513,7 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
     let _one = ONE_AT_A_TIME.lock().await;
     let (stretch, k) = live_kafka_of("running-renew", secured_kafka(), persistent(), vec![]).await;
     users_are_authenticated_and_authorized(&stretch, &k).await;
+    connect_workers_reach_the_secured_kafka(&stretch, &k).await;
 
     let bootstrap = all_brokers(&k);
     create_topic(&bootstrap, "renewed", 3, 3).await;

@@ -83,6 +83,15 @@ impl Pki {
         self.issue("central", params)
     }
 
+    /// A server certificate for the IP addresses `ips` (a listener certificate the user brings).
+    pub fn server_for_ips(&self, name: &str, ips: &[IpAddr]) -> CertFiles {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = dn(name);
+        params.subject_alt_names = ips.iter().map(|ip| SanType::IpAddress(*ip)).collect();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        self.issue(name, params)
+    }
+
     /// A Kafka node's certificate on loopback: DNS `localhost` and IP `127.0.0.1`, server and
     /// client authentication (nodes are both to each other).
     pub fn loopback_node(&self) -> CertFiles {

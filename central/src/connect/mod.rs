@@ -7,6 +7,7 @@ pub mod error;
 pub mod metrics;
 pub mod reconcile;
 pub mod rollout;
+pub mod security;
 pub mod validate;
 
 use std::collections::BTreeSet;

@@ -16,6 +16,7 @@ use super::build;
 use super::error::Error;
 use super::metrics::ConnectMetrics;
 use super::rollout::{self, Seen, Step};
+use super::security;
 use super::validate;
 use crate::kafka::resolve::Members;
 use crate::kafka::status::{self, FIELD_MANAGER};
@@ -150,22 +151,15 @@ pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Acti
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            tracing::warn!(%reason, %message, "KafkaConnect cannot be reconciled as it is");
-            ctx.metrics.invalid(reason);
-            // The last good desired state stands; nothing in the member cluster changes.
-            keep_or_retain(&ctx.owners, &owner)?;
-            st.conditions = status::conditions(
-                &st.conditions,
-                status::not_ready(reason, message),
-                &[],
-                &now,
-            );
-            write_status(&ctx.client, &connect, st).await?;
-            return Ok(Action::await_change());
+            return refuse(&ctx, &connect, &owner, st, reason, message).await;
         }
     };
+    let material = match security::material(&ctx.client, &connect, &resolved.security).await? {
+        Ok(material) => material,
+        Err(message) => return refuse(&ctx, &connect, &owner, st, "SecretNotFound", message).await,
+    };
 
-    let built = build::build(&connect, &resolved);
+    let built = build::build(&connect, &resolved, &material);
     ctx.owners.put(
         owner.clone(),
         Part::Objects([(built.alias.clone(), built.objects.clone())].into()),
@@ -216,6 +210,29 @@ pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Acti
     } else {
         BUSY_REQUEUE
     }))
+}
+
+/// `Ready=False` for a `KafkaConnect` the user must fix: the last good desired state stands,
+/// nothing in the member cluster changes, and it is looked at again when it changes.
+async fn refuse(
+    ctx: &Context,
+    connect: &KafkaConnect,
+    owner: &Owner,
+    mut st: KafkaConnectStatus,
+    reason: &str,
+    message: String,
+) -> Result<Action, Error> {
+    tracing::warn!(%reason, %message, "KafkaConnect cannot be reconciled as it is");
+    ctx.metrics.invalid(reason);
+    keep_or_retain(&ctx.owners, owner)?;
+    st.conditions = status::conditions(
+        &st.conditions,
+        status::not_ready(reason, message),
+        &[],
+        &status::now(),
+    );
+    write_status(&ctx.client, connect, st).await?;
+    Ok(Action::await_change())
 }
 
 async fn restart(ctx: &Context, alias: &str, namespace: &str, pod: &str, uid: String) -> String {

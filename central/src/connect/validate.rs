@@ -8,6 +8,7 @@ use kstretch_api::{KafkaConnect, names};
 use kube::ResourceExt;
 use serde_json::Value;
 
+use super::security;
 use crate::kafka::resolve::Members;
 
 /// Replicas when `spec.replicas` is not set (v1beta2 resources may omit it; Strimzi's default).
@@ -77,6 +78,8 @@ pub struct Resolved {
     pub config: BTreeMap<String, String>,
     /// `(reason, message)` of every warning.
     pub warnings: Vec<(String, String)>,
+    /// How the workers reach Kafka (`spec.tls`, `spec.authentication`).
+    pub security: security::Security,
 }
 
 /// Why a `KafkaConnect` cannot be used as it is; reported as `Ready=False`.
@@ -101,10 +104,8 @@ pub enum Invalid {
         "the config, status and offset storage topics must be three different topics, but {topic:?} is used twice; set spec.configStorageTopic, spec.statusStorageTopic and spec.offsetStorageTopic to distinct names"
     )]
     SharedStorageTopic { topic: String },
-    #[error(
-        "spec.{0} is not supported by kstretch yet (the workers would fail to connect); remove it and use a listener without TLS or authentication"
-    )]
-    Unsupported(&'static str),
+    #[error(transparent)]
+    Security(#[from] security::Problem),
 }
 
 impl Invalid {
@@ -116,7 +117,8 @@ impl Invalid {
             Self::MissingBootstrapServers => "MissingBootstrapServers",
             Self::InvalidBootstrapServers(_) => "InvalidBootstrapServers",
             Self::InvalidConfigValue { .. } | Self::SharedStorageTopic { .. } => "InvalidConfig",
-            Self::Unsupported(_) => "UnsupportedField",
+            Self::Security(security::Problem::Unsupported(_)) => "UnsupportedField",
+            Self::Security(security::Problem::Invalid(_)) => "InvalidSecurity",
         }
     }
 }
@@ -169,15 +171,10 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
         }
     }
 
-    for field in [
-        ("tls", spec.tls.is_some()),
-        ("authentication", spec.authentication.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(f, set)| set.then_some(f))
-    {
-        problems.push(Invalid::Unsupported(field));
-    }
+    let security = security::read(connect).unwrap_or_else(|problem| {
+        problems.push(problem.into());
+        security::Security::default()
+    });
 
     let mut user: BTreeMap<String, String> = BTreeMap::new();
     for (key, value) in spec.config.iter().flatten() {
@@ -305,6 +302,7 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
         offset_storage_topic,
         config: user,
         warnings,
+        security,
     })
 }
 
@@ -406,7 +404,7 @@ mod tests {
         let c = connect(
             json!({"replicas": -1, "bootstrapServers": "k:9092,nohost,k:0,k:99999",
                    "groupId": "g", "configStorageTopic": "t", "statusStorageTopic": "t",
-                   "offsetStorageTopic": "o", "tls": {"trustedCertificates": []},
+                   "offsetStorageTopic": "o", "authentication": {"type": "oauth"},
                    "config": {"a": {"b": 1}, "l": [1]}}),
             json!({"strimzi.io/stretch-cluster-alias": "gamma"}),
         );

@@ -119,6 +119,7 @@ mod tests {
             kind: ListenerKind::Internal,
             tls: false,
             authentication: Default::default(),
+            custom_certificate: false,
         }]
     }
 

@@ -50,6 +50,46 @@ pub struct Built {
     pub metadata_version: Option<String>,
 }
 
+/// Adds copies of the CA certificate Secrets `cas` (name and data: certificates and trust
+/// stores, never a key) to the objects of every member cluster but central's own cluster
+/// `own_alias`, where the originals live: clients in each cluster read `ca.crt` there, as in
+/// Strimzi.
+pub fn add_ca_copies(
+    built: &mut Built,
+    kafka: &Kafka,
+    own_alias: &str,
+    cas: &[(String, &BTreeMap<String, Vec<u8>>)],
+) {
+    let name = kafka.name_any();
+    let namespace = kafka.namespace().unwrap_or_default();
+    let names = Names {
+        kafka: &name,
+        namespace: &namespace,
+    };
+    for (alias, objects) in &mut built.objects {
+        if alias == own_alias {
+            continue;
+        }
+        for (secret, data) in cas {
+            let data: Map<String, Value> = data
+                .iter()
+                .filter(|(key, _)| !key.ends_with(".key"))
+                .map(|(key, bytes)| {
+                    let value = serde_json::to_value(k8s_openapi::ByteString(bytes.clone()));
+                    (key.clone(), value.unwrap_or_default())
+                })
+                .collect();
+            let mut labels = names.labels();
+            labels.insert(
+                names::COMPONENT_TYPE.to_owned(),
+                Value::String("certificate-authority".to_owned()),
+            );
+            objects.push(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": names.meta(secret, labels), "type": "Opaque", "data": data}));
+        }
+    }
+}
+
 /// The cluster `kafka` describes, whose pools have the node IDs `ids` (by pool name).
 pub fn cluster_model(
     kafka: &Kafka,
@@ -171,6 +211,12 @@ pub fn build(
             // A renewed certificate or CA rolls the node, which reads them at start.
             let mut tls = vec![cert.cert.as_str(), certs.ca_cert.as_str()];
             tls.extend(certs.clients_ca_cert.as_deref());
+            tls.extend(
+                certs
+                    .listeners
+                    .values()
+                    .flat_map(|p| [p.cert.as_str(), p.key.as_str()]),
+            );
             let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &text, &tls);
             pods.push(pod);
             built_nodes.insert(
@@ -337,6 +383,11 @@ fn certificate_secret(
     .chain(clients_ca)
     {
         data.insert(key.to_owned(), encode(text).unwrap_or_default());
+    }
+    for (listener, pem) in &certs.listeners {
+        let (cert_file, key_file) = kraft::listener_cert_files(listener);
+        data.insert(cert_file, encode(&pem.cert).unwrap_or_default());
+        data.insert(key_file, encode(&pem.key).unwrap_or_default());
     }
     json!({"apiVersion": "v1", "kind": "Secret",
            "metadata": ctx.meta(pod, ctx.pool_labels(&pool.name)),
@@ -693,6 +744,7 @@ mod tests {
         NodeCerts {
             ca_cert: "CA CERT".into(),
             clients_ca_cert: None,
+            listeners: BTreeMap::new(),
             nodes: node_hostnames(&model)
                 .unwrap()
                 .into_keys()
@@ -820,6 +872,41 @@ mod tests {
         let model = cluster_model(&k, &resolved, &ids, "abc");
         let after = super::build(&k, &resolved, &ids, model, &renewed).unwrap();
         assert_ne!(base, after.nodes[&0].revision);
+    }
+
+    #[test]
+    fn member_clusters_get_copies_of_the_ca_certificates_but_never_a_key() {
+        let k = kafka(serde_json::json!({}));
+        let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
+        let resolved = resolve(&k, &[&d], &members()).unwrap();
+        let mut built = build(&k, &resolved, &ids(&[("dual", &[0])]), "abc").unwrap();
+        built.objects.insert("beta".into(), Vec::new());
+        let public = BTreeMap::from([
+            ("ca.crt".to_owned(), b"CERT".to_vec()),
+            ("ca.p12".to_owned(), vec![0xff, 0x00]),
+            ("ca.key".to_owned(), b"KEY".to_vec()),
+        ]);
+        let before = built.objects["alpha"].len();
+        add_ca_copies(
+            &mut built,
+            &k,
+            "alpha",
+            &[("my-cluster-cluster-ca-cert".to_owned(), &public)],
+        );
+        assert_eq!(
+            built.objects["alpha"].len(),
+            before,
+            "central's cluster has the originals"
+        );
+        let copy = find(
+            &built.objects["beta"],
+            "Secret",
+            "my-cluster-cluster-ca-cert",
+        );
+        let data: BTreeMap<String, k8s_openapi::ByteString> =
+            serde_json::from_value(copy["data"].clone()).unwrap();
+        assert_eq!(data.keys().collect::<Vec<_>>(), ["ca.crt", "ca.p12"]);
+        assert_eq!(data["ca.p12"].0, [0xff, 0x00]);
     }
 
     #[test]

@@ -357,22 +357,40 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let clients_trusted = model
         .needs_clients_ca()
         .then_some(clients_ca.trusted.as_str());
-    let certs =
-        match pki::node_certificates(&ctx.client, &kafka, &ca, clients_trusted, &hosts).await {
-            Ok(certs) => certs,
-            Err(CertError::Refused(r)) => {
-                return refuser.refuse(kafka_status, r.reason, &r.message).await;
-            }
-            Err(CertError::Kube(e)) => return Err(e.into()),
-        };
+    let certs = match certificates(
+        &ctx.client,
+        &kafka,
+        &ca,
+        clients_trusted,
+        &hosts,
+        &effective,
+    )
+    .await
+    {
+        Ok(certs) => certs,
+        Err(CertError::Refused(r)) => {
+            return refuser.refuse(kafka_status, r.reason, &r.message).await;
+        }
+        Err(CertError::Kube(e)) => return Err(e.into()),
+    };
 
-    let built = match build::build(&kafka, &effective, &ids, model, &certs) {
+    let mut built = match build::build(&kafka, &effective, &ids, model, &certs) {
         Ok(b) => b,
         Err(e) => {
             let message = e.to_string();
             return refuser.refuse(kafka_status, e.reason(), &message).await;
         }
     };
+    let kafka_name = kafka.name_any();
+    build::add_ca_copies(
+        &mut built,
+        &kafka,
+        &ctx.members.own,
+        &[
+            (CaKind::Cluster.cert_secret(&kafka_name), &ca.public),
+            (CaKind::Clients.cert_secret(&kafka_name), &clients_ca.public),
+        ],
+    );
     warnings.extend(
         built
             .warnings
@@ -769,6 +787,21 @@ fn base64url(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// Every node's certificate, with the listeners' own certificates (`brokerCertChainAndKey`).
+async fn certificates(
+    client: &kube::Client,
+    kafka: &Kafka,
+    ca: &pki::Ca,
+    clients_trusted: Option<&str>,
+    hosts: &BTreeMap<String, BTreeSet<String>>,
+    resolved: &Resolved,
+) -> Result<pki::NodeCerts, CertError> {
+    let mut certs = pki::node_certificates(client, kafka, ca, clients_trusted, hosts).await?;
+    certs.listeners =
+        pki::listener_certificates(client, kafka, &resolved.listener_certificates).await?;
+    Ok(certs)
 }
 
 /// Where central's admin client reaches the cluster.

@@ -15,7 +15,7 @@ use kstretch_core::kraft::{Addressing, Authorization, Listener, ListenerKind};
 use kstretch_core::node_ids::{PoolIds, Role};
 use kube::ResourceExt;
 
-use super::security::{self, SecurityProblem};
+use super::security::{self, SecretCertificate, SecurityProblem};
 
 /// `Kafka` annotation choosing how nodes in different member clusters reach each other:
 /// `cluster-dns` (one cluster only), `mcs` (Multi-Cluster Services), `loadbalancer` (a
@@ -96,6 +96,8 @@ pub struct ResolvedPool {
 pub struct Resolved {
     pub pools: Vec<ResolvedPool>,
     pub listeners: Vec<Listener>,
+    /// `configuration.brokerCertChainAndKey` by listener (Kafka's name for it).
+    pub listener_certificates: BTreeMap<String, SecretCertificate>,
     pub authorization: Option<Authorization>,
     pub config: BTreeMap<String, String>,
     /// With per-node Services, `PerNodeService` with the addresses known so far (filled in by
@@ -247,21 +249,30 @@ pub fn resolve(
     );
 
     let mut listeners = Vec::new();
+    let mut listener_certificates = BTreeMap::new();
     for (index, l) in spec.listeners.iter().enumerate() {
         let authentication = security::authentication(index, l).map_err(Invalid::from);
-        match (u16::try_from(l.port), authentication) {
-            (Ok(port), Ok(authentication)) => listeners.push(Listener {
-                name: l.name.clone(),
-                port,
-                kind: listener_kind(l.type_),
-                tls: l.tls,
-                authentication,
-            }),
-            (Err(_), _) => invalid.push(Invalid::InvalidListenerPort {
+        let certificate = security::broker_certificate(index, l).map_err(Invalid::from);
+        match (u16::try_from(l.port), authentication, certificate) {
+            (Ok(port), Ok(authentication), Ok(certificate)) => {
+                let listener = Listener {
+                    name: l.name.clone(),
+                    port,
+                    kind: listener_kind(l.type_),
+                    tls: l.tls,
+                    authentication,
+                    custom_certificate: certificate.is_some(),
+                };
+                if let Some(certificate) = certificate {
+                    listener_certificates.insert(listener.config_name(), certificate);
+                }
+                listeners.push(listener);
+            }
+            (Err(_), _, _) => invalid.push(Invalid::InvalidListenerPort {
                 name: l.name.clone(),
                 port: l.port,
             }),
-            (_, Err(problem)) => invalid.push(problem),
+            (_, Err(problem), _) | (_, _, Err(problem)) => invalid.push(problem),
         }
     }
     let kstretch_principals = crate::pki::kstretch_principals(&kafka_name);
@@ -330,6 +341,7 @@ pub fn resolve(
         Some(addressing) if invalid.is_empty() => Ok(Resolved {
             pools: resolved,
             listeners,
+            listener_certificates,
             authorization,
             config: config_strings(spec.config.as_ref()),
             addressing,

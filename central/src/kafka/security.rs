@@ -31,6 +31,15 @@ pub enum SecurityProblem {
         problem: String,
     },
     #[error(
+        "listener {name} (port {port}): .spec.kafka.listeners[{index}].configuration.brokerCertChainAndKey.{field} is missing; give secretName, certificate and key"
+    )]
+    InvalidCertificate {
+        name: String,
+        port: i32,
+        index: usize,
+        field: String,
+    },
+    #[error(
         ".spec.kafka.authorization (type {kind}) is not configured by kstretch, which will not let every client do everything; use simple or custom"
     )]
     UnsupportedAuthorization { kind: String },
@@ -45,7 +54,9 @@ impl SecurityProblem {
             Self::UnsupportedAuthentication { .. } | Self::UnsupportedAuthorization { .. } => {
                 "UnsupportedField"
             }
-            Self::InvalidAuthentication { .. } => "InvalidListener",
+            Self::InvalidAuthentication { .. } | Self::InvalidCertificate { .. } => {
+                "InvalidListener"
+            }
             Self::InvalidAuthorization { .. } => "InvalidAuthorization",
         }
     }
@@ -126,6 +137,48 @@ pub fn authentication(
             kind: kind.to_owned(),
         }),
     }
+}
+
+/// A certificate and key the user keeps in a Secret of the `Kafka`'s namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretCertificate {
+    pub secret: String,
+    pub certificate: String,
+    pub key: String,
+}
+
+/// `configuration.brokerCertChainAndKey` of listener `index`: the certificate every broker
+/// presents there instead of its own.
+pub fn broker_certificate(
+    index: usize,
+    listener: &GenericKafkaListener,
+) -> Result<Option<SecretCertificate>, SecurityProblem> {
+    let Some(value) = listener
+        .configuration
+        .as_ref()
+        .and_then(|c| c.get("brokerCertChainAndKey"))
+    else {
+        return Ok(None);
+    };
+    let field = |name: &str| {
+        value
+            .get(name)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| SecurityProblem::InvalidCertificate {
+                name: listener.name.clone(),
+                port: listener.port,
+                index,
+                field: name.to_owned(),
+            })
+    };
+    Ok(Some(SecretCertificate {
+        secret: field("secretName")?,
+        certificate: field("certificate")?,
+        key: field("key")?,
+    }))
 }
 
 /// The authorizer of `kafka`'s nodes, if `authorization` asks for one; `kstretch` lists the
@@ -225,6 +278,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(authentication(0, &none), Ok(Authentication::None));
+    }
+
+    #[test]
+    fn a_listener_certificate_names_its_secret_and_keys() {
+        let with = |configuration: Value| -> GenericKafkaListener {
+            serde_json::from_value(json!({"name": "ext", "port": 9094, "type": "internal",
+                "tls": true, "configuration": configuration}))
+            .unwrap()
+        };
+        let ok = with(json!({"brokerCertChainAndKey":
+            {"secretName": "s", "certificate": "tls.crt", "key": "tls.key"}}));
+        assert_eq!(
+            broker_certificate(0, &ok),
+            Ok(Some(SecretCertificate {
+                secret: "s".into(),
+                certificate: "tls.crt".into(),
+                key: "tls.key".into()
+            }))
+        );
+        assert_eq!(broker_certificate(0, &with(json!({}))), Ok(None));
+        let err = broker_certificate(
+            2,
+            &with(json!({"brokerCertChainAndKey": {"secretName": "s"}})),
+        )
+        .unwrap_err();
+        assert_eq!(err.reason(), "InvalidListener");
+        assert!(
+            err.to_string()
+                .contains("listeners[2].configuration.brokerCertChainAndKey.certificate"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -158,6 +158,49 @@ pub fn pkcs12(pem: &Pem, alias: &str, password: &str) -> Result<Vec<u8>, PkiErro
     store.writer(password).write().map_err(p12)
 }
 
+/// The PEM certificates in `certs` as a PKCS#12 trust store protected by `password` (Java's
+/// `ssl.truststore.type=PKCS12`), each a trusted certificate entry `ca-<n>`.
+pub fn truststore_pkcs12(certs: &str, password: &str) -> Result<Vec<u8>, PkiError> {
+    let p12 = |e: p12_keystore::error::Error| PkiError(format!("PKCS#12: {e}"));
+    let mut store = p12_keystore::KeyStore::new();
+    for (n, pem) in x509_parser::pem::Pem::iter_from_buffer(certs.as_bytes()).enumerate() {
+        let pem = pem.map_err(|e| PkiError(format!("certificate {n}: {e}")))?;
+        let cert = p12_keystore::Certificate::from_der(&pem.contents).map_err(p12)?;
+        store.add_entry(
+            &format!("ca-{n}"),
+            p12_keystore::KeyStoreEntry::Certificate(cert),
+        );
+    }
+    if store.entries_len() == 0 {
+        return Err(PkiError("no certificate to trust".to_owned()));
+    }
+    store.writer(password).write().map_err(p12)
+}
+
+/// `len` letters and digits, the first a letter, from the system's secure randomness (every
+/// character equally likely).
+pub fn random_password(len: usize) -> Result<String, PkiError> {
+    const LETTERS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    const ALPHANUMERIC: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let random = ring::rand::SystemRandom::new();
+    let mut out = String::with_capacity(len);
+    while out.len() < len {
+        let mut byte = [0u8; 1];
+        ring::rand::SecureRandom::fill(&random, &mut byte)
+            .map_err(|_| PkiError("the system has no secure randomness".to_owned()))?;
+        let alphabet = if out.is_empty() {
+            LETTERS
+        } else {
+            ALPHANUMERIC
+        };
+        let limit = 256 - 256 % alphabet.len();
+        if usize::from(byte[0]) < limit {
+            out.push(char::from(alphabet[usize::from(byte[0]) % alphabet.len()]));
+        }
+    }
+    Ok(out)
+}
+
 /// What is known of an issued certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Issued {
@@ -317,6 +360,32 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_truststore_holds_every_ca_certificate_as_a_trusted_entry() {
+        let now = OffsetDateTime::now_utc();
+        let old = new_ca("cluster-ca v0", None, 365, now).unwrap();
+        let new = new_ca("cluster-ca v0", Some(&old.key), 365, now).unwrap();
+        let bundle = format!("{}{}", new.cert, old.cert);
+        let bytes = truststore_pkcs12(&bundle, "pw").unwrap();
+        let store = p12_keystore::KeyStore::from_pkcs12(
+            &bytes,
+            "pw",
+            p12_keystore::Pkcs12ImportPolicy::Strict,
+        )
+        .unwrap();
+        assert_eq!(store.entries_len(), 2);
+        assert!(truststore_pkcs12("", "pw").is_err());
+    }
+
+    #[test]
+    fn random_passwords_start_with_a_letter_and_differ() {
+        let a = random_password(32).unwrap();
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().next().unwrap().is_ascii_alphabetic());
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric()));
+        assert_ne!(a, random_password(32).unwrap());
     }
 
     #[test]

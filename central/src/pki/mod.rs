@@ -13,7 +13,7 @@ use kstretch_api::Kafka;
 use kube::{Client, ResourceExt};
 use time::OffsetDateTime;
 
-pub use issue::{Pem, PkiError, pkcs12};
+pub use issue::{Pem, PkiError, pkcs12, random_password};
 use issue::{Usage, issue, read, still_good};
 pub use secrets::delete_generated;
 
@@ -187,6 +187,8 @@ pub struct Ca {
     pub pem: Pem,
     pub trusted: String,
     pub settings: CaSettings,
+    /// The CA certificate Secret's data (no key), copied to member clusters for clients there.
+    pub public: BTreeMap<String, Vec<u8>>,
 }
 
 /// Every node's certificate (by pod name) and the CA certificates nodes trust.
@@ -195,6 +197,9 @@ pub struct NodeCerts {
     pub ca_cert: String,
     /// The clients CA certificates, when a listener authenticates clients by certificate.
     pub clients_ca_cert: Option<String>,
+    /// The user's certificate of each listener that has one (`brokerCertChainAndKey`), by
+    /// Kafka's listener name.
+    pub listeners: BTreeMap<String, Pem>,
     pub nodes: BTreeMap<String, Pem>,
 }
 
@@ -208,6 +213,7 @@ pub async fn ca(client: &Client, kafka: &Kafka, kind: CaKind) -> Result<Ca, Cert
         pem: material.pem,
         trusted: material.trusted,
         settings,
+        public: material.public,
     })
 }
 
@@ -261,6 +267,7 @@ pub async fn node_certificates(
     Ok(NodeCerts {
         ca_cert: ca.trusted.clone(),
         clients_ca_cert: clients_trusted.map(str::to_owned),
+        listeners: BTreeMap::new(),
         nodes: stored,
     })
 }
@@ -277,6 +284,34 @@ pub fn kstretch_principals(kafka: &str) -> Vec<String> {
 /// The common name of every node certificate of `kafka`.
 fn node_common_name(kafka: &str) -> String {
     format!("{kafka}-kafka")
+}
+
+/// The certificates and keys of `listeners` (Kafka's listener name to where the user keeps
+/// them), read from Secrets of the `Kafka`'s namespace; a missing Secret or key is refused.
+pub async fn listener_certificates(
+    client: &Client,
+    kafka: &Kafka,
+    listeners: &BTreeMap<String, crate::kafka::security::SecretCertificate>,
+) -> Result<BTreeMap<String, Pem>, CertError> {
+    let mut out = BTreeMap::new();
+    for (listener, r) in listeners {
+        let secret = secrets::user_secret(client, kafka, &r.secret).await?;
+        let value = |key: &str| {
+            secret.as_ref().and_then(|s| secrets::text(s, key)).ok_or_else(|| Refusal {
+                reason: "SecretNotFound",
+                message: format!(
+                    "listener {listener}: brokerCertChainAndKey names Secret {} key {key}, which does not exist; create it or fix the reference",
+                    r.secret
+                ),
+            })
+        };
+        let pem = Pem {
+            cert: value(&r.certificate)?,
+            key: value(&r.key)?,
+        };
+        out.insert(listener.clone(), pem);
+    }
+    Ok(out)
 }
 
 /// Central's client certificate under `ca`, valid as long as the CA.

@@ -15,7 +15,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use time::OffsetDateTime;
 
-use super::issue::{Pem, new_ca, read};
+use super::issue::{Pem, new_ca, random_password, read, truststore_pkcs12};
 use super::{CaKind, CaSettings, CertError, Refusal};
 use crate::kafka::status::FIELD_MANAGER;
 
@@ -26,6 +26,9 @@ fn node_certs_secret(kafka: &str) -> String {
 
 const CA_CERT_KEY: &str = "ca.crt";
 const CA_KEY_KEY: &str = "ca.key";
+/// Strimzi's PKCS#12 trust store of the CA certificates, and its password.
+const CA_P12_KEY: &str = "ca.p12";
+const CA_PASSWORD_KEY: &str = "ca.password";
 const CERT_GENERATION: &str = "strimzi.io/ca-cert-generation";
 /// Marks a Secret kstretch generated (a user-supplied CA is never deleted).
 const GENERATED: &str = "kstretch.io/generated";
@@ -35,7 +38,16 @@ fn api(client: &Client, kafka: &Kafka) -> Api<Secret> {
     Api::namespaced(client.clone(), &kafka.namespace().unwrap_or_default())
 }
 
-fn text(secret: &Secret, key: &str) -> Option<String> {
+/// Secret `name` of `kafka`'s namespace, if it exists.
+pub(super) async fn user_secret(
+    client: &Client,
+    kafka: &Kafka,
+    name: &str,
+) -> Result<Option<Secret>, kube::Error> {
+    api(client, kafka).get_opt(name).await
+}
+
+pub(super) fn text(secret: &Secret, key: &str) -> Option<String> {
     let bytes = secret.data.as_ref()?.get(key)?;
     String::from_utf8(bytes.0.clone()).ok()
 }
@@ -75,14 +87,10 @@ fn post_params() -> PostParams {
     }
 }
 
-fn secret(meta: ObjectMeta, data: BTreeMap<String, String>) -> Secret {
+fn secret(meta: ObjectMeta, data: BTreeMap<String, Vec<u8>>) -> Secret {
     Secret {
         metadata: meta,
-        data: Some(
-            data.into_iter()
-                .map(|(k, v)| (k, ByteString(v.into_bytes())))
-                .collect(),
-        ),
+        data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
         type_: Some("Opaque".to_owned()),
         ..Secret::default()
     }
@@ -116,17 +124,19 @@ pub(super) async fn ca(
                 .into());
             };
             let generation = annotation(&key, KEY_GENERATION).unwrap_or(0);
-            let data = if settings.generate {
-                texts(&renewed(&api, kafka, settings, cert, &key_pem, generation, now).await?)
+            let cert = if settings.generate {
+                renewed(&api, kafka, settings, cert, &key_pem, generation, now).await?
             } else {
-                texts(&cert)
+                cert
             };
+            let data = texts(&cert);
             Ok(CaMaterial {
                 trusted: trust_bundle(&data, now),
                 pem: Pem {
                     cert: data.get(CA_CERT_KEY).cloned().unwrap_or(cert_pem),
                     key: key_pem,
                 },
+                public: bytes(&cert),
             })
         }
         (None, key) if settings.generate && key.as_ref().is_none_or(generated) => {
@@ -139,17 +149,22 @@ pub(super) async fn ca(
             if kept.is_none() {
                 let key_meta =
                     metadata(kafka, &key_name, "certificate-authority", &[(KEY_GENERATION, "0")]);
-                let body = secret(key_meta, [(CA_KEY_KEY.to_owned(), pem.key.clone())].into());
+                let body = secret(
+                    key_meta,
+                    [(CA_KEY_KEY.to_owned(), pem.key.clone().into_bytes())].into(),
+                );
                 api.create(&post, &body).await?;
             }
             let cert_meta =
                 metadata(kafka, &cert_name, "certificate-authority", &[(CERT_GENERATION, "0")]);
-            api.create(&post, &secret(cert_meta, [(CA_CERT_KEY.to_owned(), pem.cert.clone())].into()))
-                .await?;
+            let mut public = BTreeMap::from([(CA_CERT_KEY.to_owned(), pem.cert.clone().into_bytes())]);
+            add_truststore(&mut public, kind, None)?;
+            api.create(&post, &secret(cert_meta, public.clone())).await?;
             tracing::info!(kafka = %name, ca = %kind, "generated");
             Ok(CaMaterial {
                 trusted: pem.cert.clone(),
                 pem,
+                public,
             })
         }
         (None, None) => Err(Refusal {
@@ -186,6 +201,41 @@ pub(super) struct CaMaterial {
     pub pem: Pem,
     /// PEM certificates: the current one first, then replaced ones that have not expired.
     pub trusted: String,
+    /// The certificate Secret's data.
+    pub public: BTreeMap<String, Vec<u8>>,
+}
+
+fn bytes(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+    secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect()
+}
+
+/// Adds `ca.p12` (every certificate of `data` to trust: `ca.crt` and the kept ones) and
+/// `ca.password` (`password`, or a new one) to the CA certificate Secret's `data`.
+fn add_truststore(
+    data: &mut BTreeMap<String, Vec<u8>>,
+    kind: CaKind,
+    password: Option<String>,
+) -> Result<(), Refusal> {
+    let certs: String = data
+        .iter()
+        .filter(|(k, _)| *k == CA_CERT_KEY || is_kept_key(k))
+        .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let password = match password {
+        Some(p) => p,
+        None => random_password(12).map_err(|e| kind.refuse(e.to_string()))?,
+    };
+    let p12 = truststore_pkcs12(&certs, &password)
+        .map_err(|e| kind.refuse(format!("cannot write {CA_P12_KEY} of the {kind}: {e}")))?;
+    data.insert(CA_P12_KEY.to_owned(), p12);
+    data.insert(CA_PASSWORD_KEY.to_owned(), password.into_bytes());
+    Ok(())
 }
 
 fn annotation(secret: &Secret, key: &str) -> Option<u32> {
@@ -273,7 +323,13 @@ async fn renewed(
     let still_valid = kept(&data, now);
     let expired_kept = data.keys().filter(|k| is_kept_key(k)).count() != still_valid.len();
     let due = renewal_due(&current, forced, settings.renewal_days, now);
-    if !due && !expired_kept {
+    let password = data.get(CA_PASSWORD_KEY).cloned();
+    let has_truststore = password.is_some()
+        && secret
+            .data
+            .as_ref()
+            .is_some_and(|d| d.contains_key(CA_P12_KEY));
+    if !due && !expired_kept && has_truststore {
         return Ok(secret);
     }
     let mut new_data: BTreeMap<String, String> = still_valid
@@ -302,10 +358,15 @@ async fn renewed(
     } else {
         new_data.insert(CA_CERT_KEY.to_owned(), current);
     }
+    let mut new_data: BTreeMap<String, Vec<u8>> = new_data
+        .into_iter()
+        .map(|(k, v)| (k, v.into_bytes()))
+        .collect();
+    add_truststore(&mut new_data, settings.kind, password)?;
     secret.data = Some(
         new_data
             .into_iter()
-            .map(|(k, v)| (k, ByteString(v.into_bytes())))
+            .map(|(k, v)| (k, ByteString(v)))
             .collect(),
     );
     // Replaced with the resource version read: a concurrent change makes this fail and the
@@ -377,8 +438,8 @@ pub(super) async fn store_node_certs(
         .iter()
         .flat_map(|(pod, pem)| {
             [
-                (format!("{pod}.crt"), pem.cert.clone()),
-                (format!("{pod}.key"), pem.key.clone()),
+                (format!("{pod}.crt"), pem.cert.clone().into_bytes()),
+                (format!("{pod}.key"), pem.key.clone().into_bytes()),
             ]
         })
         .collect();

@@ -97,13 +97,7 @@ async fn reconcile(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
         Err(r) => return refuse(ctx, user, r.reason, r.message).await,
     };
 
-    let bootstrap = clusters::bootstrap_of(&kafka_ref, &ctx.kafkas.state(), &ctx.access)
-        .map_err(Error::Target)?;
-    let admin = ctx
-        .access
-        .client(&bootstrap)
-        .await
-        .inspect_err(|_| ctx.access.forget(&bootstrap))?;
+    let admin = admin(ctx, &kafka_ref).await?;
     let password = match &credentials {
         Made::Scram { password, applied } => Some((password.as_str(), *applied)),
         _ => None,
@@ -192,6 +186,18 @@ async fn credentials(
     }
 }
 
+/// Central's admin client of the `Kafka` `kafka_ref` (dropped after a failure, so the next
+/// attempt connects again).
+async fn admin(ctx: &Context, kafka_ref: &KafkaRef) -> Result<kstretch_kadmin::AdminClient, Error> {
+    let bootstrap = clusters::bootstrap_of(kafka_ref, &ctx.kafkas.state(), &ctx.access)
+        .map_err(Error::Target)?;
+    Ok(ctx
+        .access
+        .client(&bootstrap)
+        .await
+        .inspect_err(|_| ctx.access.forget(&bootstrap))?)
+}
+
 /// The `Kafka` the user belongs to.
 fn target(user: &KafkaUser, ctx: &Context) -> Result<(KafkaRef, Arc<Kafka>), TargetError> {
     let kafkas = ctx.kafkas.state();
@@ -254,13 +260,7 @@ async fn cleanup(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
         Api::namespaced(ctx.client.clone(), &user.namespace().unwrap_or_default());
     let crd_going = crate::owned::crd_being_removed::<KafkaUser>(&ctx.client).await?;
     if !crd_going && let Ok((kafka_ref, kafka)) = target(user, ctx) {
-        let bootstrap = clusters::bootstrap_of(&kafka_ref, &ctx.kafkas.state(), &ctx.access)
-            .map_err(Error::Target)?;
-        let admin = ctx
-            .access
-            .client(&bootstrap)
-            .await
-            .inspect_err(|_| ctx.access.forget(&bootstrap))?;
+        let admin = admin(ctx, &kafka_ref).await?;
         let authorizer = kafka.spec.kafka.authorization.is_some();
         grants::revoke(&admin, &user.name_any(), authorizer).await?;
         tracing::info!("revoked the user's credentials, ACLs and quotas");

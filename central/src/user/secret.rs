@@ -39,30 +39,12 @@ pub async fn current(client: &Client, user: &KafkaUser) -> Result<Option<Secret>
     api(client, user).get_opt(&user.name_any()).await
 }
 
-/// `len` letters and digits, the first a letter, from the system's secure randomness.
-pub fn generate_password(len: usize) -> Result<String, Refusal> {
-    const LETTERS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-    const ALPHANUMERIC: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let random = ring::rand::SystemRandom::new();
-    let mut out = String::with_capacity(len);
-    while out.len() < len {
-        let mut byte = [0u8; 1];
-        ring::rand::SecureRandom::fill(&random, &mut byte).map_err(|_| Refusal {
-            reason: "RandomnessUnavailable",
-            message: "the system has no secure randomness for a password".to_owned(),
-        })?;
-        let alphabet = if out.is_empty() {
-            LETTERS
-        } else {
-            ALPHANUMERIC
-        };
-        // Rejection sampling keeps every character equally likely.
-        let limit = 256 - 256 % alphabet.len();
-        if usize::from(byte[0]) < limit {
-            out.push(char::from(alphabet[usize::from(byte[0]) % alphabet.len()]));
-        }
-    }
-    Ok(out)
+/// A new password of `len` letters and digits.
+fn generate_password(len: usize) -> Result<String, Refusal> {
+    pki::random_password(len).map_err(|e| Refusal {
+        reason: "RandomnessUnavailable",
+        message: format!("cannot make a password: {e}"),
+    })
 }
 
 /// The SCRAM password of `user`: from the Secret key the user names (which must exist and not
@@ -247,16 +229,6 @@ pub async fn delete_owned(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn generated_passwords_start_with_a_letter_and_differ() {
-        let a = generate_password(32).unwrap();
-        let b = generate_password(32).unwrap();
-        assert_eq!(a.len(), 32);
-        assert!(a.chars().next().unwrap().is_ascii_alphabetic());
-        assert!(a.chars().all(|c| c.is_ascii_alphanumeric()));
-        assert_ne!(a, b);
-    }
 
     #[test]
     fn a_scram_secret_has_strimzis_jaas_line() {

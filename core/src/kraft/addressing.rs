@@ -234,6 +234,7 @@ mod tests {
                     kind: ListenerKind::Internal,
                     tls: false,
                     authentication: Default::default(),
+                    custom_certificate: false,
                 },
                 Listener {
                     name: "tls".into(),
@@ -241,6 +242,7 @@ mod tests {
                     kind: ListenerKind::Internal,
                     tls: true,
                     authentication: Default::default(),
+                    custom_certificate: false,
                 },
             ],
             config: BTreeMap::new(),
@@ -390,6 +392,7 @@ mod tests {
             kind: ListenerKind::NodePort,
             tls: true,
             authentication: Default::default(),
+            custom_certificate: false,
         });
         let err = bootstrap_servers(&c, "external").unwrap_err();
         assert_eq!(err.reason(), "ListenerNotServed");

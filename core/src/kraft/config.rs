@@ -145,6 +145,7 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
         p.extend(tls::listener_options(
             CONTROLPLANE_LISTENER,
             ClientAuth::Required,
+            false,
         ));
         let mut listeners = Vec::new();
         let mut advertised = Vec::new();
@@ -165,6 +166,7 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
             p.extend(tls::listener_options(
                 REPLICATION_LISTENER,
                 ClientAuth::Required,
+                false,
             ));
             for listener in &served {
                 let name = listener.config_name();
@@ -257,6 +259,11 @@ fn check_listeners(listeners: &[Listener]) -> Result<(), ConfigError> {
         }
         if listener.authentication == Authentication::Tls && !listener.tls {
             return Err(ConfigError::CertificateAuthenticationWithoutTls {
+                listener: listener.name.clone(),
+            });
+        }
+        if listener.custom_certificate && !listener.tls {
+            return Err(ConfigError::CertificateWithoutTls {
                 listener: listener.name.clone(),
             });
         }

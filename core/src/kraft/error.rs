@@ -65,6 +65,10 @@ pub enum ConfigError {
         "listener {listener} sets authentication type tls but tls: false; client certificates need TLS: set tls: true"
     )]
     CertificateAuthenticationWithoutTls { listener: String },
+    #[error(
+        "listener {listener} sets configuration.brokerCertChainAndKey but tls: false; a certificate is only presented over TLS: set tls: true or remove it"
+    )]
+    CertificateWithoutTls { listener: String },
     #[error("Kafka {kafka} has no listener {listener}")]
     UnknownListener { kafka: String, listener: String },
     #[error("listener {listener} of Kafka {kafka} is not served: {why}")]
@@ -93,7 +97,8 @@ impl ConfigError {
             | Self::DuplicateListenerName { .. }
             | Self::ListenerPortClash { .. }
             | Self::ForbiddenListenerPort { .. }
-            | Self::CertificateAuthenticationWithoutTls { .. } => "InvalidListener",
+            | Self::CertificateAuthenticationWithoutTls { .. }
+            | Self::CertificateWithoutTls { .. } => "InvalidListener",
             Self::UnknownListener { .. } => "UnknownListener",
             Self::ListenerNotServed { .. } => "ListenerNotServed",
         }

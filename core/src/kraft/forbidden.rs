@@ -102,6 +102,7 @@ mod tests {
             kind: ListenerKind::Internal,
             tls: false,
             authentication: Default::default(),
+            custom_certificate: false,
         }]
     }
 

@@ -32,5 +32,6 @@ pub use model::{
 };
 pub use revision::revision;
 pub use tls::{
-    CA_FILE, CERT_FILE, CERTS_DIR, CLIENTS_CA_FILE, CONFIG_PROVIDER, KEY_FILE, node_hostnames,
+    CA_FILE, CERT_FILE, CERTS_DIR, CLIENTS_CA_FILE, CONFIG_PROVIDER, KEY_FILE, listener_cert_files,
+    node_hostnames,
 };

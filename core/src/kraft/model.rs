@@ -76,6 +76,9 @@ pub struct Listener {
     pub kind: ListenerKind,
     pub tls: bool,
     pub authentication: Authentication,
+    /// `configuration.brokerCertChainAndKey`: every broker presents the user's certificate on
+    /// this listener (its files named by [`super::tls::listener_cert_files`]) instead of its own.
+    pub custom_certificate: bool,
 }
 
 /// How a listener authenticates its clients (Strimzi's `authentication`).

@@ -44,7 +44,7 @@ pub(crate) fn user_listener(listener: &Listener) -> (&'static str, BTreeMap<Stri
             ClientAuth::None
         };
         // The user's `listenerConfig` wins over kstretch's defaults for the same option.
-        for (key, value) in tls::listener_options(&name, auth) {
+        for (key, value) in tls::listener_options(&name, auth, listener.custom_certificate) {
             options.entry(key).or_insert(value);
         }
     }
@@ -84,6 +84,7 @@ mod tests {
             kind: ListenerKind::Internal,
             tls,
             authentication,
+            custom_certificate: false,
         }
     }
 
@@ -123,6 +124,18 @@ mod tests {
         );
         let (_, plain_tls) = user_listener(&listener(true, Authentication::None));
         assert!(!plain_tls.contains_key("listener.name.ext-9094.ssl.client.auth"));
+    }
+
+    #[test]
+    fn a_listener_with_its_own_certificate_presents_it() {
+        let mut custom = listener(true, Authentication::None);
+        custom.custom_certificate = true;
+        let (_, options) = user_listener(&custom);
+        assert_eq!(
+            options["listener.name.ext-9094.ssl.keystore.key"],
+            "${kstretchcerts:/opt/kafka/cluster-certs:ext-9094.key}"
+        );
+        assert!(options["listener.name.ext-9094.ssl.truststore.certificates"].contains("ca.crt"));
     }
 
     #[test]

@@ -39,6 +39,7 @@ fn listener(name: &str, port: u16, kind: ListenerKind, tls: bool) -> Listener {
         kind,
         tls,
         authentication: Default::default(),
+        custom_certificate: false,
     }
 }
 

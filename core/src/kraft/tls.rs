@@ -25,6 +25,13 @@ pub const CA_FILE: &str = "ca.crt";
 /// authenticates clients by certificate.
 pub const CLIENTS_CA_FILE: &str = "clients-ca.crt";
 
+/// Keys of listener `config_name`'s own certificate chain and key in the node's Secret
+/// (`configuration.brokerCertChainAndKey`).
+pub fn listener_cert_files(config_name: &str) -> (String, String) {
+    let base = config_name.to_lowercase();
+    (format!("{base}.crt"), format!("{base}.key"))
+}
+
 /// Alias of the `DirectoryConfigProvider` that reads the mounted Secret. Kafka reads a PEM
 /// key from a file only when the key is encrypted with a password, which would then have to
 /// stand in the ConfigMap; read as a value, an unencrypted key needs none.
@@ -70,16 +77,25 @@ pub(crate) enum ClientAuth {
 /// The SSL options of listener `name` (Kafka listener name), which Kafka applies to the
 /// server side and, for the controller and replication listeners, to the node's own client
 /// side (broker to controller, replica fetchers). Host names are verified (Kafka's default).
-pub(crate) fn listener_options(name: &str, auth: ClientAuth) -> BTreeMap<String, String> {
+pub(crate) fn listener_options(
+    name: &str,
+    auth: ClientAuth,
+    custom_certificate: bool,
+) -> BTreeMap<String, String> {
     let prefix = format!("listener.name.{}.", name.to_lowercase());
     let trusted = match auth {
         ClientAuth::Clients => CLIENTS_CA_FILE,
         ClientAuth::None | ClientAuth::Required => CA_FILE,
     };
+    let (cert, key) = if custom_certificate {
+        listener_cert_files(name)
+    } else {
+        (CERT_FILE.to_owned(), KEY_FILE.to_owned())
+    };
     let mut options = BTreeMap::from([
         ("ssl.keystore.type", "PEM".to_owned()),
-        ("ssl.keystore.certificate.chain", from_certs_dir(CERT_FILE)),
-        ("ssl.keystore.key", from_certs_dir(KEY_FILE)),
+        ("ssl.keystore.certificate.chain", from_certs_dir(&cert)),
+        ("ssl.keystore.key", from_certs_dir(&key)),
         ("ssl.truststore.type", "PEM".to_owned()),
         ("ssl.truststore.certificates", from_certs_dir(trusted)),
     ]);
