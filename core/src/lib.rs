@@ -3,5 +3,6 @@
 
 pub mod cluster;
 pub mod kraft;
+pub mod movement;
 pub mod node_ids;
 pub mod topics;

@@ -1141,7 +1141,7 @@ async fn claims_go_with_their_node_only_when_delete_claim_is_set() {
 /// `KafkaUser`s that cannot be served get `Ready=False` with a reason and a message naming
 /// what to fix, and are looked at again once fixed: no `strimzi.io/cluster` label, an unknown
 /// `Kafka`, a rule without operations, ACLs on a `Kafka` without authorization, a password
-/// Secret that does not exist.
+/// Secret that does not exist. A refused user whose Kafka does not exist is deleted at once.
 #[tokio::test]
 async fn kafka_users_that_cannot_be_served_are_refused_naming_what_to_fix() {
     let stretch = Stretch::start("kafka-users", &[]).await;
@@ -1221,5 +1221,14 @@ async fn kafka_users_that_cannot_be_served_are_refused_naming_what_to_fix() {
         )
         .await;
     }
+    // A user whose Kafka does not exist has nothing to revoke: deleting it lets it go.
+    users.delete("lost", &Default::default()).await.unwrap();
+    wait_for("KafkaUser lost deleted", TIMEOUT, || async {
+        match users.get_opt("lost").await.unwrap() {
+            None => Seen::Done(()),
+            Some(u) => Seen::NotYet(format!("{:?}", u.metadata.finalizers)),
+        }
+    })
+    .await;
     stretch.finish().await;
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kstretch_api::connector::AutoRestartStatus;
 use kstretch_api::{KafkaConnect, KafkaConnector, names};
+use kstretch_runtime::backoff::Backoff;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -42,8 +43,8 @@ pub struct Context {
     pub http: reqwest::Client,
     pub metrics: ConnectorMetrics,
     pub resync: Duration,
-    /// Per connector, consecutive transient failures (for the backoff).
-    attempts: Mutex<HashMap<(String, String), u32>>,
+    /// Per connector, the delay before retrying a transient failure.
+    retries: Backoff<(String, String)>,
     /// Per connector, the auto-restart record last written: the cached resource may not show
     /// it yet when the next reconciliation starts, and a stale read would restart again at once.
     restarts: Mutex<HashMap<(String, String), AutoRestartStatus>>,
@@ -64,7 +65,7 @@ impl Context {
             http: rest::ConnectClient::http_client(),
             metrics,
             resync: Duration::from_secs(args.resync_secs),
-            attempts: Mutex::default(),
+            retries: Backoff::new(Duration::from_secs(args.resync_secs.max(1))),
             restarts: Mutex::default(),
         }
     }
@@ -100,18 +101,11 @@ impl Context {
 
     /// 1 s doubling to the resync interval, with jitter.
     fn backoff(&self, kc: &KafkaConnector) -> Duration {
-        let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
-        let n = attempts.entry(key(kc)).or_default();
-        *n = n.saturating_add(1);
-        let secs = (1u64 << (*n - 1).min(6)).min(self.resync.as_secs().max(1));
-        Duration::from_millis(secs * 1000 + fastrand::u64(0..500))
+        self.retries.failed(key(kc))
     }
 
     fn succeeded(&self, kc: &KafkaConnector) {
-        self.attempts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key(kc));
+        self.retries.succeeded(&key(kc));
     }
 }
 

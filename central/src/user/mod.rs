@@ -38,7 +38,7 @@ pub struct Context {
     /// Admin clients and where each `Kafka` is reached, shared with the Kafka reconciler.
     pub access: KafkaAccess,
     pub metrics: UserMetrics,
-    backoff: Backoff<(String, String)>,
+    retries: Backoff<(String, String)>,
 }
 
 impl std::fmt::Debug for Context {
@@ -59,7 +59,7 @@ impl Context {
             kafkas,
             access,
             metrics,
-            backoff: Backoff::new(Duration::from_secs(60)),
+            retries: Backoff::new(Duration::from_secs(60)),
         }
     }
 }
@@ -93,7 +93,7 @@ pub async fn run(users: Api<KafkaUser>, ctx: Arc<Context>, shutdown: Cancellatio
 fn error_policy(user: Arc<KafkaUser>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(user = %user.name_any(), reason = error.reason(), %error, "reconcile failed; retrying");
     ctx.metrics.failed(error.reason());
-    Action::requeue(ctx.backoff.failed(reconcile::key(&user)))
+    Action::requeue(ctx.retries.failed(reconcile::key(&user)))
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -51,7 +51,7 @@ pub async fn apply(user: Arc<KafkaUser>, ctx: Arc<Context>) -> Result<Action, Er
         reconcile(&user, &ctx).await
     };
     match &result {
-        Ok(_) => ctx.backoff.succeeded(&key(&user)),
+        Ok(_) => ctx.retries.succeeded(&key(&user)),
         Err(e) if user.metadata.deletion_timestamp.is_none() => {
             let message = e.to_string();
             write_status(&ctx, &user, not_ready(e.reason(), message), None).await?;
