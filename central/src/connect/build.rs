@@ -249,18 +249,11 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
     });
     let mut objects = vec![config_map, pod_set, api_service, headless];
     if !material.is_empty() {
-        let data: Map<String, Value> = material
-            .iter()
-            .map(|(k, v)| {
-                let value = serde_json::to_value(k8s_openapi::ByteString(v.clone()));
-                (k.clone(), value.unwrap_or_default())
-            })
-            .collect();
-        objects.push(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": n.meta(&security_secret_name(&name), n.labels(), None),
-            "type": "Opaque", "data": data,
-        }));
+        let files = material.iter().map(|(k, v)| (k.clone(), v.as_slice()));
+        objects.push(crate::kafka::build::secret(
+            n.meta(&security_secret_name(&name), n.labels(), None),
+            files,
+        ));
     }
     Built {
         alias: r.alias.clone(),

@@ -70,22 +70,17 @@ pub fn add_ca_copies(
         if alias == own_alias {
             continue;
         }
-        for (secret, data) in cas {
-            let data: Map<String, Value> = data
-                .iter()
-                .filter(|(key, _)| !key.ends_with(".key"))
-                .map(|(key, bytes)| {
-                    let value = serde_json::to_value(k8s_openapi::ByteString(bytes.clone()));
-                    (key.clone(), value.unwrap_or_default())
-                })
-                .collect();
+        for (name, data) in cas {
             let mut labels = names.labels();
             labels.insert(
                 names::COMPONENT_TYPE.to_owned(),
                 Value::String("certificate-authority".to_owned()),
             );
-            objects.push(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": names.meta(secret, labels), "type": "Opaque", "data": data}));
+            let files = data
+                .iter()
+                .filter(|(key, _)| !key.ends_with(".key"))
+                .map(|(key, bytes)| (key.clone(), bytes.as_slice()));
+            objects.push(secret(names.meta(name, labels), files));
         }
     }
 }
@@ -367,31 +362,38 @@ fn certificate_secret(
     cert: &crate::pki::Pem,
     certs: &NodeCerts,
 ) -> Value {
-    let encode =
-        |text: &str| serde_json::to_value(k8s_openapi::ByteString(text.as_bytes().to_vec()));
-    let mut data = Map::new();
     let clients_ca = certs
         .clients_ca_cert
         .as_deref()
-        .map(|c| (kraft::CLIENTS_CA_FILE, c));
-    for (key, text) in [
-        (kraft::CERT_FILE, cert.cert.as_str()),
-        (kraft::KEY_FILE, cert.key.as_str()),
-        (kraft::CA_FILE, certs.ca_cert.as_str()),
-    ]
-    .into_iter()
-    .chain(clients_ca)
-    {
-        data.insert(key.to_owned(), encode(text).unwrap_or_default());
-    }
+        .map(|c| (kraft::CLIENTS_CA_FILE.to_owned(), c));
+    let mut files: Vec<(String, &str)> = vec![
+        (kraft::CERT_FILE.to_owned(), cert.cert.as_str()),
+        (kraft::KEY_FILE.to_owned(), cert.key.as_str()),
+        (kraft::CA_FILE.to_owned(), certs.ca_cert.as_str()),
+    ];
+    files.extend(clients_ca);
     for (listener, pem) in &certs.listeners {
         let (cert_file, key_file) = kraft::listener_cert_files(listener);
-        data.insert(cert_file, encode(&pem.cert).unwrap_or_default());
-        data.insert(key_file, encode(&pem.key).unwrap_or_default());
+        files.push((cert_file, pem.cert.as_str()));
+        files.push((key_file, pem.key.as_str()));
     }
-    json!({"apiVersion": "v1", "kind": "Secret",
-           "metadata": ctx.meta(pod, ctx.pool_labels(&pool.name)),
-           "type": "Opaque", "data": data})
+    secret(
+        ctx.meta(pod, ctx.pool_labels(&pool.name)),
+        files.into_iter().map(|(k, v)| (k, v.as_bytes())),
+    )
+}
+
+/// An `Opaque` Secret with `metadata` and the files `data`.
+pub fn secret<'a>(metadata: Value, data: impl IntoIterator<Item = (String, &'a [u8])>) -> Value {
+    let data: Map<String, Value> = data
+        .into_iter()
+        .map(|(key, bytes)| {
+            let value = serde_json::to_value(k8s_openapi::ByteString(bytes.to_vec()));
+            (key, value.unwrap_or_default())
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": "Opaque",
+           "data": data})
 }
 
 fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {

@@ -239,18 +239,12 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
 
     // The CAs (the clients CA exists for KafkaUsers, as in Strimzi), and central's client
     // identity under the cluster CA for every admin connection.
-    let mut cas = Vec::with_capacity(2);
-    for kind in [CaKind::Cluster, CaKind::Clients] {
-        match pki::ca(&ctx.client, &kafka, kind).await {
-            Ok(ca) => cas.push(ca),
-            Err(CertError::Refused(r)) => {
-                return refuser.refuse(kafka_status, r.reason, &r.message).await;
-            }
-            Err(CertError::Kube(e)) => return Err(e.into()),
+    let (ca, clients_ca) = match both_cas(&ctx.client, &kafka).await {
+        Ok(cas) => cas,
+        Err(CertError::Refused(r)) => {
+            return refuser.refuse(kafka_status, r.reason, &r.message).await;
         }
-    }
-    let (Some(clients_ca), Some(ca)) = (cas.pop(), cas.pop()) else {
-        return Ok(Action::await_change());
+        Err(CertError::Kube(e)) => return Err(e.into()),
     };
     let namespace = kafka.namespace().unwrap_or_default();
     let admin_tls = match resolve::admin_uses_tls(&kafka) {
@@ -787,6 +781,14 @@ fn base64url(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// The cluster CA and the clients CA of `kafka`.
+async fn both_cas(client: &kube::Client, kafka: &Kafka) -> Result<(pki::Ca, pki::Ca), CertError> {
+    Ok((
+        pki::ca(client, kafka, CaKind::Cluster).await?,
+        pki::ca(client, kafka, CaKind::Clients).await?,
+    ))
 }
 
 /// Every node's certificate, with the listeners' own certificates (`brokerCertChainAndKey`).

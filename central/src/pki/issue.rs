@@ -40,11 +40,11 @@ fn failed(what: &str) -> impl Fn(rcgen::Error) -> PkiError + '_ {
     move |e| PkiError(format!("{what}: {e}"))
 }
 
-/// kstretch's own subjects carry its organisation; a user's is `CN=<user>` alone, as in
-/// Strimzi, so its principal is `User:CN=<user>`.
-fn subject(common_name: &str, usage: Usage) -> DistinguishedName {
+/// kstretch's own subjects (CAs, nodes, central) carry its organisation; a user's is
+/// `CN=<user>` alone, as in Strimzi, so its principal is `User:CN=<user>`.
+fn subject(common_name: &str, kstretch: bool) -> DistinguishedName {
     let mut dn = DistinguishedName::new();
-    if usage != Usage::User {
+    if kstretch {
         dn.push(DnType::OrganizationName, ORGANIZATION);
     }
     dn.push(DnType::CommonName, common_name);
@@ -66,7 +66,7 @@ pub fn new_ca(
     now: OffsetDateTime,
 ) -> Result<Pem, PkiError> {
     let mut params = CertificateParams::default();
-    params.distinguished_name = subject(common_name, Usage::Ca);
+    params.distinguished_name = subject(common_name, true);
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     validity(&mut params, now, days);
@@ -91,8 +91,6 @@ pub enum Usage {
     Client,
     /// A `KafkaUser`'s client certificate.
     User,
-    /// A CA.
-    Ca,
 }
 
 /// A certificate for `common_name` and `hosts` (DNS names or IP addresses), signed by `ca`.
@@ -107,7 +105,7 @@ pub fn issue(
     let ca_key = KeyPair::from_pem(&ca.key).map_err(failed("CA key"))?;
     let issuer = Issuer::from_ca_cert_pem(&ca.cert, ca_key).map_err(failed("CA certificate"))?;
     let mut params = CertificateParams::default();
-    params.distinguished_name = subject(common_name, usage);
+    params.distinguished_name = subject(common_name, usage != Usage::User);
     params.subject_alt_names = hosts
         .iter()
         .map(|host| match host.parse::<IpAddr>() {
@@ -128,7 +126,7 @@ pub fn issue(
             ExtendedKeyUsagePurpose::ServerAuth,
             ExtendedKeyUsagePurpose::ClientAuth,
         ],
-        Usage::Client | Usage::User | Usage::Ca => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        Usage::Client | Usage::User => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
     validity(&mut params, now, days);
     let key = KeyPair::generate().map_err(failed("key"))?;

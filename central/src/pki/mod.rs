@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 
 pub use issue::{Pem, PkiError, pkcs12, random_password};
 use issue::{Usage, issue, read, still_good};
-pub use secrets::delete_generated;
+pub use secrets::{delete_generated, text as secret_text};
 
 /// Strimzi's defaults for `validityDays` and `renewalDays`.
 const DEFAULT_VALIDITY_DAYS: u32 = 365;

@@ -47,7 +47,8 @@ pub(super) async fn user_secret(
     api(client, kafka).get_opt(name).await
 }
 
-pub(super) fn text(secret: &Secret, key: &str) -> Option<String> {
+/// Key `key` of `secret` as text.
+pub fn text(secret: &Secret, key: &str) -> Option<String> {
     let bytes = secret.data.as_ref()?.get(key)?;
     String::from_utf8(bytes.0.clone()).ok()
 }

@@ -58,17 +58,18 @@ pub async fn sync(admin: &AdminClient, desired: &Desired, authorizer: bool) -> R
     sync_quotas(admin, &desired.other_username, &BTreeMap::new()).await
 }
 
-/// Makes Kafka's SCRAM credential of `name` match: set to `password` unless Kafka has one and
-/// `applied` says it is this password; removed when `password` is `None`.
+/// Makes Kafka's SCRAM credential of `name` match `password` (the password, and whether Kafka
+/// was given it already): set unless Kafka has one that is this password; removed when `None`.
 pub async fn sync_scram(
     admin: &AdminClient,
     name: &str,
-    password: Option<&str>,
-    applied: bool,
+    password: Option<(&str, bool)>,
 ) -> Result<(), Error> {
     let exists = admin.has_scram_sha512(name).await?;
     match password {
-        Some(password) if !(exists && applied) => admin.set_scram_sha512(name, password).await,
+        Some((password, applied)) if !(exists && applied) => {
+            admin.set_scram_sha512(name, password).await
+        }
         Some(_) => Ok(()),
         None if exists => admin.delete_scram_sha512(name).await,
         None => Ok(()),
@@ -84,5 +85,5 @@ pub async fn revoke(admin: &AdminClient, name: &str, authorizer: bool) -> Result
         }
         sync_quotas(admin, username, &BTreeMap::new()).await?;
     }
-    sync_scram(admin, name, None, false).await
+    sync_scram(admin, name, None).await
 }

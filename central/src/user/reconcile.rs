@@ -97,18 +97,12 @@ async fn reconcile(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
         Err(r) => return refuse(ctx, user, r.reason, r.message).await,
     };
 
-    let admin = admin(ctx, &kafka_ref).await?;
+    let admin = admin(ctx, &kafka_ref, &kafka).await?;
     let password = match &credentials {
         Made::Scram { password, applied } => Some((password.as_str(), *applied)),
         _ => None,
     };
-    grants::sync_scram(
-        &admin,
-        &user.name_any(),
-        password.map(|(p, _)| p),
-        password.is_some_and(|(_, applied)| applied),
-    )
-    .await?;
+    grants::sync_scram(&admin, &user.name_any(), password).await?;
     grants::sync(&admin, &desired, authorizer).await?;
 
     let secret_name = match credentials {
@@ -186,10 +180,14 @@ async fn credentials(
     }
 }
 
-/// Central's admin client of the `Kafka` `kafka_ref` (dropped after a failure, so the next
-/// attempt connects again).
-async fn admin(ctx: &Context, kafka_ref: &KafkaRef) -> Result<kstretch_kadmin::AdminClient, Error> {
-    let bootstrap = clusters::bootstrap_of(kafka_ref, &ctx.kafkas.state(), &ctx.access)
+/// Central's admin client of `kafka` (dropped after a failure, so the next attempt connects
+/// again).
+async fn admin(
+    ctx: &Context,
+    kafka_ref: &KafkaRef,
+    kafka: &Arc<Kafka>,
+) -> Result<kstretch_kadmin::AdminClient, Error> {
+    let bootstrap = clusters::bootstrap_of(kafka_ref, std::slice::from_ref(kafka), &ctx.access)
         .map_err(Error::Target)?;
     Ok(ctx
         .access
@@ -260,7 +258,7 @@ async fn cleanup(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
         Api::namespaced(ctx.client.clone(), &user.namespace().unwrap_or_default());
     let crd_going = crate::owned::crd_being_removed::<KafkaUser>(&ctx.client).await?;
     if !crd_going && let Ok((kafka_ref, kafka)) = target(user, ctx) {
-        let admin = admin(ctx, &kafka_ref).await?;
+        let admin = admin(ctx, &kafka_ref, &kafka).await?;
         let authorizer = kafka.spec.kafka.authorization.is_some();
         grants::revoke(&admin, &user.name_any(), authorizer).await?;
         tracing::info!("revoked the user's credentials, ACLs and quotas");

@@ -13,7 +13,7 @@ use kstretch_api::{KafkaUser, names};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::pki::{self, Ca, Refusal};
+use crate::pki::{self, Ca, Refusal, secret_text as text};
 use crate::status::FIELD_MANAGER;
 
 /// Annotation with the SHA-256 of the password Kafka was last given for this user: a changed
@@ -26,12 +26,6 @@ const PASSWORD_LENGTH: usize = 32;
 
 fn api(client: &Client, user: &KafkaUser) -> Api<Secret> {
     Api::namespaced(client.clone(), &user.namespace().unwrap_or_default())
-}
-
-/// Key `key` of `secret` as text.
-pub fn text(secret: &Secret, key: &str) -> Option<String> {
-    let bytes = secret.data.as_ref()?.get(key)?;
-    String::from_utf8(bytes.0.clone()).ok()
 }
 
 /// The user's Secret, if it exists.
