@@ -67,6 +67,8 @@ admin_requests! {
     AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse,
         AlterUserScramCredentials;
     DescribeClientQuotasRequest => DescribeClientQuotasResponse, DescribeClientQuotas;
+    ElectLeadersRequest => ElectLeadersResponse, ElectLeaders, |r| (r.error_code, None);
+    DescribeLogDirsRequest => DescribeLogDirsResponse, DescribeLogDirs, |r| (r.error_code, None);
     AlterClientQuotasRequest => AlterClientQuotasResponse, AlterClientQuotas;
 }
 

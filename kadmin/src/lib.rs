@@ -10,6 +10,7 @@ mod cluster;
 mod configs;
 mod connection;
 mod error;
+mod leaders;
 mod quorum;
 mod quotas;
 mod reassignments;
@@ -27,6 +28,7 @@ pub use configs::{
 pub use error::{Error, KafkaError, code_name};
 pub use kafka_protocol::ResponseError;
 pub use kafka_protocol::messages::ApiKey;
+pub use leaders::ElectionFailure;
 pub use quorum::{QuorumInfo, QuorumNode, ReplicaState};
 pub use reassignments::{OngoingReassignment, Reassignment, ReassignmentResult};
 pub use scram::SCRAM_ITERATIONS;

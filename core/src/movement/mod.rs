@@ -7,8 +7,10 @@
 //! leaves alone, naming them, partitions that are below `min.insync.replicas` (moving them
 //! would lean on replicas that are not in sync). Pure.
 
+pub mod restore;
 #[cfg(test)]
 mod tests;
+pub mod throttle;
 
 use std::collections::{BTreeMap, BTreeSet};
 
