@@ -225,6 +225,8 @@ can "$kc_alpha" "$c" yes patch kafkas.kafka.strimzi.io --subresource status -n "
 can "$kc_alpha" "$c" yes patch kafkatopics.kafka.strimzi.io -n "$ns"
 can "$kc_alpha" "$c" yes update kafkaconnectors.kafka.strimzi.io --subresource finalizers -n "$ns"
 can "$kc_alpha" "$c" yes patch kafkausers.kafka.strimzi.io --subresource status -n "$ns"
+can "$kc_alpha" "$c" yes patch kafkaoperations.kstretch.io --subresource status -n "$ns"
+can "$kc_alpha" "$c" yes watch kafkaoperations.kstretch.io -n "$ns"
 can "$kc_alpha" "$c" yes update kafkausers.kafka.strimzi.io --subresource finalizers -n "$ns"
 can "$kc_alpha" "$c" yes get customresourcedefinitions.apiextensions.k8s.io/kafkausers.kafka.strimzi.io
 can "$kc_alpha" "$c" yes create configmaps -n "$ns"

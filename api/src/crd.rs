@@ -15,6 +15,7 @@ use crate::connector::KafkaConnector;
 use crate::kafka::Kafka;
 use crate::names::{APP_PART_OF, V1, V1BETA2};
 use crate::node_pool::KafkaNodePool;
+use crate::operation::KafkaOperation;
 use crate::pod_set::StrimziPodSet;
 use crate::topic::KafkaTopic;
 use crate::user::KafkaUser;
@@ -36,6 +37,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     ]
     .into_iter()
     .map(finish)
+    .chain([label(strip_defaults(KafkaOperation::crd()))])
     .collect();
     crds.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     crds
@@ -43,7 +45,12 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
 
 /// Applies kstretch's CRD policy to a kube-generated single-version (`v1`) CRD.
 pub fn finish(crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    let mut crd = add_v1beta2(keep_unknown_spec_fields(strip_defaults(crd)));
+    label(add_v1beta2(keep_unknown_spec_fields(strip_defaults(crd))))
+}
+
+/// kstretch's labels and Helm's keep policy. kstretch's own kinds get only this (and no
+/// defaults): they have no Strimzi manifests to keep whole and no older version to serve.
+fn label(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd.metadata
         .labels
         .get_or_insert_with(BTreeMap::new)
@@ -195,9 +202,45 @@ mod tests {
             .unwrap_or_else(|| panic!("no CRD {name}"))
     }
 
+    /// The Strimzi kinds, which get the Strimzi policy.
+    fn strimzi_crds() -> Vec<CustomResourceDefinition> {
+        all_crds()
+            .into_iter()
+            .filter(|c| c.spec.group != crate::operation::GROUP)
+            .collect()
+    }
+
+    #[test]
+    fn kstretchs_own_kind_is_v1alpha1_only_structural_and_prunes_unknown_fields() {
+        let crds = all_crds();
+        let crd = crd_named(&crds, "kafkaoperations.kstretch.io");
+        assert_eq!(crd.spec.scope, "Namespaced");
+        assert_eq!(
+            crd.spec.names.short_names.as_deref(),
+            Some(&["kop".to_owned()][..])
+        );
+        let versions: Vec<_> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(versions, vec!["v1alpha1"]);
+        assert!(
+            crd.spec.versions[0]
+                .subresources
+                .as_ref()
+                .is_some_and(|s| s.status.is_some())
+        );
+        let root = version_schema(crd, "v1alpha1").expect("schema");
+        let schema = serde_json::to_value(root).expect("to JSON");
+        assert!(crate::schema_check::structural_problems(&schema).is_empty());
+        let spec = root
+            .properties
+            .as_ref()
+            .and_then(|p| p.get("spec"))
+            .expect("spec");
+        assert_eq!(spec.x_kubernetes_preserve_unknown_fields, None);
+    }
+
     #[test]
     fn seven_namespaced_kinds_in_category_strimzi() {
-        let crds = all_crds();
+        let crds = strimzi_crds();
         let names: Vec<_> = crds
             .iter()
             .filter_map(|c| c.metadata.name.as_deref())
@@ -246,7 +289,7 @@ mod tests {
 
     #[test]
     fn v1_is_stored_and_v1beta2_is_served_deprecated_and_identical() {
-        for crd in all_crds() {
+        for crd in strimzi_crds() {
             let name = crd.metadata.name.clone().unwrap_or_default();
             assert_eq!(
                 crd.spec.conversion.as_ref().map(|c| c.strategy.as_str()),
@@ -284,7 +327,7 @@ mod tests {
     #[test]
     fn schemas_are_structural_and_keep_unknown_fields_where_opaque() {
         let mut problems = Vec::new();
-        for crd in all_crds() {
+        for crd in strimzi_crds() {
             for version in [V1, V1BETA2] {
                 let schema = version_schema(&crd, version).expect("schema");
                 let schema = serde_json::to_value(schema).expect("to JSON");
@@ -313,7 +356,7 @@ mod tests {
 
     #[test]
     fn spec_keeps_unknown_fields() {
-        for crd in all_crds() {
+        for crd in strimzi_crds() {
             for version in [V1, V1BETA2] {
                 let root = version_schema(&crd, version).expect("schema");
                 let spec = root

@@ -134,7 +134,7 @@ mod tests {
         let first = render_all().expect("renders");
         let second = render_all().expect("renders");
         assert_eq!(first, second);
-        assert_eq!(first.len(), 7);
+        assert_eq!(first.len(), 8);
         for (name, yaml) in &first {
             assert!(yaml.starts_with(HEADER), "{name}");
             // The files live in templates/, so Helm would treat `{{` as template syntax.
@@ -157,7 +157,7 @@ mod tests {
         fs::write(dir.join("hand-written.yaml"), "kind: Y\n").expect("write other");
         assert!(!stale_files(&dir).expect("checks").is_empty());
         let written = write_all(&dir).expect("writes");
-        assert_eq!(written.len(), 7);
+        assert_eq!(written.len(), 8);
         assert!(stale_files(&dir).expect("checks").is_empty());
         assert!(!dir.join("old.kafka.strimzi.io.yaml").exists());
         assert!(

@@ -1,6 +1,6 @@
 //! kstretch's API: the Strimzi-compatible custom resources (`kafka.strimzi.io` `Kafka`,
 //! `KafkaNodePool`, `KafkaTopic`, `KafkaUser`, `KafkaConnect`, `KafkaConnector`; `core.strimzi.io`
-//! `StrimziPodSet`), their CRDs and the helpers shared by every component that reads or writes
+//! `StrimziPodSet`; kstretch's own `kstretch.io` `KafkaOperation`), their CRDs and the helpers shared by every component that reads or writes
 //! them.
 //!
 //! The operator reads and writes `v1`; the CRDs also serve Strimzi's older `v1beta2` with the
@@ -17,6 +17,7 @@ mod error;
 pub mod kafka;
 pub mod names;
 pub mod node_pool;
+pub mod operation;
 pub mod owner;
 pub mod pod_set;
 pub mod schema;
@@ -32,6 +33,7 @@ pub use crd::all_crds;
 pub use error::Error;
 pub use kafka::{Kafka, KafkaSpec, KafkaStatus};
 pub use node_pool::{KafkaNodePool, KafkaNodePoolSpec, KafkaNodePoolStatus, ProcessRole};
+pub use operation::{KafkaOperation, KafkaOperationSpec, KafkaOperationStatus};
 pub use pod_set::{StrimziPodSet, StrimziPodSetSpec, StrimziPodSetStatus};
 pub use storage::{SingleVolumeStorage, Storage};
 pub use topic::{KafkaTopic, KafkaTopicSpec, KafkaTopicStatus};

@@ -5,11 +5,14 @@
 pub mod admin;
 pub mod connect;
 pub mod connector;
+pub mod controller;
 pub mod finalizer;
 pub mod grpc;
 pub mod inventory;
 pub mod kafka;
 pub mod link;
+pub mod metrics;
+pub mod operation;
 pub mod owned;
 pub mod pki;
 pub mod status;

@@ -9,7 +9,7 @@ use clap::Parser;
 use kstretch_central::kafka::{self, checks::KafkaAccess, metrics::KafkaMetrics, resolve::Members};
 use kstretch_central::link::Owners;
 use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
-use kstretch_central::{admin, connect, connector, inventory, topic, user};
+use kstretch_central::{admin, connect, connector, inventory, operation, topic, user};
 use kstretch_runtime::lease::{self, LeaderElectionArgs, LeaderMetrics};
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
@@ -103,7 +103,9 @@ async fn main() -> anyhow::Result<()> {
     let connect_metrics = connect::metrics::ConnectMetrics::register(&mut registry);
     let topic_metrics = topic::TopicMetrics::register(&mut registry);
     let connector_metrics = connector::ConnectorMetrics::register(&mut registry);
-    let user_metrics = user::UserMetrics::register(&mut registry);
+    let user_metrics = user::UserMetrics::register(&mut registry, "user", "KafkaUser");
+    let operation_metrics =
+        operation::OperationMetrics::register(&mut registry, "operation", "KafkaOperation");
     // An illegal namespace policy must stop central before it touches anything.
     let topic_settings = topic::TopicSettings::from_args(&args.topics, args.namespace.as_deref())?;
     let mut all_members: std::collections::BTreeSet<String> = args
@@ -234,9 +236,22 @@ async fn main() -> anyhow::Result<()> {
         },
         std::sync::Arc::new(user::Context::new(
             client.clone(),
-            kafka_store,
+            kafka_store.clone(),
             kafka_access.clone(),
             user_metrics,
+        )),
+        shutdown.clone(),
+    ));
+    tasks.spawn(operation::run(
+        match args.namespace.as_deref() {
+            Some(ns) => kube::Api::namespaced(client.clone(), ns),
+            None => kube::Api::all(client.clone()),
+        },
+        std::sync::Arc::new(operation::Context::new(
+            client.clone(),
+            kafka_store,
+            kafka_access.clone(),
+            operation_metrics,
         )),
         shutdown.clone(),
     ));

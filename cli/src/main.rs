@@ -1,6 +1,8 @@
 //! `kstretch`: the admin command line for kstretch central.
 
 mod agents;
+mod kubeconfig;
+mod operations;
 mod status;
 mod unclaimed;
 
@@ -41,6 +43,17 @@ enum Command {
     /// reconciles nor declared deleted (listed as unclaimed by `kstretch agents`), with your
     /// own credentials for that cluster. Lists them without --yes.
     RemoveUnclaimed(unclaimed::Args),
+    /// Moves every partition replica and all leadership off the brokers of a member cluster,
+    /// for maintenance (the pods keep running), under a replication throttle. With --dry-run,
+    /// shows what would move.
+    Drain(operations::DrainArgs),
+    /// Puts the partitions the last completed drain of a member cluster moved back where they
+    /// were, leaders included.
+    Undrain(operations::UndrainArgs),
+    /// Lists the operations (drains, undrains) and where each stands.
+    Operations(operations::ListArgs),
+    /// Stops an operation at a consistent point: reassignments in flight are cancelled.
+    Abort(operations::AbortArgs),
 }
 
 /// What went wrong, in words for the person at the terminal.
@@ -71,6 +84,10 @@ async fn main() -> ExitCode {
         Command::Status => status::run(&cli.central, timeout).await,
         Command::Agents => agents::run(&cli.central, timeout).await,
         Command::RemoveUnclaimed(args) => unclaimed::run(&cli.central, timeout, &args).await,
+        Command::Drain(args) => operations::drain(&args).await,
+        Command::Undrain(args) => operations::undrain(&args).await,
+        Command::Operations(args) => operations::list(&args).await,
+        Command::Abort(args) => operations::abort(&args).await,
     };
     match result {
         Ok(text) => {

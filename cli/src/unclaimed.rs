@@ -5,17 +5,16 @@
 //! resource central reconciles is never removed this way.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use kstretch_api::owner::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, MANAGED_KINDS, OwnerKey, owner_of};
 use kstretch_proto::admin::v1::ListAgentsRequest;
 use kstretch_proto::admin::v1::admin_service_client::AdminServiceClient;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Preconditions};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, ResourceExt};
 
 use crate::CliError;
+use crate::kubeconfig::KubeArgs;
 
 /// What to remove, and where.
 #[derive(clap::Args, Debug)]
@@ -31,12 +30,9 @@ pub struct Args {
     pub namespace: String,
     /// The owner's name.
     pub name: String,
-    /// Kubeconfig of the member cluster (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context in the kubeconfig (default: its current context).
-    #[arg(long)]
-    pub context: Option<String>,
+    /// The member cluster's kubeconfig.
+    #[command(flatten)]
+    pub kube: KubeArgs,
     /// Also delete PersistentVolumeClaims kept without deleteClaim (their data is lost).
     #[arg(long)]
     pub include_claims: bool,
@@ -52,7 +48,7 @@ pub async fn run(address: &str, timeout: Duration, args: &Args) -> Result<String
         name: args.name.clone(),
     };
     let uids = reported_uids(address, timeout, &args.cluster, &owner).await?;
-    let client = member_client(args).await?;
+    let client = args.kube.client().await?;
     let mut out = String::new();
     let mut removed = 0;
     let selector = format!(
@@ -158,21 +154,4 @@ async fn reported_uids(
         )));
     }
     Ok(uids)
-}
-
-/// A client for the member cluster, from the caller's kubeconfig.
-async fn member_client(args: &Args) -> Result<kube::Client, CliError> {
-    let kubeconfig = match &args.kubeconfig {
-        Some(path) => Kubeconfig::read_from(path),
-        None => Kubeconfig::read(),
-    }
-    .map_err(|e| CliError::Kubeconfig(e.to_string()))?;
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .map_err(|e| CliError::Kubeconfig(e.to_string()))?;
-    kube::Client::try_from(config).map_err(CliError::Kube)
 }

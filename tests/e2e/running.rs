@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret};
-use kstretch_api::{Kafka, KafkaNodePool};
+use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation};
 use kstretch_tests::TestEnv;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
 use kstretch_tests::kafka::{
@@ -619,15 +619,19 @@ fn warning(k: &Kafka, reason: &str) -> Option<String> {
     })
 }
 
-/// A broker pool's scale-down is refused while its broker holds replicas; once Kafka's own
-/// reassignment tool has moved them, the node is removed and unregistered, as Kafka's cluster
-/// tool confirms.
+/// Beta is drained for maintenance and undrained with `kstretch`, under an idempotent
+/// producer: a drain that would leave too few brokers is refused, a dry run only plans, after
+/// the drain no broker of beta holds or leads a replica, and after the undrain every partition
+/// is where it was (Kafka's metadata, through rdkafka, is the judge). Then a broker pool's
+/// scale-down is refused while its broker holds replicas; once Kafka's own reassignment tool
+/// has moved them, the node is removed and unregistered, as Kafka's cluster tool confirms.
 #[tokio::test]
-async fn a_scale_down_waits_until_the_replicas_moved_then_the_broker_is_removed_and_unregistered() {
+async fn beta_is_drained_and_undrained_and_a_scale_down_waits_until_the_replicas_moved() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let mut extra = pool("x", 1, BETA, persistent());
+    let mut extra = pool("x", 1, ALPHA, persistent());
     extra["spec"]["roles"] = json!(["broker"]);
-    let (stretch, k) = live_kafka_with("running-scaledown", persistent(), vec![extra]).await;
+    let (mut stretch, k) = live_kafka_with("running-scaledown", persistent(), vec![extra]).await;
+    drained_and_undrained(&mut stretch, &k).await;
     let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
     let x = pools.get("x").await.unwrap();
     let id = x.status.unwrap().node_ids[0];
@@ -649,6 +653,7 @@ async fn a_scale_down_waits_until_the_replicas_moved_then_the_broker_is_removed_
         .await
         .unwrap();
     assert!(created.iter().all(Result::is_ok), "{created:?}");
+    full_isr(&bootstrap, "moving").await;
 
     pools
         .patch(
@@ -671,14 +676,25 @@ async fn a_scale_down_waits_until_the_replicas_moved_then_the_broker_is_removed_
         "the broker's pod stays"
     );
 
-    // The replicas moved with Kafka's own tool.
+    // The replicas moved with Kafka's own tool: every partition the broker holds (the
+    // consumers of the drain above created __consumer_offsets there too).
     let plan = std::env::temp_dir().join(format!("{}-moving.json", stretch.ns));
-    let replicas = serde_json::to_string(&[others[0], others[1], others[2]]).unwrap();
+    let moves: Vec<String> = kstretch_tests::kafka::placement(&bootstrap)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, (replicas, _))| replicas.contains(&id))
+        .map(|((topic, partition), (replicas, _))| {
+            let spare = others.iter().find(|b| !replicas.contains(b)).unwrap();
+            let to: Vec<i32> = replicas
+                .iter()
+                .map(|b| if *b == id { *spare } else { *b })
+                .collect();
+            format!(r#"{{"topic":"{topic}","partition":{partition},"replicas":{to:?}}}"#)
+        })
+        .collect();
     std::fs::write(
         &plan,
-        format!(
-            r#"{{"version":1,"partitions":[{{"topic":"moving","partition":0,"replicas":{replicas}}}]}}"#
-        ),
+        format!(r#"{{"version":1,"partitions":[{}]}}"#, moves.join(",")),
     )
     .unwrap();
     let plan = plan.display().to_string();
@@ -737,6 +753,208 @@ async fn a_scale_down_waits_until_the_replicas_moved_then_the_broker_is_removed_
     assert!(warning(&k, "ScaleDownBlocked").is_none());
     assert!(!k.status.unwrap().registered_node_ids.contains(&id));
     stretch.finish().await;
+}
+
+/// Runs `kstretch` with the central cluster's kubeconfig and the test's namespace, off the
+/// test's runtime (the producer keeps sending meanwhile).
+async fn kstretch(stretch: &Stretch, args: &[&str]) -> (bool, String) {
+    let mut command = std::process::Command::new(kstretch_tests::process::binary("kstretch"));
+    command
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(stretch.kubeconfig(ALPHA))
+        .args(["-n", &stretch.ns]);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("kstretch runs"))
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    eprintln!("kstretch {}:\n{text}", args.join(" "));
+    (output.status.success(), text)
+}
+
+/// See [`beta_is_drained_and_undrained_and_a_scale_down_waits_until_the_replicas_moved`].
+async fn drained_and_undrained(stretch: &mut Stretch, k: &Kafka) {
+    let bootstrap = all_brokers(k);
+    create_topic(&bootstrap, "drained", 3, 3).await;
+    create_topic(&bootstrap, "bulk", 6, 3).await;
+    full_isr(&bootstrap, "drained").await;
+    // About 3 MiB, so that a batch at the test's throttle takes a while.
+    let bulk: Vec<(String, String)> = (0..3000)
+        .map(|i| (format!("bulk-{i}"), "x".repeat(1024)))
+        .collect();
+    produce(&bootstrap, "bulk", &bulk).await;
+    let load = Load::start(&bootstrap, "drained", Duration::from_millis(20));
+    wait_for_acks(&load, 50).await;
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    let beta = pools.get("b").await.unwrap().status.unwrap().node_ids[0];
+
+    let (ok, out) = kstretch(stretch, &["drain", "alpha", "--kafka", "live", "--wait"]).await;
+    assert!(
+        !ok && out.contains("NotEnoughBrokers") && out.contains("only 1 brokers would remain"),
+        "{out}"
+    );
+    let (ok, out) = kstretch(stretch, &["drain", "beta", "--kafka", "live", "--dry-run"]).await;
+    assert!(
+        ok && out.contains("dry run: ") && out.contains("partition(s) move"),
+        "{out}"
+    );
+
+    // The drain, throttled, with central killed while its first batch is in flight.
+    let before = kstretch_tests::kafka::placement(&bootstrap).unwrap();
+    let throttle = "65536";
+    let (ok, out) = kstretch(
+        stretch,
+        &["drain", "beta", "--kafka", "live", "--throttle", throttle],
+    )
+    .await;
+    assert!(ok, "{out}");
+    let drain = out.split_whitespace().nth(1).unwrap().to_owned();
+    let moving = in_flight(stretch, &drain).await;
+    let receiving = moving.status.unwrap().throttled_brokers;
+    wait_for("the throttle set on a broker", START_TIMEOUT, || async {
+        let rate = broker_config(
+            &bootstrap,
+            receiving[0],
+            "follower.replication.throttled.rate",
+        )
+        .await;
+        if rate.as_deref() == Some(throttle) {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("{rate:?}"))
+        }
+    })
+    .await;
+    stretch.stop_central();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stretch.start_central();
+    completed(stretch, &drain).await;
+    assert_eq!(
+        broker_config(
+            &bootstrap,
+            receiving[0],
+            "follower.replication.throttled.rate"
+        )
+        .await,
+        None,
+        "the throttle is lifted"
+    );
+    let drained = kstretch_tests::kafka::placement(&bootstrap).unwrap();
+    for ((topic, partition), (replicas, leader)) in &drained {
+        assert!(
+            !replicas.contains(&beta) && *leader != beta,
+            "{topic}-{partition} still on beta's broker {beta}: {replicas:?}, leader {leader}"
+        );
+        assert_eq!(replicas.len(), before[&(topic.clone(), *partition)].0.len());
+    }
+    let acked = load.acked();
+    wait_for_acks(&load, acked + 50).await;
+
+    // An undrain aborted mid-batch leaves every partition at its replication factor.
+    let (ok, out) = kstretch(
+        stretch,
+        &["undrain", "beta", "--kafka", "live", "--throttle", throttle],
+    )
+    .await;
+    assert!(ok, "{out}");
+    let undrain = out.split_whitespace().nth(1).unwrap().to_owned();
+    in_flight(stretch, &undrain).await;
+    let (ok, out) = kstretch(stretch, &["abort", &undrain, "--wait"]).await;
+    assert!(ok && out.contains("were cancelled"), "{out}");
+    for ((topic, partition), (replicas, _)) in kstretch_tests::kafka::placement(&bootstrap).unwrap()
+    {
+        assert_eq!(
+            replicas.len(),
+            3,
+            "{topic}-{partition} after the abort: {replicas:?}"
+        );
+    }
+
+    let (ok, out) = kstretch(stretch, &["undrain", "beta", "--kafka", "live", "--wait"]).await;
+    assert!(ok && out.contains("Completed"), "{out}");
+    let after = kstretch_tests::kafka::placement(&bootstrap).unwrap();
+    for (partition, (replicas, leader)) in &after {
+        assert_eq!(replicas, &before[partition].0, "{partition:?} is not back");
+        assert_eq!(
+            *leader, replicas[0],
+            "{partition:?} is not led by its preferred replica"
+        );
+    }
+    let (ok, out) = kstretch(stretch, &["operations", "--kafka", "live"]).await;
+    assert!(
+        ok && out.lines().filter(|l| l.contains(" Completed ")).count() == 2
+            && out.contains(" Refused ")
+            && out.contains(" Aborted ")
+            && !out.contains("plan-drain"),
+        "{out}"
+    );
+    let acked = load.acked();
+    wait_for_acks(&load, acked + 50).await;
+    no_loss(load, &bootstrap, "drained").await;
+    // What follows needs a broker holding one known partition only.
+    let admin = kstretch_tests::kafka::admin(&bootstrap);
+    let deleted = admin
+        .delete_topics(&["drained", "bulk"], &rdkafka::admin::AdminOptions::new())
+        .await
+        .unwrap();
+    assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
+    wait_for("the topics deleted", START_TIMEOUT, || async {
+        let left = kstretch_tests::kafka::placement(&bootstrap).unwrap();
+        if left.keys().any(|(t, _)| t == "drained" || t == "bulk") {
+            Seen::NotYet(format!("{:?}", left.keys()))
+        } else {
+            Seen::Done(())
+        }
+    })
+    .await;
+}
+
+/// Waits until operation `name` has reassignments in flight.
+async fn in_flight(stretch: &Stretch, name: &str) -> KafkaOperation {
+    stretch
+        .wait_in_alpha(
+            name,
+            "a batch in flight",
+            START_TIMEOUT,
+            |o: &KafkaOperation| o.status.as_ref().is_some_and(|s| !s.in_flight.is_empty()),
+        )
+        .await
+}
+
+/// Waits until operation `name` has completed.
+async fn completed(stretch: &Stretch, name: &str) -> KafkaOperation {
+    stretch
+        .wait_in_alpha(
+            name,
+            "the operation completed",
+            START_TIMEOUT,
+            |o: &KafkaOperation| {
+                o.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Completed")
+            },
+        )
+        .await
+}
+
+/// A dynamic broker option as Kafka reports it (rdkafka's admin client).
+async fn broker_config(bootstrap: &str, broker: i32, name: &str) -> Option<String> {
+    let admin = kstretch_tests::kafka::admin(bootstrap);
+    let described = admin
+        .describe_configs(
+            [&rdkafka::admin::ResourceSpecifier::Broker(broker)],
+            &rdkafka::admin::AdminOptions::new(),
+        )
+        .await
+        .unwrap();
+    let resource = described.into_iter().next().unwrap().unwrap();
+    resource
+        .entries
+        .into_iter()
+        .find(|e| e.name == name && e.source == rdkafka::admin::ConfigSource::DynamicBroker)
+        .and_then(|e| e.value)
 }
 
 /// The pod's `Ready` condition is true.

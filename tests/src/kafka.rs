@@ -1,7 +1,7 @@
 //! Reading and changing the real Kafka through `rdkafka`, independently of kstretch's own
 //! Kafka client.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
@@ -58,6 +58,29 @@ pub fn broker_ids(bootstrap: &str) -> Result<BTreeSet<i32>, rdkafka::error::Kafk
         .create()?;
     let metadata = consumer.fetch_metadata(None, Duration::from_secs(10))?;
     Ok(metadata.brokers().iter().map(|b| b.id()).collect())
+}
+
+/// Per (topic, partition): its replicas (preferred leader first) and its leader.
+pub type Placement = BTreeMap<(String, i32), (Vec<i32>, i32)>;
+
+/// Every partition's replicas and leader, as Kafka's metadata reports them to rdkafka.
+pub fn placement(bootstrap: &str) -> Result<Placement, rdkafka::error::KafkaError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let metadata = consumer.fetch_metadata(None, Duration::from_secs(10))?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .flat_map(|t| {
+            t.partitions().iter().map(|p| {
+                (
+                    (t.name().to_owned(), p.id()),
+                    (p.replicas().to_vec(), p.leader()),
+                )
+            })
+        })
+        .collect())
 }
 
 /// Produces `records` (key, value) to `topic` with `acks=all` and fails the test unless every

@@ -1,4 +1,4 @@
-//! Which Kafka cluster a `KafkaTopic` (or `KafkaUser`) belongs to (its `strimzi.io/cluster` label, a `Kafka` in
+//! Which Kafka cluster a `KafkaTopic` (or `KafkaUser`, `KafkaOperation`) belongs to (its `strimzi.io/cluster` label, a `Kafka` in
 //! its namespace first), where central reaches it, and the cluster's identity (its ID, and a
 //! warning when brokers auto-create topics), learnt once per cluster.
 
@@ -100,6 +100,39 @@ pub fn kafka_of<R: ResourceExt>(kt: &R, kafkas: &[Arc<Kafka>]) -> Result<KafkaRe
                 .join(", "),
         }),
     }
+}
+
+/// The `Kafka` a labelled resource belongs to (see [`kafka_of`]), taken from `kafkas`.
+pub fn found_kafka<R: ResourceExt>(
+    resource: &R,
+    kafkas: &[Arc<Kafka>],
+) -> Result<(KafkaRef, Arc<Kafka>), TargetError> {
+    let kafka_ref = kafka_of(resource, kafkas)?;
+    let kafka = kafkas
+        .iter()
+        .find(|k| {
+            k.name_any() == kafka_ref.name && k.namespace().as_deref() == Some(&kafka_ref.namespace)
+        })
+        .cloned()
+        .ok_or_else(|| TargetError::KafkaNotFound {
+            namespace: kafka_ref.namespace.clone(),
+            name: kafka_ref.name.clone(),
+        })?;
+    Ok((kafka_ref, kafka))
+}
+
+/// Central's admin client of `kafka` (dropped after a failure, so the next attempt connects
+/// again).
+pub async fn admin_of<E: From<Error> + From<TargetError>>(
+    access: &KafkaAccess,
+    kafka_ref: &KafkaRef,
+    kafka: &Arc<Kafka>,
+) -> Result<AdminClient, E> {
+    let bootstrap = bootstrap_of(kafka_ref, std::slice::from_ref(kafka), access)?;
+    Ok(access
+        .client(&bootstrap)
+        .await
+        .inspect_err(|_| access.forget(&bootstrap))?)
 }
 
 /// Where central reaches `kafka`: the Kafka's admin-bootstrap annotation, else the address its

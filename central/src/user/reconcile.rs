@@ -22,26 +22,8 @@ use crate::topic::clusters::{self, KafkaRef, TargetError};
 /// credentials or ACLs changed behind the operator's back are put back.
 const RESYNC: Duration = Duration::from_secs(300);
 
-/// A failure to retry with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API error: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("Kafka: {0}")]
-    Kafka(#[from] kstretch_kadmin::Error),
-    #[error("{0}")]
-    Target(TargetError),
-}
-
-impl Error {
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Error::Kube(_) => "KubernetesError",
-            Error::Kafka(_) => "KafkaError",
-            Error::Target(e) => e.reason(),
-        }
-    }
-}
+pub use crate::controller::Error;
+use crate::controller::key;
 
 /// Reconciles `user`; a failure is also written to its status before it is retried.
 pub async fn apply(user: Arc<KafkaUser>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -51,7 +33,7 @@ pub async fn apply(user: Arc<KafkaUser>, ctx: Arc<Context>) -> Result<Action, Er
         reconcile(&user, &ctx).await
     };
     match &result {
-        Ok(_) => ctx.retries.succeeded(&key(&user)),
+        Ok(_) => ctx.retries.succeeded(&key(user.as_ref())),
         Err(e) if user.metadata.deletion_timestamp.is_none() => {
             let message = e.to_string();
             write_status(&ctx, &user, not_ready(e.reason(), message), None).await?;
@@ -59,10 +41,6 @@ pub async fn apply(user: Arc<KafkaUser>, ctx: Arc<Context>) -> Result<Action, Er
         Err(_) => {}
     }
     result
-}
-
-pub fn key(user: &KafkaUser) -> (String, String) {
-    (user.namespace().unwrap_or_default(), user.name_any())
 }
 
 async fn reconcile(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
@@ -180,37 +158,17 @@ async fn credentials(
     }
 }
 
-/// Central's admin client of `kafka` (dropped after a failure, so the next attempt connects
-/// again).
 async fn admin(
     ctx: &Context,
     kafka_ref: &KafkaRef,
     kafka: &Arc<Kafka>,
 ) -> Result<kstretch_kadmin::AdminClient, Error> {
-    let bootstrap = clusters::bootstrap_of(kafka_ref, std::slice::from_ref(kafka), &ctx.access)
-        .map_err(Error::Target)?;
-    Ok(ctx
-        .access
-        .client(&bootstrap)
-        .await
-        .inspect_err(|_| ctx.access.forget(&bootstrap))?)
+    clusters::admin_of(&ctx.access, kafka_ref, kafka).await
 }
 
 /// The `Kafka` the user belongs to.
 fn target(user: &KafkaUser, ctx: &Context) -> Result<(KafkaRef, Arc<Kafka>), TargetError> {
-    let kafkas = ctx.kafkas.state();
-    let kafka_ref = clusters::kafka_of(user, &kafkas)?;
-    let kafka = kafkas
-        .iter()
-        .find(|k| {
-            k.name_any() == kafka_ref.name && k.namespace().as_deref() == Some(&kafka_ref.namespace)
-        })
-        .cloned()
-        .ok_or_else(|| TargetError::KafkaNotFound {
-            namespace: kafka_ref.namespace.clone(),
-            name: kafka_ref.name.clone(),
-        })?;
-    Ok((kafka_ref, kafka))
+    clusters::found_kafka(user, &ctx.kafkas.state())
 }
 
 /// `Ready=False` for a user the user must fix; looked at again when it changes.

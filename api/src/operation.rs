@@ -1,0 +1,175 @@
+//! The `KafkaOperation` kind (`kstretch.io`, kstretch's own): a long-running change to where a
+//! Kafka's data lives (drain a Kubernetes cluster for maintenance, undo a drain), carried out by
+//! central one safe step at a time. Its plan and progress live in its status, so the operation
+//! survives a central restart and is visible to `kubectl` as well as `kstretch`.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
+
+/// The group of kstretch's own kinds.
+pub const GROUP: &str = "kstretch.io";
+
+#[allow(clippy::duplicated_attributes)]
+/// What to do to the Kafka named by the `strimzi.io/cluster` label. Exactly one of `drain` and
+/// `undrain` is set; the spec is read once, when the operation starts.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "kstretch.io",
+    version = "v1alpha1",
+    kind = "KafkaOperation",
+    plural = "kafkaoperations",
+    singular = "kafkaoperation",
+    shortname = "kop",
+    category = "kstretch",
+    namespaced,
+    status = "KafkaOperationStatus",
+    derive = "PartialEq",
+    doc = "A long-running change to where a Kafka's partitions live (drain a Kubernetes cluster, undo a drain), planned and carried out by kstretch central.",
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".metadata.labels.strimzi\\.io/cluster",
+        description = "The Kafka cluster operated on"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Pending, Planned, Running, Completed, Aborted or Refused"
+    ),
+    printcolumn(
+        name = "Left",
+        type_ = "integer",
+        json_path = ".status.partitionsLeft",
+        description = "Partitions still to move"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KafkaOperationSpec {
+    /// Moves every partition replica and all leadership off the brokers of one Kubernetes
+    /// cluster; the pods keep running (maintenance). Undone by an `undrain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Drain>,
+    /// Puts the partitions a completed drain moved back where they were, leaders included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undrain: Option<Undrain>,
+    /// Plan only: the status shows what would move, how many bytes and how long at the
+    /// throttle; nothing changes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// Bytes per second each broker may spend copying moved replicas (Kafka's replication
+    /// throttle). Default 50 MiB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_throttle: Option<i64>,
+    /// Stops the operation at a consistent point: reassignments in flight are cancelled (their
+    /// partitions keep their old replicas) and the throttle is removed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort: bool,
+}
+
+/// The phases of an operation (`.status.phase`).
+pub mod phase {
+    /// Waiting for an older operation on the same Kafka to end.
+    pub const PENDING: &str = "Pending";
+    /// A dry run's plan is in the status; nothing was changed.
+    pub const PLANNED: &str = "Planned";
+    pub const RUNNING: &str = "Running";
+    pub const COMPLETED: &str = "Completed";
+    pub const ABORTED: &str = "Aborted";
+    /// The operation cannot be carried out as asked; the `Ready` condition says why.
+    pub const REFUSED: &str = "Refused";
+
+    /// Whether the operation has ended (nothing more happens to it).
+    pub fn ended(phase: Option<&str>) -> bool {
+        matches!(phase, Some(PLANNED | COMPLETED | ABORTED))
+    }
+}
+
+/// Drain one member cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Drain {
+    /// The alias of the Kubernetes cluster to drain (`strimzi.io/stretch-cluster-alias`).
+    pub cluster: String,
+}
+
+/// Undo a drain.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Undrain {
+    /// The name of the completed drain operation (same namespace) whose placement to restore.
+    pub drain: String,
+}
+
+/// Where the operation stands.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KafkaOperationStatus {
+    /// `Pending` (waiting for its turn), `Planned` (a dry run), `Running`, `Completed`,
+    /// `Aborted`, or `Refused` (see the `Ready` condition's message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The plan as first made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanSummary>,
+    /// Partitions still to move or to be led elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions_left: Option<i64>,
+    /// `topic-partition` of the reassignments this operation has in flight.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_flight: Vec<String>,
+    /// Batches of reassignments submitted so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches: Option<i64>,
+    /// The throttle in force, in bytes per second per broker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_throttle: Option<i64>,
+    /// Topics and brokers that hold throttle settings of this operation (removed at the end).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throttled_topics: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throttled_brokers: Vec<i32>,
+    /// A drain's record of the partitions it moves, as they were before it started: topic →
+    /// `partition=replica,replica,...` (preferred leader first). What an undrain restores.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub placement: BTreeMap<String, Vec<String>>,
+    /// The brokers a drain emptied (their node IDs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drained_brokers: Vec<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+}
+
+/// What the plan moves.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSummary {
+    /// Partitions whose replicas move.
+    pub partitions: i64,
+    /// Partitions whose leadership moves first.
+    pub leadership_changes: i64,
+    /// Bytes copied.
+    pub bytes: i64,
+    /// Seconds the copying takes at the throttle (the busiest receiving broker deciding).
+    pub seconds_at_throttle: i64,
+    /// Partitions left where they are because they are below `min.insync.replicas`, or (for an
+    /// undrain) because a recorded broker is gone: `topic-partition`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_alone: Vec<String>,
+}

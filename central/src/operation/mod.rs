@@ -1,0 +1,25 @@
+//! The operation controller: `KafkaOperation`s (drain a member cluster's brokers, undo a drain)
+//! carried out on the Kafka their `strimzi.io/cluster` label names, one safe step per
+//! reconciliation. This file wires the controller; `reconcile` holds the pipeline, `spec` its
+//! pure reading of the spec, `steps` the Kafka side. What moves where is decided in
+//! `kstretch_core::movement`.
+
+pub mod reconcile;
+pub mod spec;
+pub mod steps;
+
+use std::sync::Arc;
+
+use kstretch_api::KafkaOperation;
+use kube::Api;
+use tokio_util::sync::CancellationToken;
+
+pub use crate::controller::Context;
+
+/// Prometheus metrics of the operation controller.
+pub type OperationMetrics = crate::metrics::ControllerMetrics;
+
+/// Runs the controller until `shutdown`.
+pub async fn run(ops: Api<KafkaOperation>, ctx: Arc<Context>, shutdown: CancellationToken) {
+    crate::controller::run(ops, ctx, shutdown, reconcile::apply).await;
+}

@@ -1,0 +1,484 @@
+//! One `KafkaOperation` reconciliation, as a pipeline: its Kafka → what it asks (pure) → its
+//! turn → what Kafka holds → the plan (pure) → one step → status. A step that leaves something
+//! behind in Kafka (a throttle, reassignments in flight) is recorded in the status before it is
+//! taken, so a central that restarts at any point resumes where it stood; every step is safe to
+//! repeat.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kstretch_api::condition::{self, Condition};
+use kstretch_api::operation::{KafkaOperationStatus, PlanSummary, phase};
+use kstretch_api::{KafkaOperation, names};
+use kstretch_core::movement::{self, Plan, restore};
+use kstretch_kadmin::AdminClient;
+use kube::api::ListParams;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+
+use super::Context;
+use super::spec::{self, Intent};
+use super::steps::{self, Observed};
+use crate::kafka::status::{conditions, not_ready, now};
+use crate::topic::clusters::{self, KafkaRef};
+
+/// How often a running operation looks at its reassignments.
+const POLL: Duration = Duration::from_secs(3);
+/// How often a waiting operation (its turn, partitions out of sync) looks again.
+const WAIT: Duration = Duration::from_secs(15);
+/// At most this many partitions move at once.
+const BATCH_PARTITIONS: usize = 50;
+/// A batch holds about this many seconds of copying at the throttle.
+const BATCH_SECONDS: u64 = 120;
+
+pub use crate::controller::Error;
+use crate::controller::key;
+
+/// Why the operation cannot go on as asked: a reason and a message for the user.
+struct Refusal {
+    reason: &'static str,
+    message: String,
+}
+
+fn refusal(reason: &'static str, message: impl Into<String>) -> Refusal {
+    Refusal {
+        reason,
+        message: message.into(),
+    }
+}
+
+/// Takes the operation's next step; a failure is also written to its status before it is
+/// retried.
+pub async fn apply(op: Arc<KafkaOperation>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let status = op.status.clone().unwrap_or_default();
+    if phase::ended(status.phase.as_deref()) {
+        return Ok(Action::await_change());
+    }
+    let result = step(&op, &ctx, status.clone()).await;
+    match &result {
+        Ok(_) => ctx.retries.succeeded(&key(op.as_ref())),
+        Err(e) => {
+            let failed = not_ready(e.reason(), e.to_string());
+            write(&ctx, &op, status, failed).await?;
+        }
+    }
+    result
+}
+
+async fn step(
+    op: &KafkaOperation,
+    ctx: &Context,
+    mut status: KafkaOperationStatus,
+) -> Result<Action, Error> {
+    let running = status.phase.as_deref() == Some(phase::RUNNING);
+    let (kafka_ref, kafka) = match clusters::found_kafka(op, &ctx.kafkas.state()) {
+        Ok(found) => found,
+        Err(e) => return refuse(ctx, op, status, refusal(e.reason(), e.to_string())).await,
+    };
+    let (intent, rate) = match spec::read(op) {
+        Ok(read) => read,
+        Err(e) => return refuse(ctx, op, status, refusal(e.reason(), e.to_string())).await,
+    };
+    if op.spec.abort {
+        return abort(ctx, op, status, &kafka_ref, &kafka).await;
+    }
+    if !running
+        && !op.spec.dry_run
+        && let Some(first) = turn(ctx, op, &kafka_ref).await?
+    {
+        status.phase = Some(phase::PENDING.to_owned());
+        let message = format!("waiting for operation {first} on Kafka {kafka_ref} to end");
+        write(ctx, op, status, waiting("Pending", message)).await?;
+        return Ok(Action::requeue(WAIT));
+    }
+    let admin: AdminClient = clusters::admin_of::<Error>(&ctx.access, &kafka_ref, &kafka).await?;
+    let observed = steps::observe(&admin).await?;
+    // While reassignments run, replica lists hold old and new replicas at once: no plan is
+    // made from them.
+    if running && let Some(waiting) = settle(ctx, op, &mut status, &admin, &observed).await? {
+        return Ok(waiting);
+    }
+    let (plan, left_alone) = match plan(ctx, op, &intent, &observed, &status).await? {
+        Ok(planned) => planned,
+        Err(r) => return refuse(ctx, op, status, r).await,
+    };
+    if running {
+        return advance(ctx, op, status, &admin, &observed, plan, rate).await;
+    }
+    start(ctx, op, status, &intent, &observed, &plan, left_alone, rate).await
+}
+
+/// The oldest operation on the same Kafka that has not ended, when it is not `op`: only one
+/// changes a Kafka at a time (dry runs change nothing and never wait).
+async fn turn(
+    ctx: &Context,
+    op: &KafkaOperation,
+    kafka: &KafkaRef,
+) -> Result<Option<String>, Error> {
+    let api: Api<KafkaOperation> = Api::namespaced(ctx.client.clone(), &kafka.namespace);
+    let same_kafka = ListParams::default().labels(&format!("{}={}", names::CLUSTER, kafka.name));
+    let first = api
+        .list(&same_kafka)
+        .await?
+        .items
+        .into_iter()
+        .filter(|o| !o.spec.dry_run)
+        .filter(|o| {
+            let p = o.status.as_ref().and_then(|s| s.phase.as_deref());
+            !phase::ended(p) && p != Some(phase::REFUSED)
+        })
+        .min_by_key(|o| {
+            (
+                o.metadata.creation_timestamp.clone().map(|t| t.0),
+                o.name_any(),
+            )
+        })
+        .map(|o| o.name_any());
+    Ok(first.filter(|name| *name != op.name_any()))
+}
+
+/// The plan from what Kafka holds now, and the partitions it leaves alone.
+async fn plan(
+    ctx: &Context,
+    op: &KafkaOperation,
+    intent: &Intent,
+    observed: &Observed,
+    status: &KafkaOperationStatus,
+) -> Result<Result<(Plan, Vec<String>), Refusal>, Error> {
+    match intent {
+        Intent::Drain { cluster } => Ok(drain_plan(cluster, observed, status)),
+        Intent::Undrain { drain } => {
+            let placement = match recorded_placement(ctx, op, drain).await? {
+                Ok(p) => p,
+                Err(r) => return Ok(Err(r)),
+            };
+            let brokers: BTreeSet<i32> = observed.brokers.keys().copied().collect();
+            let r = restore::restore(&observed.partitions, &placement, &brokers);
+            let mut left = r.plan.unsafe_partitions.clone();
+            left.extend(r.unrestorable);
+            Ok(Ok((r.plan, left)))
+        }
+    }
+}
+
+/// A drain's plan: every replica off the brokers of `cluster` (those recorded when it started,
+/// so a broker that leaves Kafka meanwhile does not change what is drained).
+fn drain_plan(
+    cluster: &str,
+    observed: &Observed,
+    status: &KafkaOperationStatus,
+) -> Result<(Plan, Vec<String>), Refusal> {
+    let drained: BTreeSet<i32> = if status.drained_brokers.is_empty() {
+        drained_brokers(cluster, observed)
+    } else {
+        status.drained_brokers.iter().copied().collect()
+    };
+    if drained.is_empty() {
+        let racks: BTreeSet<&str> = observed.brokers.values().map(String::as_str).collect();
+        let known = racks.into_iter().collect::<Vec<_>>().join(", ");
+        return Err(refusal(
+            "UnknownCluster",
+            format!(
+                "no broker of this Kafka runs in Kubernetes cluster {cluster:?}; its brokers run in: {known}"
+            ),
+        ));
+    }
+    let target = observed
+        .brokers
+        .iter()
+        .filter(|(b, _)| !drained.contains(b))
+        .map(|(b, rack)| (*b, rack.clone()))
+        .collect();
+    match movement::plan(&observed.partitions, &target) {
+        Ok(plan) => {
+            let left = plan.unsafe_partitions.clone();
+            Ok((plan, left))
+        }
+        Err(e) => Err(refusal(
+            e.reason(),
+            format!("draining {cluster} would leave too few brokers: {e}"),
+        )),
+    }
+}
+
+fn drained_brokers(cluster: &str, observed: &Observed) -> BTreeSet<i32> {
+    observed
+        .brokers
+        .iter()
+        .filter(|(_, rack)| *rack == cluster)
+        .map(|(b, _)| *b)
+        .collect()
+}
+
+/// The placement the completed drain `name` recorded, if it is a drain of the same Kafka.
+async fn recorded_placement(
+    ctx: &Context,
+    op: &KafkaOperation,
+    name: &str,
+) -> Result<Result<restore::Placement, Refusal>, Error> {
+    let api: Api<KafkaOperation> =
+        Api::namespaced(ctx.client.clone(), &op.namespace().unwrap_or_default());
+    let Some(drain) = api.get_opt(name).await? else {
+        let message = format!(
+            "there is no operation {name} in this namespace to undo; name a completed drain in .spec.undrain.drain"
+        );
+        return Ok(Err(refusal("DrainNotFound", message)));
+    };
+    let cluster = |o: &KafkaOperation| o.labels().get(names::CLUSTER).cloned();
+    if drain.spec.drain.is_none() || cluster(&drain) != cluster(op) {
+        let message = format!(
+            "operation {name} is not a drain of the same Kafka; name a completed drain of it in .spec.undrain.drain"
+        );
+        return Ok(Err(refusal("NotADrain", message)));
+    }
+    let drain_status = drain.status.clone().unwrap_or_default();
+    if drain_status.phase.as_deref() != Some(phase::COMPLETED) {
+        let message = format!(
+            "drain {name} is {}, not Completed; undo a drain once it has completed (abort one that is running instead)",
+            drain_status.phase.as_deref().unwrap_or("not started")
+        );
+        return Ok(Err(refusal("DrainNotCompleted", message)));
+    }
+    Ok(spec::decode(&drain_status).map_err(|m| refusal("InvalidPlacement", m)))
+}
+
+/// The first look: the plan goes into the status; a dry run ends there, anything else starts
+/// (a drain records the placement its undrain restores).
+#[allow(clippy::too_many_arguments)]
+async fn start(
+    ctx: &Context,
+    op: &KafkaOperation,
+    mut status: KafkaOperationStatus,
+    intent: &Intent,
+    observed: &Observed,
+    plan: &Plan,
+    left_alone: Vec<String>,
+    rate: u64,
+) -> Result<Action, Error> {
+    let summary = PlanSummary {
+        partitions: plan.moves.len() as i64,
+        leadership_changes: plan.leadership.len() as i64,
+        bytes: i64::try_from(plan.bytes()).unwrap_or(i64::MAX),
+        seconds_at_throttle: i64::try_from(plan.seconds_at(rate)).unwrap_or(i64::MAX),
+        left_alone,
+    };
+    let described = describe(&summary, rate);
+    status.plan = Some(summary);
+    status.replication_throttle = Some(i64::try_from(rate).unwrap_or(i64::MAX));
+    status.partitions_left = Some((plan.moves.len() + plan.leadership.len()) as i64);
+    if op.spec.dry_run {
+        status.phase = Some(phase::PLANNED.to_owned());
+        let planned = Condition::new(condition::READY, condition::TRUE)
+            .with_reason("Planned")
+            .with_message(format!("dry run: {described}; nothing was changed"));
+        write(ctx, op, status, planned).await?;
+        return Ok(Action::await_change());
+    }
+    if let Intent::Drain { cluster } = intent {
+        let drained = drained_brokers(cluster, observed);
+        let before = observed
+            .partitions
+            .iter()
+            .filter(|p| p.replicas.iter().any(|r| drained.contains(r)))
+            .map(|p| ((p.topic.clone(), p.partition), p.replicas.clone()))
+            .collect();
+        status.placement = spec::encode(&before);
+        status.drained_brokers = drained.into_iter().collect();
+    }
+    status.phase = Some(phase::RUNNING.to_owned());
+    status.started_at = Some(now());
+    tracing::info!(%described, "operation started");
+    write(ctx, op, status, waiting("Running", described)).await?;
+    Ok(Action::requeue(Duration::ZERO))
+}
+
+fn describe(s: &PlanSummary, rate: u64) -> String {
+    let mut text = format!(
+        "{} partition(s) move, {} bytes, about {} s at {} bytes/s per broker; {} leadership change(s) first",
+        s.partitions, s.bytes, s.seconds_at_throttle, rate, s.leadership_changes
+    );
+    if !s.left_alone.is_empty() {
+        text.push_str(&format!("; left alone: {}", s.left_alone.join(", ")));
+    }
+    text
+}
+
+/// A running operation's wait: while its batch is in flight it waits; once the batch is done
+/// its throttle is lifted; reassignments it did not start are waited for too.
+async fn settle(
+    ctx: &Context,
+    op: &KafkaOperation,
+    status: &mut KafkaOperationStatus,
+    admin: &AdminClient,
+    observed: &Observed,
+) -> Result<Option<Action>, Error> {
+    let in_flight = status
+        .in_flight
+        .iter()
+        .filter(|p| observed.moving.contains(*p))
+        .count();
+    if in_flight > 0 {
+        let batch = status.batches.unwrap_or(0);
+        let message = format!("{in_flight} partition(s) of batch {batch} still moving");
+        write(ctx, op, status.clone(), waiting("Moving", message)).await?;
+        return Ok(Some(Action::requeue(POLL)));
+    }
+    if !status.in_flight.is_empty() || !status.throttled_brokers.is_empty() {
+        steps::unthrottle(admin, &status.throttled_topics, &status.throttled_brokers).await?;
+        status.in_flight.clear();
+        status.throttled_topics.clear();
+        status.throttled_brokers.clear();
+    }
+    if !observed.moving.is_empty() {
+        let message = format!(
+            "waiting for {} reassignment(s) this operation did not start",
+            observed.moving.len()
+        );
+        write(
+            ctx,
+            op,
+            status.clone(),
+            waiting("OtherReassignments", message),
+        )
+        .await?;
+        return Ok(Some(Action::requeue(WAIT)));
+    }
+    Ok(None)
+}
+
+/// One step of a running operation that has nothing in flight: move leadership, start the
+/// next batch, or finish.
+async fn advance(
+    ctx: &Context,
+    op: &KafkaOperation,
+    mut status: KafkaOperationStatus,
+    admin: &AdminClient,
+    observed: &Observed,
+    plan: Plan,
+    rate: u64,
+) -> Result<Action, Error> {
+    status.partitions_left = Some((plan.moves.len() + plan.leadership.len()) as i64);
+    if !plan.leadership.is_empty() {
+        let not_yet = steps::lead(admin, &plan.leadership, &observed.partitions).await?;
+        let mut message = format!(
+            "moving the leadership of {} partition(s)",
+            plan.leadership.len()
+        );
+        if !not_yet.is_empty() {
+            message.push_str(&format!("; not elected yet: {}", not_yet.join(", ")));
+        }
+        write(ctx, op, status, waiting("Leading", message)).await?;
+        return Ok(Action::requeue(if not_yet.is_empty() {
+            POLL
+        } else {
+            WAIT
+        }));
+    }
+    let max_bytes = rate.saturating_mul(BATCH_SECONDS);
+    if let Some(batch) = plan.batches(BATCH_PARTITIONS, max_bytes).into_iter().next() {
+        let (topics, brokers) = steps::throttled(&batch);
+        status.throttled_topics = topics;
+        status.throttled_brokers = brokers;
+        status.in_flight = batch
+            .iter()
+            .map(|m| steps::name(&m.topic, m.partition))
+            .collect();
+        let number = status.batches.unwrap_or(0) + 1;
+        status.batches = Some(number);
+        let message = format!("batch {number}: moving {} partition(s)", batch.len());
+        write(ctx, op, status, waiting("Moving", message)).await?;
+        steps::start_batch(admin, &batch, rate).await?;
+        return Ok(Action::requeue(POLL));
+    }
+    if !plan.unsafe_partitions.is_empty() {
+        let message = format!(
+            "waiting for {} to be back at min.insync.replicas before moving them",
+            plan.unsafe_partitions.join(", ")
+        );
+        write(ctx, op, status, waiting("PartitionsNotInSync", message)).await?;
+        return Ok(Action::requeue(WAIT));
+    }
+    status.phase = Some(phase::COMPLETED.to_owned());
+    status.completed_at = Some(now());
+    status.partitions_left = Some(0);
+    tracing::info!("operation completed");
+    let done = Condition::new(condition::READY, condition::TRUE).with_reason("Completed");
+    write(ctx, op, status, done).await?;
+    Ok(Action::await_change())
+}
+
+/// Stops at a consistent point: reassignments in flight are cancelled (those partitions keep
+/// their previous replicas), the throttle is lifted, and nothing else is undone.
+async fn abort(
+    ctx: &Context,
+    op: &KafkaOperation,
+    mut status: KafkaOperationStatus,
+    kafka_ref: &KafkaRef,
+    kafka: &Arc<kstretch_api::Kafka>,
+) -> Result<Action, Error> {
+    let cancelled = status.in_flight.len();
+    if cancelled > 0 || !status.throttled_brokers.is_empty() {
+        let admin: AdminClient = clusters::admin_of::<Error>(&ctx.access, kafka_ref, kafka).await?;
+        let partitions: Vec<(String, i32)> = status
+            .in_flight
+            .iter()
+            .filter_map(|p| {
+                let (topic, partition) = p.rsplit_once('-')?;
+                Some((topic.to_owned(), partition.parse().ok()?))
+            })
+            .collect();
+        steps::cancel(&admin, &partitions).await?;
+        steps::unthrottle(&admin, &status.throttled_topics, &status.throttled_brokers).await?;
+    }
+    status.in_flight.clear();
+    status.throttled_topics.clear();
+    status.throttled_brokers.clear();
+    status.phase = Some(phase::ABORTED.to_owned());
+    status.completed_at = Some(now());
+    let message = format!(
+        "aborted after {} batch(es); {cancelled} reassignment(s) in flight were cancelled and keep their previous replicas",
+        status.batches.unwrap_or(0)
+    );
+    tracing::info!(%message, "operation aborted");
+    write(ctx, op, status, not_ready("Aborted", message)).await?;
+    Ok(Action::await_change())
+}
+
+/// `Ready=False` while the operation is under way, saying what it waits for.
+fn waiting(reason: &str, message: impl Into<String>) -> Condition {
+    not_ready(reason, message)
+}
+
+/// The operation cannot go on as asked. One that has not started is refused and looked at
+/// again when it changes; a running one keeps what it did and tries again later (a broker
+/// may come back).
+async fn refuse(
+    ctx: &Context,
+    op: &KafkaOperation,
+    mut status: KafkaOperationStatus,
+    r: Refusal,
+) -> Result<Action, Error> {
+    ctx.metrics.failed(r.reason);
+    if status.phase.as_deref() == Some(phase::RUNNING) {
+        write(ctx, op, status, not_ready(r.reason, r.message)).await?;
+        return Ok(Action::requeue(WAIT));
+    }
+    status.phase = Some(phase::REFUSED.to_owned());
+    write(ctx, op, status, not_ready(r.reason, r.message)).await?;
+    Ok(Action::await_change())
+}
+
+async fn write(
+    ctx: &Context,
+    op: &KafkaOperation,
+    mut status: KafkaOperationStatus,
+    ready: Condition,
+) -> Result<(), kube::Error> {
+    status.conditions = conditions(&status.conditions, ready, &[], &now());
+    status.observed_generation = op.metadata.generation;
+    match crate::status::apply(&ctx.client, op, status, |o| o.status.as_ref()).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,222 @@
+//! What a `KafkaOperation` asks for, read once (pure): its intent, its throttle, and the
+//! placement record a drain keeps for its undrain, in the status's compact text form.
+
+use std::collections::BTreeMap;
+
+use kstretch_api::operation::{KafkaOperation, KafkaOperationStatus};
+use kstretch_core::movement::restore::Placement;
+
+/// Bytes per second per broker when the operation names no throttle: 50 MiB/s.
+pub const DEFAULT_THROTTLE: u64 = 50 * 1024 * 1024;
+
+/// What the operation does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intent {
+    Drain { cluster: String },
+    Undrain { drain: String },
+}
+
+/// A spec that cannot be carried out as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error("the operation sets neither .spec.drain nor .spec.undrain; set exactly one")]
+    NoIntent,
+    #[error("the operation sets both .spec.drain and .spec.undrain; set exactly one")]
+    SeveralIntents,
+    #[error("{field} is empty; name a {what}")]
+    Empty {
+        field: &'static str,
+        what: &'static str,
+    },
+    #[error(".spec.replicationThrottle is {0}; it must be a positive number of bytes per second")]
+    Throttle(i64),
+}
+
+impl Invalid {
+    pub fn reason(&self) -> &'static str {
+        "InvalidOperation"
+    }
+}
+
+/// The intent and throttle (bytes per second per broker) of `op`.
+pub fn read(op: &KafkaOperation) -> Result<(Intent, u64), Invalid> {
+    let intent = match (&op.spec.drain, &op.spec.undrain) {
+        (None, None) => return Err(Invalid::NoIntent),
+        (Some(_), Some(_)) => return Err(Invalid::SeveralIntents),
+        (Some(d), None) if d.cluster.trim().is_empty() => {
+            return Err(Invalid::Empty {
+                field: ".spec.drain.cluster",
+                what: "Kubernetes cluster alias",
+            });
+        }
+        (None, Some(u)) if u.drain.trim().is_empty() => {
+            return Err(Invalid::Empty {
+                field: ".spec.undrain.drain",
+                what: "completed drain operation",
+            });
+        }
+        (Some(d), None) => Intent::Drain {
+            cluster: d.cluster.clone(),
+        },
+        (None, Some(u)) => Intent::Undrain {
+            drain: u.drain.clone(),
+        },
+    };
+    let throttle = match op.spec.replication_throttle {
+        None => DEFAULT_THROTTLE,
+        Some(t) => u64::try_from(t)
+            .ok()
+            .filter(|t| *t > 0)
+            .ok_or(Invalid::Throttle(t))?,
+    };
+    Ok((intent, throttle))
+}
+
+/// `placement` in the status's form: topic → `partition=replica,...`.
+pub fn encode(placement: &Placement) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for ((topic, partition), replicas) in placement {
+        let list: Vec<String> = replicas.iter().map(i32::to_string).collect();
+        out.entry(topic.clone())
+            .or_default()
+            .push(format!("{partition}={}", list.join(",")));
+    }
+    out
+}
+
+/// The placement a drain recorded; an entry that does not parse (edited by hand) names itself.
+pub fn decode(status: &KafkaOperationStatus) -> Result<Placement, String> {
+    let mut out = Placement::new();
+    for (topic, entries) in &status.placement {
+        for entry in entries {
+            let bad = || {
+                format!("placement entry {entry:?} of topic {topic} is not partition=replica,...")
+            };
+            let (partition, replicas) = entry.split_once('=').ok_or_else(bad)?;
+            let partition: i32 = partition.trim().parse().map_err(|_| bad())?;
+            let replicas: Vec<i32> = replicas
+                .split(',')
+                .map(|r| r.trim().parse())
+                .collect::<Result<_, _>>()
+                .map_err(|_| bad())?;
+            out.insert((topic.clone(), partition), replicas);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kstretch_api::operation::{Drain, KafkaOperationSpec, Undrain};
+
+    fn op(spec: KafkaOperationSpec) -> KafkaOperation {
+        KafkaOperation::new("op", spec)
+    }
+
+    fn drain(cluster: &str) -> Option<Drain> {
+        Some(Drain {
+            cluster: cluster.to_owned(),
+        })
+    }
+
+    #[test]
+    fn a_drain_or_an_undrain_with_the_default_or_given_throttle() {
+        let (intent, throttle) = read(&op(KafkaOperationSpec {
+            drain: drain("beta"),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            intent,
+            Intent::Drain {
+                cluster: "beta".into()
+            }
+        );
+        assert_eq!(throttle, DEFAULT_THROTTLE);
+        let (intent, throttle) = read(&op(KafkaOperationSpec {
+            undrain: Some(Undrain {
+                drain: "drain-beta".into(),
+            }),
+            replication_throttle: Some(1000),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            intent,
+            Intent::Undrain {
+                drain: "drain-beta".into()
+            }
+        );
+        assert_eq!(throttle, 1000);
+    }
+
+    #[test]
+    fn every_malformed_spec_is_refused_naming_the_field() {
+        let cases = [
+            (KafkaOperationSpec::default(), "neither"),
+            (
+                KafkaOperationSpec {
+                    drain: drain("beta"),
+                    undrain: Some(Undrain { drain: "d".into() }),
+                    ..Default::default()
+                },
+                "both",
+            ),
+            (
+                KafkaOperationSpec {
+                    drain: drain(" "),
+                    ..Default::default()
+                },
+                ".spec.drain.cluster",
+            ),
+            (
+                KafkaOperationSpec {
+                    undrain: Some(Undrain {
+                        drain: String::new(),
+                    }),
+                    ..Default::default()
+                },
+                ".spec.undrain.drain",
+            ),
+            (
+                KafkaOperationSpec {
+                    drain: drain("beta"),
+                    replication_throttle: Some(0),
+                    ..Default::default()
+                },
+                "replicationThrottle is 0",
+            ),
+        ];
+        for (spec, says) in cases {
+            let e = read(&op(spec)).unwrap_err();
+            assert!(e.to_string().contains(says), "{e}");
+            assert_eq!(e.reason(), "InvalidOperation");
+        }
+    }
+
+    #[test]
+    fn the_placement_record_reads_back_and_a_broken_entry_names_itself() {
+        let placement = Placement::from([
+            (("orders".to_owned(), 0), vec![3, 1, 2]),
+            (("orders".to_owned(), 1), vec![1, 2, 3]),
+            (("audit".to_owned(), 0), vec![2]),
+        ]);
+        let encoded = encode(&placement);
+        assert_eq!(encoded["orders"], vec!["0=3,1,2", "1=1,2,3"]);
+        let status = KafkaOperationStatus {
+            placement: encoded,
+            ..Default::default()
+        };
+        assert_eq!(decode(&status).unwrap(), placement);
+        let broken = KafkaOperationStatus {
+            placement: BTreeMap::from([("orders".to_owned(), vec!["0=3,x".to_owned()])]),
+            ..Default::default()
+        };
+        assert!(
+            decode(&broken)
+                .unwrap_err()
+                .contains("\"0=3,x\" of topic orders")
+        );
+    }
+}

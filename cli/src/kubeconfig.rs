@@ -1,0 +1,37 @@
+//! A Kubernetes client from the caller's own kubeconfig: the CLI acts with the caller's
+//! credentials, so Kubernetes' RBAC decides what they may do.
+
+use std::path::PathBuf;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::CliError;
+
+/// Which kubeconfig and context.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KubeArgs {
+    /// Kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context in the kubeconfig (default: its current context).
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+impl KubeArgs {
+    pub async fn client(&self) -> Result<kube::Client, CliError> {
+        let kubeconfig = match &self.kubeconfig {
+            Some(path) => Kubeconfig::read_from(path),
+            None => Kubeconfig::read(),
+        }
+        .map_err(|e| CliError::Kubeconfig(e.to_string()))?;
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| CliError::Kubeconfig(e.to_string()))?;
+        kube::Client::try_from(config).map_err(CliError::Kube)
+    }
+}
