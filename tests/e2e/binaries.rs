@@ -180,3 +180,73 @@ async fn agent_becomes_ready_and_counts_podsets() {
     .await;
     ns.delete().await;
 }
+
+/// Runs `kstretch` with `kubeconfig` in `namespace`; its exit status and output.
+fn kstretch_as(kubeconfig: &std::path::Path, namespace: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(binary("kstretch"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["-n", namespace])
+        .output()
+        .expect("kstretch runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Who may start, list or abort an operation is Kubernetes' RBAC in the central cluster: a
+/// caller allowed only to read gets a refusal in words for `drain` and `abort`, and nothing is
+/// created; listing works. An undrain without a completed drain is refused by the CLI.
+#[tokio::test]
+async fn operations_are_started_only_by_callers_rbac_allows() {
+    let env = TestEnv::get();
+    let cluster = Cluster::connect(&env.clusters[0]).await;
+    crds::install(&cluster).await;
+    let ns = cluster.namespace("operations-rbac").await;
+    for doc in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "operations-reader"},
+               "rules": [{"apiGroups": ["kstretch.io"], "resources": ["kafkaoperations"],
+                          "verbs": ["get", "list", "watch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "operations-reader"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                           "name": "operations-reader"},
+               "subjects": [{"kind": "ServiceAccount", "name": "reader",
+                             "namespace": ns.name}]}),
+    ] {
+        kstretch_tests::cluster::apply(&cluster.client, &ns.name, doc).await;
+    }
+    let token = kstretch_tests::charts::token(&cluster, &ns.name, "reader").await;
+    let reader = std::env::temp_dir().join(format!("{}-reader.kubeconfig", ns.name));
+    kstretch_tests::charts::write_token_kubeconfig(&env.clusters[0].kubeconfig, &token, &reader);
+    let admin = &env.clusters[0].kubeconfig;
+
+    let (ok, out) = kstretch_as(&reader, &ns.name, &["drain", "beta", "--kafka", "k"]);
+    assert!(
+        !ok && out.contains("Kubernetes refused") && out.contains("kafkaoperations.kstretch.io"),
+        "{out}"
+    );
+    let (ok, out) = kstretch_as(&reader, &ns.name, &["abort", "some-operation"]);
+    assert!(!ok && out.contains("Kubernetes refused"), "{out}");
+    let (ok, out) = kstretch_as(&reader, &ns.name, &["operations"]);
+    assert!(
+        ok && out.starts_with("NAME") && out.lines().count() == 1,
+        "{out}"
+    );
+    let (ok, out) = kstretch_as(admin, &ns.name, &["undrain", "beta", "--kafka", "k"]);
+    assert!(
+        !ok && out.contains("has no completed drain of cluster beta"),
+        "{out}"
+    );
+    let ops: Api<kstretch_api::KafkaOperation> = ns.api();
+    let left = ops.list(&Default::default()).await.unwrap().items;
+    assert!(left.is_empty(), "nothing is created: {left:?}");
+    let _ = std::fs::remove_file(reader);
+    ns.delete().await;
+}

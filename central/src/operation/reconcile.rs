@@ -482,3 +482,72 @@ async fn write(
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kstretch_core::movement::Partition;
+
+    use super::*;
+
+    fn observed() -> Observed {
+        let partition = |p: i32, replicas: &[i32]| Partition {
+            topic: "orders".to_owned(),
+            partition: p,
+            replicas: replicas.to_vec(),
+            isr: replicas.iter().copied().collect(),
+            leader: replicas.first().copied(),
+            size: 10,
+            min_isr: 1,
+        };
+        Observed {
+            partitions: vec![partition(0, &[1, 3]), partition(1, &[2, 1])],
+            brokers: BTreeMap::from([
+                (1, "alpha".to_owned()),
+                (2, "alpha".to_owned()),
+                (3, "beta".to_owned()),
+            ]),
+            moving: BTreeSet::new(),
+        }
+    }
+
+    #[test]
+    fn a_drain_moves_the_replicas_of_the_clusters_brokers_only() {
+        let (plan, left) = drain_plan("beta", &observed(), &KafkaOperationStatus::default())
+            .unwrap_or_else(|r| panic!("{}", r.message));
+        assert_eq!(plan.moves.len(), 1);
+        assert_eq!(plan.moves[0].to, vec![1, 2]);
+        assert!(left.is_empty());
+    }
+
+    #[test]
+    fn a_running_drain_keeps_the_brokers_it_started_with() {
+        let status = KafkaOperationStatus {
+            drained_brokers: vec![2],
+            ..Default::default()
+        };
+        let (plan, _) =
+            drain_plan("beta", &observed(), &status).unwrap_or_else(|r| panic!("{}", r.message));
+        assert_eq!(plan.moves.len(), 1);
+        assert_eq!(plan.moves[0].partition, 1);
+    }
+
+    #[test]
+    fn a_cluster_without_brokers_or_too_few_left_is_refused_naming_why() {
+        let r = drain_plan("gamma", &observed(), &KafkaOperationStatus::default())
+            .err()
+            .unwrap();
+        assert_eq!(r.reason, "UnknownCluster");
+        assert!(
+            r.message.contains("\"gamma\"") && r.message.contains("alpha, beta"),
+            "{}",
+            r.message
+        );
+        let r = drain_plan("alpha", &observed(), &KafkaOperationStatus::default())
+            .err()
+            .unwrap();
+        assert_eq!(r.reason, "NotEnoughBrokers");
+        assert!(r.message.contains("draining alpha"), "{}", r.message);
+    }
+}
