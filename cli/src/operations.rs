@@ -246,7 +246,8 @@ async fn started(
     ))
 }
 
-/// The most recent completed drain of `cluster` for `kafka`.
+/// The most recent completed drain of `cluster` for `kafka` that moved something and that no
+/// completed undrain has undone yet.
 async fn last_drain(
     api: &Api<KafkaOperation>,
     kafka: &str,
@@ -254,14 +255,23 @@ async fn last_drain(
 ) -> Result<String, CliError> {
     let params = ListParams::default().labels(&format!("{}={kafka}", names::CLUSTER));
     let ops = api.list(&params).await.map_err(not_allowed)?.items;
-    ops.into_iter()
+    let completed = |o: &KafkaOperation| {
+        o.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase::COMPLETED)
+    };
+    let undone: Vec<String> = ops
+        .iter()
+        .filter(|o| completed(o))
+        .filter_map(|o| o.spec.undrain.as_ref().map(|u| u.drain.clone()))
+        .collect();
+    ops.iter()
         .filter(|o| o.spec.drain.as_ref().is_some_and(|d| d.cluster == cluster))
-        .filter(|o| o.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase::COMPLETED))
+        .filter(|o| completed(o) && !undone.contains(&o.name_any()))
+        .filter(|o| o.status.as_ref().is_some_and(|s| !s.placement.is_empty()))
         .max_by_key(|o| o.status.as_ref().and_then(|s| s.completed_at.clone()))
         .map(|o| o.name_any())
         .ok_or_else(|| {
             CliError::Refused(format!(
-                "Kafka {kafka} has no completed drain of cluster {cluster} to undo (see `kstretch operations`)"
+                "Kafka {kafka} has no completed drain of cluster {cluster} left to undo (see `kstretch operations`)"
             ))
         })
 }

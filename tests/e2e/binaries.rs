@@ -241,7 +241,7 @@ async fn operations_are_started_only_by_callers_rbac_allows() {
     );
     let (ok, out) = kstretch_as(admin, &ns.name, &["undrain", "beta", "--kafka", "k"]);
     assert!(
-        !ok && out.contains("has no completed drain of cluster beta"),
+        !ok && out.contains("has no completed drain of cluster beta left to undo"),
         "{out}"
     );
     let ops: Api<kstretch_api::KafkaOperation> = ns.api();

@@ -7,7 +7,7 @@ mod config;
 mod error;
 mod forbidden;
 mod model;
-mod properties;
+pub mod properties;
 mod revision;
 mod security;
 mod tls;

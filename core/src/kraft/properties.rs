@@ -21,6 +21,15 @@ pub fn to_text(properties: &BTreeMap<String, String>) -> String {
     out
 }
 
+/// One `key=value` line (without the line end), escaped as [`to_text`] escapes it.
+pub fn entry(key: &str, value: &str) -> String {
+    let mut out = String::with_capacity(key.len() + value.len() + 1);
+    escape_into(&mut out, key, true);
+    out.push('=');
+    escape_into(&mut out, value, false);
+    out
+}
+
 /// Escapes one key or value. Kafka loads its configuration through
 /// `Properties.load(InputStream)`, which reads ISO-8859-1, so everything outside printable
 /// ASCII becomes `\uXXXX` (UTF-16 units). In keys the separators (`=`, `:`, whitespace) and the
