@@ -6,10 +6,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabel {
-    reason: String,
-}
+use crate::metrics::ControllerMetrics;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OffsetsLabels {
@@ -20,26 +17,18 @@ struct OffsetsLabels {
 /// Cheap to clone: every handle shares the same values.
 #[derive(Debug, Clone, Default)]
 pub struct ConnectorMetrics {
-    reconciliations: Counter,
-    failed: Family<ReasonLabel, Counter>,
+    controller: ControllerMetrics,
     auto_restarts: Counter,
     offsets: Family<OffsetsLabels, Counter>,
 }
 
 impl ConnectorMetrics {
     pub fn register(registry: &mut Registry) -> Self {
-        let m = Self::default();
+        let m = Self {
+            controller: ControllerMetrics::register(registry, "connector", "KafkaConnector"),
+            ..Self::default()
+        };
         let r = registry.sub_registry_with_prefix("connector");
-        r.register(
-            "reconciliations",
-            "KafkaConnector reconciliations",
-            m.reconciliations.clone(),
-        );
-        r.register(
-            "reconciliations_failed",
-            "KafkaConnector reconciliations that ended with Ready=False, per reason",
-            m.failed.clone(),
-        );
         r.register(
             "auto_restarts",
             "Automatic restarts of failed connectors and tasks",
@@ -54,15 +43,11 @@ impl ConnectorMetrics {
     }
 
     pub fn reconcile(&self) {
-        self.reconciliations.inc();
+        self.controller.reconciled();
     }
 
     pub fn failed(&self, reason: &str) {
-        self.failed
-            .get_or_create(&ReasonLabel {
-                reason: reason.to_owned(),
-            })
-            .inc();
+        self.controller.failed(reason);
     }
 
     pub fn auto_restart(&self) {

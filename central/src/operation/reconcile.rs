@@ -11,6 +11,7 @@ use std::time::Duration;
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::operation::{KafkaOperationStatus, PlanSummary, phase};
 use kstretch_api::{KafkaOperation, names};
+use kstretch_core::movement::throttle::throttle;
 use kstretch_core::movement::{self, Plan, restore};
 use kstretch_kadmin::AdminClient;
 use kube::api::ListParams;
@@ -89,16 +90,19 @@ async fn step(
     {
         status.phase = Some(phase::PENDING.to_owned());
         let message = format!("waiting for operation {first} on Kafka {kafka_ref} to end");
-        write(ctx, op, status, waiting("Pending", message)).await?;
+        write(ctx, op, status, not_ready("Pending", message)).await?;
         return Ok(Action::requeue(WAIT));
     }
     let admin: AdminClient = clusters::admin_of::<Error>(&ctx.access, &kafka_ref, &kafka).await?;
-    let observed = steps::observe(&admin).await?;
-    // While reassignments run, replica lists hold old and new replicas at once: no plan is
-    // made from them.
-    if running && let Some(waiting) = settle(ctx, op, &mut status, &admin, &observed).await? {
-        return Ok(waiting);
+    // While reassignments run, replica lists hold old and new replicas at once: nothing is
+    // planned (or read beyond the reassignments) until they are done.
+    if running {
+        let moving = steps::moving(&admin).await?;
+        if let Some(waiting) = settle(ctx, op, &mut status, &admin, &moving).await? {
+            return Ok(waiting);
+        }
     }
+    let observed = steps::observe(&admin).await?;
     let (plan, left_alone) = match plan(ctx, op, &intent, &observed, &status).await? {
         Ok(planned) => planned,
         Err(r) => return refuse(ctx, op, status, r).await,
@@ -289,7 +293,7 @@ async fn start(
     status.phase = Some(phase::RUNNING.to_owned());
     status.started_at = Some(now());
     tracing::info!(%described, "operation started");
-    write(ctx, op, status, waiting("Running", described)).await?;
+    write(ctx, op, status, not_ready("Running", described)).await?;
     Ok(Action::requeue(Duration::ZERO))
 }
 
@@ -311,17 +315,17 @@ async fn settle(
     op: &KafkaOperation,
     status: &mut KafkaOperationStatus,
     admin: &AdminClient,
-    observed: &Observed,
+    moving: &BTreeSet<String>,
 ) -> Result<Option<Action>, Error> {
     let in_flight = status
         .in_flight
         .iter()
-        .filter(|p| observed.moving.contains(*p))
+        .filter(|p| moving.contains(*p))
         .count();
     if in_flight > 0 {
         let batch = status.batches.unwrap_or(0);
         let message = format!("{in_flight} partition(s) of batch {batch} still moving");
-        write(ctx, op, status.clone(), waiting("Moving", message)).await?;
+        write(ctx, op, status.clone(), not_ready("Moving", message)).await?;
         return Ok(Some(Action::requeue(POLL)));
     }
     if !status.in_flight.is_empty() || !status.throttled_brokers.is_empty() {
@@ -330,16 +334,16 @@ async fn settle(
         status.throttled_topics.clear();
         status.throttled_brokers.clear();
     }
-    if !observed.moving.is_empty() {
+    if !moving.is_empty() {
         let message = format!(
             "waiting for {} reassignment(s) this operation did not start",
-            observed.moving.len()
+            moving.len()
         );
         write(
             ctx,
             op,
             status.clone(),
-            waiting("OtherReassignments", message),
+            not_ready("OtherReassignments", message),
         )
         .await?;
         return Ok(Some(Action::requeue(WAIT)));
@@ -368,7 +372,7 @@ async fn advance(
         if !not_yet.is_empty() {
             message.push_str(&format!("; not elected yet: {}", not_yet.join(", ")));
         }
-        write(ctx, op, status, waiting("Leading", message)).await?;
+        write(ctx, op, status, not_ready("Leading", message)).await?;
         return Ok(Action::requeue(if not_yet.is_empty() {
             POLL
         } else {
@@ -377,9 +381,9 @@ async fn advance(
     }
     let max_bytes = rate.saturating_mul(BATCH_SECONDS);
     if let Some(batch) = plan.batches(BATCH_PARTITIONS, max_bytes).into_iter().next() {
-        let (topics, brokers) = steps::throttled(&batch);
-        status.throttled_topics = topics;
-        status.throttled_brokers = brokers;
+        let throttle = throttle(&batch);
+        status.throttled_topics = throttle.topics.keys().cloned().collect();
+        status.throttled_brokers = throttle.brokers.iter().copied().collect();
         status.in_flight = batch
             .iter()
             .map(|m| steps::name(&m.topic, m.partition))
@@ -387,8 +391,8 @@ async fn advance(
         let number = status.batches.unwrap_or(0) + 1;
         status.batches = Some(number);
         let message = format!("batch {number}: moving {} partition(s)", batch.len());
-        write(ctx, op, status, waiting("Moving", message)).await?;
-        steps::start_batch(admin, &batch, rate).await?;
+        write(ctx, op, status, not_ready("Moving", message)).await?;
+        steps::start_batch(admin, &batch, &throttle, rate).await?;
         return Ok(Action::requeue(POLL));
     }
     if !plan.unsafe_partitions.is_empty() {
@@ -396,7 +400,7 @@ async fn advance(
             "waiting for {} to be back at min.insync.replicas before moving them",
             plan.unsafe_partitions.join(", ")
         );
-        write(ctx, op, status, waiting("PartitionsNotInSync", message)).await?;
+        write(ctx, op, status, not_ready("PartitionsNotInSync", message)).await?;
         return Ok(Action::requeue(WAIT));
     }
     status.phase = Some(phase::COMPLETED.to_owned());
@@ -443,11 +447,6 @@ async fn abort(
     tracing::info!(%message, "operation aborted");
     write(ctx, op, status, not_ready("Aborted", message)).await?;
     Ok(Action::await_change())
-}
-
-/// `Ready=False` while the operation is under way, saying what it waits for.
-fn waiting(reason: &str, message: impl Into<String>) -> Condition {
-    not_ready(reason, message)
 }
 
 /// The operation cannot go on as asked. One that has not started is refused and looked at
@@ -508,7 +507,6 @@ mod tests {
                 (2, "alpha".to_owned()),
                 (3, "beta".to_owned()),
             ]),
-            moving: BTreeSet::new(),
         }
     }
 

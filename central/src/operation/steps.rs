@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kstretch_core::movement::throttle::{
-    FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle,
+    FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, Throttle,
 };
 use kstretch_core::movement::{LeaderChange, Move, Partition};
 use kstretch_kadmin::{AdminClient, ConfigChange, ConfigOp, ConfigResource, Error, Reassignment};
@@ -17,16 +17,14 @@ pub struct Observed {
     pub partitions: Vec<Partition>,
     /// Registered, unfenced brokers and their racks (a broker's rack is its cluster's alias).
     pub brokers: BTreeMap<i32, String>,
-    /// `topic-partition` of every reassignment in flight.
-    pub moving: BTreeSet<String>,
 }
 
 pub fn name(topic: &str, partition: i32) -> String {
     format!("{topic}-{partition}")
 }
 
-/// Reads the partitions of every topic with their sizes and `min.insync.replicas`, the
-/// brokers, and the reassignments in flight.
+/// Reads the partitions of every topic with their sizes and `min.insync.replicas`, and the
+/// brokers.
 pub async fn observe(admin: &AdminClient) -> Result<Observed, Error> {
     let cluster = admin.describe_cluster(false).await?;
     let brokers: BTreeMap<i32, String> = cluster
@@ -69,17 +67,20 @@ pub async fn observe(admin: &AdminClient) -> Result<Observed, Error> {
             });
         }
     }
-    let moving = admin
+    Ok(Observed {
+        partitions,
+        brokers,
+    })
+}
+
+/// `topic-partition` of every reassignment in flight (cheap: what a running operation polls).
+pub async fn moving(admin: &AdminClient) -> Result<BTreeSet<String>, Error> {
+    Ok(admin
         .list_partition_reassignments(None)
         .await?
         .iter()
         .map(|r| name(&r.topic, r.partition))
-        .collect();
-    Ok(Observed {
-        partitions,
-        brokers,
-        moving,
-    })
+        .collect())
 }
 
 /// Moves leadership: replicas reordered where the order differs (no data moves), then a
@@ -114,9 +115,14 @@ pub async fn lead(
         .collect())
 }
 
-/// Throttles and starts one batch. The throttle is set first, so no byte moves unthrottled.
-pub async fn start_batch(admin: &AdminClient, batch: &[Move], rate: u64) -> Result<(), Error> {
-    let t = throttle(batch);
+/// Throttles (with `t`, the batch's [`throttle`]) and starts one batch. The throttle is set
+/// first, so no byte moves unthrottled.
+pub async fn start_batch(
+    admin: &AdminClient,
+    batch: &[Move],
+    t: &Throttle,
+    rate: u64,
+) -> Result<(), Error> {
     let mut changes: Vec<ConfigChange> = t
         .brokers
         .iter()
@@ -149,15 +155,6 @@ pub async fn start_batch(admin: &AdminClient, batch: &[Move], rate: u64) -> Resu
         })
         .collect();
     reassign(admin, &reassignments).await
-}
-
-/// The topics and brokers a batch throttles, to record before it starts.
-pub fn throttled(batch: &[Move]) -> (Vec<String>, Vec<i32>) {
-    let t = throttle(batch);
-    (
-        t.topics.into_keys().collect(),
-        t.brokers.into_iter().collect(),
-    )
 }
 
 /// Removes the throttle settings from `topics` and `brokers` (a topic deleted meanwhile has
