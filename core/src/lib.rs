@@ -5,4 +5,5 @@ pub mod cluster;
 pub mod kraft;
 pub mod movement;
 pub mod node_ids;
+pub mod quorum;
 pub mod topics;

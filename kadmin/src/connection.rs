@@ -70,6 +70,12 @@ admin_requests! {
     ElectLeadersRequest => ElectLeadersResponse, ElectLeaders, |r| (r.error_code, None);
     DescribeLogDirsRequest => DescribeLogDirsResponse, DescribeLogDirs, |r| (r.error_code, None);
     AlterClientQuotasRequest => AlterClientQuotasResponse, AlterClientQuotas;
+    UpdateFeaturesRequest => UpdateFeaturesResponse, UpdateFeatures,
+        |r| (r.error_code, r.error_message.as_ref());
+    AddRaftVoterRequest => AddRaftVoterResponse, AddRaftVoter,
+        |r| (r.error_code, r.error_message.as_ref());
+    RemoveRaftVoterRequest => RemoveRaftVoterResponse, RemoveRaftVoter,
+        |r| (r.error_code, r.error_message.as_ref());
 }
 
 /// The byte stream under a connection: plaintext TCP or TLS over it, chosen in [`dial`].

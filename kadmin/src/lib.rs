@@ -29,7 +29,7 @@ pub use error::{Error, KafkaError, code_name};
 pub use kafka_protocol::ResponseError;
 pub use kafka_protocol::messages::ApiKey;
 pub use leaders::ElectionFailure;
-pub use quorum::{QuorumInfo, QuorumNode, ReplicaState};
+pub use quorum::{KRAFT_VERSION, QuorumInfo, QuorumNode, ReplicaState};
 pub use reassignments::{OngoingReassignment, Reassignment, ReassignmentResult};
 pub use scram::SCRAM_ITERATIONS;
 pub use tls::Tls;

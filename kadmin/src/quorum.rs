@@ -1,8 +1,17 @@
-//! The KRaft metadata quorum: DescribeQuorum on `__cluster_metadata` partition 0.
+//! The KRaft metadata quorum: DescribeQuorum on `__cluster_metadata` partition 0, voter
+//! changes (KIP-853 AddRaftVoter / RemoveRaftVoter) and the finalized feature levels that say
+//! whether the quorum is dynamic (`kraft.version`).
 
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::describe_quorum_response;
-use kafka_protocol::messages::{ApiKey, DescribeQuorumRequest, TopicName};
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::add_raft_voter_request::Listener;
+use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+use kafka_protocol::messages::{
+    AddRaftVoterRequest, ApiKey, ApiVersionsRequest, DescribeQuorumRequest, RemoveRaftVoterRequest,
+    TopicName, UpdateFeaturesRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
@@ -10,6 +19,13 @@ use crate::client::{AdminClient, Retry, Target};
 use crate::error::{Error, KafkaError};
 
 const METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// The feature whose level says how the quorum's voters are known: 0 from every node's
+/// `controller.quorum.voters` (static), 1 from the metadata log (dynamic, KIP-853).
+pub const KRAFT_VERSION: &str = "kraft.version";
+
+/// UpdateFeatures' upgrade type that only raises a level.
+const UPGRADE: i8 = 1;
 
 /// The state of the metadata quorum, as its leader sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,5 +129,105 @@ impl AdminClient {
                     .collect(),
             });
         }
+    }
+}
+
+impl AdminClient {
+    /// The finalized level of every feature, as the answering node knows it (ApiVersions).
+    /// A feature at level 0 may be missing: read a missing one as 0.
+    ///
+    /// Retry: a read, retried on every transient failure.
+    pub async fn finalized_features(&self) -> Result<BTreeMap<String, i16>, Error> {
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("kstretch-kadmin"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        // v3 is the first with finalized features.
+        let response = self.call(Target::Any, Retry::Always, 3, &request).await?;
+        Ok(response
+            .finalized_features
+            .into_iter()
+            .map(|f| (f.name.to_string(), f.max_version_level))
+            .collect())
+    }
+
+    /// Raises `feature` to `level` (UpdateFeatures, upgrade only). Raising a feature to the
+    /// level it has is a no-op, so a repeated request is harmless.
+    ///
+    /// Retry: every transient failure.
+    pub async fn upgrade_feature(&self, feature: &str, level: i16) -> Result<(), Error> {
+        let request = UpdateFeaturesRequest::default()
+            .with_timeout_ms(self.operation_timeout_ms())
+            .with_feature_updates(vec![
+                FeatureUpdateKey::default()
+                    .with_feature(StrBytes::from_string(feature.to_owned()))
+                    .with_max_version_level(level)
+                    .with_upgrade_type(UPGRADE),
+            ]);
+        // v1 is the first with the upgrade type.
+        let response = self.call(Target::Any, Retry::Always, 1, &request).await?;
+        match response
+            .results
+            .into_iter()
+            .find_map(|r| KafkaError::from_code(r.error_code, r.error_message.as_ref()))
+        {
+            Some(kafka) => Err(Error::from_kafka(ApiKey::UpdateFeatures, kafka)),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes the observer `id`, whose metadata log directory is `directory_id`, a voter of the
+    /// quorum of cluster `cluster_id`. `listeners` are its controller listeners as (name, host,
+    /// port); the first of the leader's `controller.listener.names` must be among them. Kafka
+    /// answers REQUEST_TIMED_OUT while the observer has not caught up or another voter change
+    /// is pending, UNSUPPORTED_VERSION (as [`Error::Unsupported`]) on a static quorum and
+    /// DUPLICATE_VOTER when `id` already votes.
+    ///
+    /// Retry: only when the request provably did not run; the caller reads the quorum again.
+    pub async fn add_raft_voter(
+        &self,
+        cluster_id: &str,
+        id: i32,
+        directory_id: Uuid,
+        listeners: &[(String, String, u16)],
+    ) -> Result<(), Error> {
+        let request = AddRaftVoterRequest::default()
+            .with_cluster_id(Some(StrBytes::from_string(cluster_id.to_owned())))
+            .with_timeout_ms(self.operation_timeout_ms())
+            .with_voter_id(id)
+            .with_voter_directory_id(directory_id)
+            .with_listeners(
+                listeners
+                    .iter()
+                    .map(|(name, host, port)| {
+                        Listener::default()
+                            .with_name(StrBytes::from_string(name.clone()))
+                            .with_host(StrBytes::from_string(host.clone()))
+                            .with_port(*port)
+                    })
+                    .collect(),
+            );
+        self.call(Target::Any, Retry::UnlessSent, 0, &request)
+            .await
+            .map(|_| ())
+    }
+
+    /// Removes the voter `id` with metadata log directory `directory_id` from the quorum of
+    /// cluster `cluster_id`; it goes on as an observer while it runs. VOTER_NOT_FOUND when no
+    /// voter has that ID and directory.
+    ///
+    /// Retry: only when the request provably did not run; the caller reads the quorum again.
+    pub async fn remove_raft_voter(
+        &self,
+        cluster_id: &str,
+        id: i32,
+        directory_id: Uuid,
+    ) -> Result<(), Error> {
+        let request = RemoveRaftVoterRequest::default()
+            .with_cluster_id(Some(StrBytes::from_string(cluster_id.to_owned())))
+            .with_voter_id(id)
+            .with_voter_directory_id(directory_id);
+        self.call(Target::Any, Retry::UnlessSent, 0, &request)
+            .await
+            .map(|_| ())
     }
 }

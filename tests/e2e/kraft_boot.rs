@@ -1,18 +1,20 @@
 //! Proof that the KRaft configuration kstretch generates boots a real Kafka 4.1 cluster: render
 //! typical layouts with `kstretch_core::kraft::render`, run them as private clusters (addresses
 //! mapped to loopback, nothing else changed), and produce, consume and read metadata through
-//! them with rdkafka.
+//! them with rdkafka. The static quorum kstretch renders is turned dynamic (KIP-853) and its
+//! voters changed with kstretch's admin client, judged by Kafka's own tools.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kstretch_core::kraft::{
-    Addressing, CERTS_DIR, KafkaCluster, Listener, ListenerKind, Node, REPLICATION_LISTENER,
-    Rendered, Volume, render,
+    Addressing, CERTS_DIR, CONTROLPLANE_LISTENER, KafkaCluster, Listener, ListenerKind, Node,
+    REPLICATION_LISTENER, Rendered, Volume, render,
 };
 use kstretch_core::node_ids::Role;
-use kstretch_tests::kafka;
+use kstretch_kadmin::{AdminClient, AdminConfig, Error, KRAFT_VERSION, Uuid};
+use kstretch_tests::kafka::{self, run_kafka_tool};
 use kstretch_tests::kraft::{
     MAPPED_KEYS, PrivateKafka, assert_voters_match_advertised, certs_dir, random_cluster_id,
 };
@@ -273,4 +275,191 @@ async fn stretched_over_three_clusters_with_combined_nodes() {
         assert!(data0.join("meta.properties").is_file());
         assert!(!data0.join("__cluster_metadata-0").exists());
     }
+    voters_change_once_the_quorum_is_dynamic(&kafka, &c.cluster_id).await;
+}
+
+/// Kafka's own `kafka-metadata-quorum describe --replication`: (node ID, directory ID,
+/// status) of every replica of the metadata log.
+fn replication_by_kafkas_tool(bootstrap: &str) -> BTreeSet<(i32, String, String)> {
+    let text = run_kafka_tool(
+        "org.apache.kafka.tools.MetadataQuorumCommand",
+        &["--bootstrap-server", bootstrap, "describe", "--replication"],
+    );
+    // Header, then "NodeId DirectoryId LogEndOffset Lag LastFetch LastCaughtUp Status".
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                cols.first()?.parse().ok()?,
+                (*cols.get(1)?).to_owned(),
+                (*cols.last()?).to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// The `kraft.version` level Kafka's own `kafka-features describe` reports.
+fn kraft_version_by_kafkas_tool(bootstrap: &str) -> String {
+    let text = run_kafka_tool(
+        "org.apache.kafka.tools.FeatureCommand",
+        &["--bootstrap-server", bootstrap, "describe"],
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!("Feature: {KRAFT_VERSION}")))
+        .unwrap_or_else(|| panic!("no {KRAFT_VERSION} in:\n{text}"));
+    line.split("FinalizedVersionLevel:")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no finalized level in {line:?}"))
+        .to_owned()
+}
+
+/// Kafka's text form of a UUID: URL-safe base64 without padding.
+fn kafka_uuid(uuid: Uuid) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bits = uuid.as_u128();
+    // 22 characters of 6 bits cover 132 bits, most significant first: the last character
+    // carries the lowest 2 bits and 4 zero bits of padding.
+    (0..22)
+        .map(|i| {
+            let shift: i32 = 122 - 6 * i;
+            let sextet = if shift >= 0 {
+                (bits >> shift) & 0x3f
+            } else {
+                (bits << -shift) & 0x3f
+            };
+            ALPHABET[sextet as usize] as char
+        })
+        .collect()
+}
+
+/// The `directory.id` of node `id`'s metadata log directory, as its storage was formatted.
+fn metadata_directory_id(kafka: &PrivateKafka, id: i32) -> String {
+    let path = kafka.root().join(format!(
+        "node-{id}/var/lib/kafka/data-1/kafka-log{id}/meta.properties"
+    ));
+    let text = std::fs::read_to_string(&path).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("directory.id="))
+        .unwrap_or_else(|| panic!("no directory.id in {}", path.display()))
+        .to_owned()
+}
+
+/// KIP-853 on the static quorum kstretch renders: voters cannot change; `kraft.version` is
+/// raised to 1; then a voter is removed (it goes on as an observer) and added back by its
+/// directory ID, and unknown voters and a foreign cluster ID are refused with typed errors.
+async fn voters_change_once_the_quorum_is_dynamic(kafka: &PrivateKafka, cluster_id: &str) {
+    let bootstrap = kafka.bootstrap();
+    let admin = AdminClient::connect(
+        AdminConfig::new(bootstrap.split(',')).with_request_timeout(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+    let level = |f: &BTreeMap<String, i16>| f.get(KRAFT_VERSION).copied().unwrap_or(0);
+    assert_eq!(level(&admin.finalized_features().await.unwrap()), 0);
+    let port: u16 = kafka
+        .address(2, CONTROLPLANE_LISTENER)
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let listeners = [(
+        CONTROLPLANE_LISTENER.to_owned(),
+        "127.0.0.1".to_owned(),
+        port,
+    )];
+    let refused = admin
+        .add_raft_voter(cluster_id, 2, Uuid::from_u128(7), &listeners)
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, Error::Unsupported { .. }), "{refused}");
+
+    // Every voter must first have told the leader its directory: retried until it has.
+    kstretch_tests::wait::wait_for("kraft.version 1", Duration::from_secs(60), || async {
+        match admin.upgrade_feature(KRAFT_VERSION, 1).await {
+            Ok(()) => kstretch_tests::wait::Seen::Done(()),
+            Err(e) => kstretch_tests::wait::Seen::NotYet(e.to_string()),
+        }
+    })
+    .await;
+    assert_eq!(kraft_version_by_kafkas_tool(&bootstrap), "1");
+    let quorum = admin.describe_quorum().await.unwrap();
+    let dirs: BTreeMap<i32, Uuid> = quorum
+        .voters
+        .iter()
+        .map(|v| (v.replica_id, v.directory_id))
+        .collect();
+    for id in 0..3 {
+        assert_eq!(
+            kafka_uuid(dirs[&id]),
+            metadata_directory_id(kafka, id),
+            "voter {id}'s directory"
+        );
+    }
+
+    let wrong = admin
+        .remove_raft_voter("not-this-cluster", 2, dirs[&2])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        wrong.kafka_code_name().as_deref(),
+        Some("INCONSISTENT_CLUSTER_ID"),
+        "{wrong}"
+    );
+    let unknown = admin
+        .remove_raft_voter(cluster_id, 7, dirs[&2])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        unknown.kafka_code_name().as_deref(),
+        Some("VOTER_NOT_FOUND"),
+        "{unknown}"
+    );
+
+    admin
+        .remove_raft_voter(cluster_id, 2, dirs[&2])
+        .await
+        .unwrap();
+    let removed = replication_by_kafkas_tool(&bootstrap);
+    assert!(
+        removed.contains(&(2, kafka_uuid(dirs[&2]), "Observer".to_owned())),
+        "{removed:?}"
+    );
+    let voters = |r: &BTreeSet<(i32, String, String)>| -> BTreeSet<i32> {
+        r.iter()
+            .filter(|(_, _, status)| status != "Observer")
+            .map(|(id, _, _)| *id)
+            .collect()
+    };
+    assert_eq!(voters(&removed), BTreeSet::from([0, 1]), "{removed:?}");
+
+    // Added back once caught up (REQUEST_TIMED_OUT until then).
+    kstretch_tests::wait::wait_for("voter 2 added back", Duration::from_secs(60), || async {
+        match admin
+            .add_raft_voter(cluster_id, 2, dirs[&2], &listeners)
+            .await
+        {
+            Ok(()) => kstretch_tests::wait::Seen::Done(()),
+            Err(e) if e.kafka_code_name().as_deref() == Some("DUPLICATE_VOTER") => {
+                kstretch_tests::wait::Seen::Done(())
+            }
+            Err(e) => kstretch_tests::wait::Seen::NotYet(e.to_string()),
+        }
+    })
+    .await;
+    let added = replication_by_kafkas_tool(&bootstrap);
+    assert_eq!(voters(&added), BTreeSet::from([0, 1, 2]), "{added:?}");
+    for id in 0..3 {
+        assert!(
+            added.iter().any(|(n, dir, status)| *n == id
+                && *dir == metadata_directory_id(kafka, id)
+                && status != "Observer"),
+            "{added:?}"
+        );
+    }
+    produce_and_consume(kafka, "kraft-boot-dynamic").await;
 }
