@@ -299,6 +299,41 @@ pub struct KafkaStatus {
     /// KRaft metadata version in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kafka_metadata_version: Option<String>,
+    /// The KRaft controller quorum, as Kafka last reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<QuorumStatus>,
+}
+
+/// The KRaft controller quorum.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct QuorumStatus {
+    /// `static`: the voters are every node's `controller.quorum.voters` (`kraft.version` 0);
+    /// `dynamic`: they are kept in the metadata log and changed one at a time (KIP-853,
+    /// `kraft.version` 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Node ID of the active controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_id: Option<i32>,
+    /// The voters, by node ID.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub voters: Vec<QuorumVoterStatus>,
+}
+
+/// One voter of the controller quorum.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct QuorumVoterStatus {
+    /// Node ID.
+    #[serde(default)]
+    pub id: i32,
+    /// The ID of its metadata log directory (a dynamic quorum knows each voter by it; a
+    /// static one does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory_id: Option<String>,
 }
 
 /// Addresses of one listener.

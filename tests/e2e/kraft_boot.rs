@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kstretch_core::kraft::{
     Addressing, CERTS_DIR, CONTROLPLANE_LISTENER, KafkaCluster, Listener, ListenerKind, Node,
-    REPLICATION_LISTENER, Rendered, Volume, render,
+    REPLICATION_LISTENER, Rendered, Volume, render, uuid_text,
 };
 use kstretch_core::node_ids::Role;
 use kstretch_kadmin::{AdminClient, AdminConfig, Error, KRAFT_VERSION, Uuid};
@@ -316,25 +316,6 @@ fn kraft_version_by_kafkas_tool(bootstrap: &str) -> String {
         .to_owned()
 }
 
-/// Kafka's text form of a UUID: URL-safe base64 without padding.
-fn kafka_uuid(uuid: Uuid) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bits = uuid.as_u128();
-    // 22 characters of 6 bits cover 132 bits, most significant first: the last character
-    // carries the lowest 2 bits and 4 zero bits of padding.
-    (0..22)
-        .map(|i| {
-            let shift: i32 = 122 - 6 * i;
-            let sextet = if shift >= 0 {
-                (bits >> shift) & 0x3f
-            } else {
-                (bits << -shift) & 0x3f
-            };
-            ALPHABET[sextet as usize] as char
-        })
-        .collect()
-}
-
 /// The `directory.id` of node `id`'s metadata log directory, as its storage was formatted.
 fn metadata_directory_id(kafka: &PrivateKafka, id: i32) -> String {
     let path = kafka.root().join(format!(
@@ -395,7 +376,7 @@ async fn voters_change_once_the_quorum_is_dynamic(kafka: &PrivateKafka, cluster_
         .collect();
     for id in 0..3 {
         assert_eq!(
-            kafka_uuid(dirs[&id]),
+            uuid_text(dirs[&id].as_u128()),
             metadata_directory_id(kafka, id),
             "voter {id}'s directory"
         );
@@ -426,7 +407,7 @@ async fn voters_change_once_the_quorum_is_dynamic(kafka: &PrivateKafka, cluster_
         .unwrap();
     let removed = replication_by_kafkas_tool(&bootstrap);
     assert!(
-        removed.contains(&(2, kafka_uuid(dirs[&2]), "Observer".to_owned())),
+        removed.contains(&(2, uuid_text(dirs[&2].as_u128()), "Observer".to_owned())),
         "{removed:?}"
     );
     let voters = |r: &BTreeSet<(i32, String, String)>| -> BTreeSet<i32> {

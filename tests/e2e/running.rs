@@ -154,7 +154,63 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
 
     serves_across_clusters(&k).await;
     racks_are_clusters(&k).await;
+    quorum_is_shown(&stretch, &k).await;
     stretch.finish().await;
+}
+
+/// The `Kafka` status shows the controller quorum as Kafka's own
+/// `kafka-metadata-quorum describe --replication` sees it: every combined node votes, the
+/// leader is one of them, and the quorum is static (as kstretch creates them today).
+async fn quorum_is_shown(stretch: &Stretch, k: &Kafka) {
+    let text = run_kafka_tool(
+        "org.apache.kafka.tools.MetadataQuorumCommand",
+        &[
+            "--bootstrap-server",
+            &all_brokers(k),
+            "describe",
+            "--replication",
+        ],
+    );
+    // Header, then "NodeId DirectoryId LogEndOffset Lag LastFetch LastCaughtUp Status".
+    let rows: Vec<(i32, String)> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            Some((cols.first()?.parse().ok()?, (*cols.last()?).to_owned()))
+        })
+        .collect();
+    let voters: Vec<i32> = rows
+        .iter()
+        .filter(|(_, status)| status == "Leader" || status == "Follower")
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(voters.len(), 3, "{text}");
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let shown = wait_for(
+        "the quorum in the Kafka status",
+        Duration::from_secs(120),
+        || async {
+            let k = kafkas.get(&k.name_any()).await.unwrap();
+            let quorum = k.status.and_then(|s| s.quorum);
+            match &quorum {
+                Some(q) if q.voters.len() == voters.len() => Seen::Done(q.clone()),
+                _ => Seen::NotYet(format!("{quorum:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(shown.mode.as_deref(), Some("static"), "{shown:?}");
+    let mut shown_ids: Vec<i32> = shown.voters.iter().map(|v| v.id).collect();
+    let mut expected = voters.clone();
+    shown_ids.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(shown_ids, expected, "{shown:?}\n{text}");
+    assert!(
+        shown.voters.iter().all(|v| v.directory_id.is_none()),
+        "{shown:?}"
+    );
+    assert!(voters.contains(&shown.leader_id.unwrap()), "{shown:?}");
 }
 
 /// Each broker's rack, as Kafka's own tool lists it, is its Kubernetes cluster, and Kafka

@@ -23,6 +23,7 @@ use super::build::{self, Built};
 use super::checks::{self, KafkaAccess};
 use super::error::Error;
 use super::metrics::KafkaMetrics;
+use super::quorum;
 use super::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Members, Resolved};
 use super::roll::{self, NodeView, Reported, Step};
 use super::status;
@@ -549,6 +550,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         ),
     };
     let is_ready = ready.is_true();
+    if is_ready {
+        observe_quorum(&ctx, bootstrap.as_deref(), &mut kafka_status).await;
+    }
     let settled = is_ready && pending_unregistration.is_empty();
     let scale_down_blocked = warnings
         .iter()
@@ -606,6 +610,22 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     } else {
         IDLE_REQUEUE
     }))
+}
+
+/// Records the controller quorum as Kafka reports it; on failure the last record stands (the
+/// brokers just answered, so this is a passing hiccup, not worth a condition).
+async fn observe_quorum(ctx: &Context, bootstrap: Option<&str>, kafka_status: &mut KafkaStatus) {
+    let Some(bootstrap) = bootstrap else {
+        return;
+    };
+    let observed = match ctx.kafka.client(bootstrap).await {
+        Ok(admin) => quorum::observe(&admin).await,
+        Err(e) => Err(e),
+    };
+    match observed {
+        Ok(q) => kafka_status.quorum = Some(q),
+        Err(e) => tracing::debug!(error = %e, "cannot read the controller quorum"),
+    }
 }
 
 /// Takes the cluster ID and node IDs of what already runs for a `Kafka` or pool that central
@@ -762,25 +782,7 @@ fn new_cluster_id() -> String {
     }
     // Like Kafka's `Uuid.randomUuid`: never starting with '-', which tools read as an option.
     bytes[0] &= 0x7f;
-    base64url(&bytes)
-}
-
-fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-        }
-    }
-    out
+    kraft::base64url(&bytes)
 }
 
 /// The cluster CA and the clients CA of `kafka`.
@@ -1429,9 +1431,6 @@ mod tests {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         );
         assert_ne!(id, new_cluster_id());
-        // RFC 4648 test vector, base64url without padding.
-        assert_eq!(base64url(b"foobar"), "Zm9vYmFy");
-        assert_eq!(base64url(b"fo"), "Zm8");
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod properties;
 mod revision;
 mod security;
 mod tls;
+mod uuid;
 
 #[cfg(test)]
 mod tests;
@@ -35,3 +36,4 @@ pub use tls::{
     CA_FILE, CERT_FILE, CERTS_DIR, CLIENTS_CA_FILE, CONFIG_PROVIDER, KEY_FILE, listener_cert_files,
     node_hostnames,
 };
+pub use uuid::{base64url, uuid_text};
