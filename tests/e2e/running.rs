@@ -486,18 +486,23 @@ async fn rolled_one_at_a_time(stretch: &Stretch, before: &BTreeMap<String, (Stri
     assert!(worst <= 1, "{worst} nodes were away at once");
 }
 
-/// A configuration change rolls every node, one at a time, while an idempotent producer with
-/// `acks=all` and `min.insync.replicas=2` keeps sending: no send fails, and a consumer
-/// reading afterwards finds every acknowledged record.
+/// One live Kafka under an idempotent producer (`acks=all`, `min.insync.replicas=2`) the whole
+/// time: central is killed (every pod keeps running and serving, nothing restarts when it
+/// returns), a configuration change rolls every node one at a time, then a deleted pod and a
+/// killed Kafka process come back on their data. No send fails, and a consumer reading
+/// afterwards finds every acknowledged record. (One Kafka for the three: each costs minutes
+/// to start on two cores.)
 #[tokio::test]
-async fn a_configuration_change_rolls_one_node_at_a_time_and_loses_no_acknowledged_record() {
+async fn a_kafka_outlives_central_rolls_and_restarts_without_losing_an_acknowledged_record() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let (stretch, k) = live_kafka("running-roll", persistent()).await;
+    let (mut stretch, k) = live_kafka("running-roll", persistent()).await;
     let bootstrap = all_brokers(&k);
     create_topic(&bootstrap, "rolled", 3, 3).await;
     full_isr(&bootstrap, "rolled").await;
     let load = Load::start(&bootstrap, "rolled", Duration::from_millis(20));
     wait_for_acks(&load, 50).await;
+
+    without_central_nothing_restarts(&mut stretch, &load).await;
 
     let before = pod_states(&stretch).await;
     assert_eq!(before.len(), 3, "{before:?}");
@@ -516,8 +521,43 @@ async fn a_configuration_change_rolls_one_node_at_a_time_and_loses_no_acknowledg
         .await;
     let acked = load.acked();
     wait_for_acks(&load, acked + 50).await;
+
+    a_deleted_pod_and_a_killed_process_keep_their_data(&stretch, &bootstrap).await;
+    let acked = load.acked();
+    wait_for_acks(&load, acked + 50).await;
     no_loss(load, &bootstrap, "rolled").await;
     stretch.finish().await;
+}
+
+/// Central killed: every pod keeps running and serving, produce goes on, and nothing restarts
+/// when central comes back.
+async fn without_central_nothing_restarts(stretch: &mut Stretch, load: &Load) {
+    let before = pod_states(stretch).await;
+    stretch.stop_central();
+    let acked = load.acked();
+    wait_for_acks(load, acked + 250).await;
+    assert_eq!(
+        pod_states(stretch).await,
+        before,
+        "pods changed without central"
+    );
+
+    stretch.start_central();
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "Ready again", START_TIMEOUT, is_ready)
+        .await;
+    let generation = k.metadata.generation;
+    // Long enough for central to have reconciled and checked everything once more.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "still Ready", START_TIMEOUT, is_ready)
+        .await;
+    assert_eq!(k.metadata.generation, generation);
+    assert_eq!(
+        pod_states(stretch).await,
+        before,
+        "pods changed when central returned"
+    );
 }
 
 /// The host path of the claim `data-<pod>` in `alias` (the provisioner's directory).
@@ -558,41 +598,37 @@ fn pod_processes(uid: &str, comm: &str) -> Vec<i32> {
 
 /// A deleted Kafka pod, and separately a killed Kafka process, come back on the data of their
 /// claim (the same segment file, not a copy fetched again) and rejoin the ISR.
-#[tokio::test]
-async fn a_deleted_pod_and_a_killed_kafka_process_come_back_with_their_data() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let (stretch, k) = live_kafka("running-restart", persistent()).await;
-    let bootstrap = all_brokers(&k);
-    create_topic(&bootstrap, "kept", 3, 3).await;
+async fn a_deleted_pod_and_a_killed_process_keep_their_data(stretch: &Stretch, bootstrap: &str) {
+    create_topic(bootstrap, "kept", 3, 3).await;
     let records: Vec<(String, String)> = (0..100)
         .map(|i| (format!("k{i:03}"), format!("v{i}")))
         .collect();
-    produce(&bootstrap, "kept", &records).await;
-    let (claim_uid, dir) = claim_dir(&stretch, BETA, "live-b-2").await;
+    produce(bootstrap, "kept", &records).await;
+    let (claim_uid, dir) = claim_dir(stretch, BETA, "live-b-2").await;
     let (inode, len) = segment(&dir, 2, "kept");
     assert!(len > 0, "the segment of kept-0 on node 2 is empty");
 
     // The pod deleted: a new pod, the same claim, the same segment file.
-    let before = pod_states(&stretch).await;
+    let before = pod_states(stretch).await;
     let pods: Api<Pod> = stretch.api(BETA);
     pods.delete("live-b-2", &Default::default()).await.unwrap();
     wait_for("live-b-2 back and Ready", START_TIMEOUT, || async {
-        let now = pod_states(&stretch).await;
+        let now = pod_states(stretch).await;
         match now.get("live-b-2") {
             Some((uid, _, true)) if *uid != before["live-b-2"].0 => Seen::Done(()),
             other => Seen::NotYet(format!("{other:?}")),
         }
     })
     .await;
-    full_isr(&bootstrap, "kept").await;
-    let (claim_after, dir_after) = claim_dir(&stretch, BETA, "live-b-2").await;
+    full_isr(bootstrap, "kept").await;
+    let (claim_after, dir_after) = claim_dir(stretch, BETA, "live-b-2").await;
     assert_eq!((claim_after, &dir_after), (claim_uid.clone(), &dir));
     let (inode_after, len_after) = segment(&dir, 2, "kept");
     assert_eq!(inode_after, inode, "the segment was written anew");
     assert!(len_after >= len);
 
     // Kafka's process killed: the container restarts in the same pod, on the same data.
-    let uid = pod_states(&stretch).await["live-b-2"].0.clone();
+    let uid = pod_states(stretch).await["live-b-2"].0.clone();
     let java = pod_processes(&uid, "java");
     assert_eq!(java.len(), 1, "Kafka's process of pod {uid}: {java:?}");
     std::process::Command::new("kill")
@@ -603,7 +639,7 @@ async fn a_deleted_pod_and_a_killed_kafka_process_come_back_with_their_data() {
         "live-b-2's container restarted and Ready",
         START_TIMEOUT,
         || async {
-            let now = pod_states(&stretch).await;
+            let now = pod_states(stretch).await;
             match now.get("live-b-2") {
                 Some((u, restarts, true)) if *u == uid && *restarts >= 1 => Seen::Done(()),
                 other => Seen::NotYet(format!("{other:?}")),
@@ -611,59 +647,17 @@ async fn a_deleted_pod_and_a_killed_kafka_process_come_back_with_their_data() {
         },
     )
     .await;
-    full_isr(&bootstrap, "kept").await;
+    full_isr(bootstrap, "kept").await;
     assert_eq!(
         segment(&dir, 2, "kept").0,
         inode,
         "the segment was written anew"
     );
-    let (b, t) = (bootstrap.clone(), "kept");
+    let (b, t) = (bootstrap.to_owned(), "kept");
     let read = tokio::task::spawn_blocking(move || consume(&b, t, 3, 100, Duration::from_secs(60)))
         .await
         .unwrap();
     assert_eq!(read, records);
-    stretch.finish().await;
-}
-
-/// Central killed: every pod keeps running and serving, produce and consume go on, and
-/// nothing restarts when central comes back.
-#[tokio::test]
-async fn without_central_kafka_keeps_serving_and_nothing_restarts_when_it_returns() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let (mut stretch, k) = live_kafka("running-central", persistent()).await;
-    let bootstrap = all_brokers(&k);
-    create_topic(&bootstrap, "steady", 3, 3).await;
-    let load = Load::start(&bootstrap, "steady", Duration::from_millis(20));
-    wait_for_acks(&load, 50).await;
-    let before = pod_states(&stretch).await;
-
-    stretch.stop_central();
-    let acked = load.acked();
-    wait_for_acks(&load, acked + 250).await;
-    assert_eq!(
-        pod_states(&stretch).await,
-        before,
-        "pods changed without central"
-    );
-
-    stretch.start_central();
-    let k: Kafka = stretch
-        .wait_in_alpha("live", "Ready again", START_TIMEOUT, is_ready)
-        .await;
-    let generation = k.metadata.generation;
-    // Long enough for central to have reconciled and checked everything once more.
-    tokio::time::sleep(Duration::from_secs(15)).await;
-    let k: Kafka = stretch
-        .wait_in_alpha("live", "still Ready", START_TIMEOUT, is_ready)
-        .await;
-    assert_eq!(k.metadata.generation, generation);
-    assert_eq!(
-        pod_states(&stretch).await,
-        before,
-        "pods changed when central returned"
-    );
-    no_loss(load, &bootstrap, "steady").await;
-    stretch.finish().await;
 }
 
 fn warning(k: &Kafka, reason: &str) -> Option<String> {
