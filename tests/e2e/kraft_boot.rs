@@ -278,27 +278,6 @@ async fn stretched_over_three_clusters_with_combined_nodes() {
     voters_change_once_the_quorum_is_dynamic(&kafka, &c.cluster_id).await;
 }
 
-/// Kafka's own `kafka-metadata-quorum describe --replication`: (node ID, directory ID,
-/// status) of every replica of the metadata log.
-fn replication_by_kafkas_tool(bootstrap: &str) -> BTreeSet<(i32, String, String)> {
-    let text = run_kafka_tool(
-        "org.apache.kafka.tools.MetadataQuorumCommand",
-        &["--bootstrap-server", bootstrap, "describe", "--replication"],
-    );
-    // Header, then "NodeId DirectoryId LogEndOffset Lag LastFetch LastCaughtUp Status".
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            Some((
-                cols.first()?.parse().ok()?,
-                (*cols.get(1)?).to_owned(),
-                (*cols.last()?).to_owned(),
-            ))
-        })
-        .collect()
-}
-
 /// The `kraft.version` level Kafka's own `kafka-features describe` reports.
 fn kraft_version_by_kafkas_tool(bootstrap: &str) -> String {
     let text = run_kafka_tool(
@@ -405,7 +384,7 @@ async fn voters_change_once_the_quorum_is_dynamic(kafka: &PrivateKafka, cluster_
         .remove_raft_voter(cluster_id, 2, dirs[&2])
         .await
         .unwrap();
-    let removed = replication_by_kafkas_tool(&bootstrap);
+    let removed = kafka::quorum_by_kafkas_tool(&bootstrap);
     assert!(
         removed.contains(&(2, uuid_text(dirs[&2].as_u128()), "Observer".to_owned())),
         "{removed:?}"
@@ -432,7 +411,7 @@ async fn voters_change_once_the_quorum_is_dynamic(kafka: &PrivateKafka, cluster_
         }
     })
     .await;
-    let added = replication_by_kafkas_tool(&bootstrap);
+    let added = kafka::quorum_by_kafkas_tool(&bootstrap);
     assert_eq!(voters(&added), BTreeSet::from([0, 1, 2]), "{added:?}");
     for id in 0..3 {
         assert!(

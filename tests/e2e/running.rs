@@ -20,8 +20,8 @@ use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation};
 use kstretch_tests::TestEnv;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
 use kstretch_tests::kafka::{
-    broker_ids, consume, create_topic, kafka_tool, produce, registered_by_kafkas_tool,
-    run_kafka_tool,
+    broker_ids, consume, create_topic, kafka_tool, produce, quorum_by_kafkas_tool,
+    registered_by_kafkas_tool, run_kafka_tool,
 };
 use kstretch_tests::load::{Load, missing};
 use kstretch_tests::ready::kafka_ready as is_ready;
@@ -162,30 +162,13 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
 /// `kafka-metadata-quorum describe --replication` sees it: every combined node votes, the
 /// leader is one of them, and the quorum is static (as kstretch creates them today).
 async fn quorum_is_shown(stretch: &Stretch, k: &Kafka) {
-    let text = run_kafka_tool(
-        "org.apache.kafka.tools.MetadataQuorumCommand",
-        &[
-            "--bootstrap-server",
-            &all_brokers(k),
-            "describe",
-            "--replication",
-        ],
-    );
-    // Header, then "NodeId DirectoryId LogEndOffset Lag LastFetch LastCaughtUp Status".
-    let rows: Vec<(i32, String)> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            Some((cols.first()?.parse().ok()?, (*cols.last()?).to_owned()))
-        })
-        .collect();
-    let voters: Vec<i32> = rows
+    let replicas = quorum_by_kafkas_tool(&all_brokers(k));
+    let voters: Vec<i32> = replicas
         .iter()
-        .filter(|(_, status)| status == "Leader" || status == "Follower")
-        .map(|(id, _)| *id)
+        .filter(|(_, _, status)| status == "Leader" || status == "Follower")
+        .map(|(id, _, _)| *id)
         .collect();
-    assert_eq!(voters.len(), 3, "{text}");
+    assert_eq!(voters.len(), 3, "{replicas:?}");
     let kafkas: Api<Kafka> = stretch.api(ALPHA);
     let shown = wait_for(
         "the quorum in the Kafka status",
@@ -205,7 +188,7 @@ async fn quorum_is_shown(stretch: &Stretch, k: &Kafka) {
     let mut expected = voters.clone();
     shown_ids.sort_unstable();
     expected.sort_unstable();
-    assert_eq!(shown_ids, expected, "{shown:?}\n{text}");
+    assert_eq!(shown_ids, expected, "{shown:?}\n{replicas:?}");
     assert!(
         shown.voters.iter().all(|v| v.directory_id.is_none()),
         "{shown:?}"

@@ -183,6 +183,27 @@ pub fn kafka_tool(class: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// Kafka's own `kafka-metadata-quorum describe --replication`: (node ID, directory ID,
+/// status) of every replica of the metadata log.
+pub fn quorum_by_kafkas_tool(bootstrap: &str) -> BTreeSet<(i32, String, String)> {
+    let text = run_kafka_tool(
+        "org.apache.kafka.tools.MetadataQuorumCommand",
+        &["--bootstrap-server", bootstrap, "describe", "--replication"],
+    );
+    // Header, then "NodeId DirectoryId LogEndOffset Lag LastFetch LastCaughtUp Status".
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                cols.first()?.parse().ok()?,
+                (*cols.get(1)?).to_owned(),
+                (*cols.last()?).to_owned(),
+            ))
+        })
+        .collect()
+}
+
 /// Broker IDs Kafka's own `kafka-cluster list-endpoints --include-fenced-brokers` reports
 /// (not kstretch's client, not rdkafka, which lists live brokers only).
 pub fn registered_by_kafkas_tool(bootstrap: &str) -> BTreeSet<i32> {
