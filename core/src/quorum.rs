@@ -85,10 +85,6 @@ pub fn next_change(desired: &BTreeSet<i32>, quorum: &Quorum) -> Change {
         let Some(observer) = quorum.observers.iter().find(|o| o.id == *id && o.live) else {
             continue;
         };
-        // Only a directory no voter holds under this ID: step 1 handles the others.
-        if quorum.voters.iter().any(|v| v.id == *id) {
-            continue;
-        }
         let size = quorum.voters.len() + 1;
         if live_voters + 1 >= majority(size) {
             return Change::Add(*observer);

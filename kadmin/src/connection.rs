@@ -166,9 +166,7 @@ impl Connection {
     }
 
     async fn negotiate(&mut self) -> Result<(), Failure> {
-        let request = ApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str("kstretch-kadmin"))
-            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let request = api_versions_request();
         let mut version = ApiVersionsRequest::VERSIONS.max;
         // At most two rounds: a broker older than our newest ApiVersions answers
         // UNSUPPORTED_VERSION in the v0 format with its own range, and we ask again.
@@ -382,6 +380,13 @@ pub(crate) fn decode_body<R: AdminRequest>(
 ) -> Result<R::Response, String> {
     R::Response::decode(&mut body, version)
         .map_err(|e| format!("decoding {:?} v{version} response: {e}", R::KEY))
+}
+
+/// ApiVersions naming this client, as Kafka's clients name themselves.
+pub(crate) fn api_versions_request() -> ApiVersionsRequest {
+    ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("kstretch-kadmin"))
+        .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")))
 }
 
 /// ApiVersions answers UNSUPPORTED_VERSION in the v0 layout whatever version was asked, so

@@ -2,20 +2,21 @@
 //! changes (KIP-853 AddRaftVoter / RemoveRaftVoter) and the finalized feature levels that say
 //! whether the quorum is dynamic (`kraft.version`).
 
-use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::describe_quorum_response;
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::add_raft_voter_request::Listener;
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::describe_quorum_response;
 use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use kafka_protocol::messages::{
-    AddRaftVoterRequest, ApiKey, ApiVersionsRequest, DescribeQuorumRequest, RemoveRaftVoterRequest,
-    TopicName, UpdateFeaturesRequest,
+    AddRaftVoterRequest, ApiKey, DescribeQuorumRequest, RemoveRaftVoterRequest, TopicName,
+    UpdateFeaturesRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use crate::client::{AdminClient, Retry, Target};
+use crate::connection::api_versions_request;
 use crate::error::{Error, KafkaError};
 
 const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -130,19 +131,16 @@ impl AdminClient {
             });
         }
     }
-}
 
-impl AdminClient {
     /// The finalized level of every feature, as the answering node knows it (ApiVersions).
     /// A feature at level 0 may be missing: read a missing one as 0.
     ///
     /// Retry: a read, retried on every transient failure.
     pub async fn finalized_features(&self) -> Result<BTreeMap<String, i16>, Error> {
-        let request = ApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str("kstretch-kadmin"))
-            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
         // v3 is the first with finalized features.
-        let response = self.call(Target::Any, Retry::Always, 3, &request).await?;
+        let response = self
+            .call(Target::Any, Retry::Always, 3, &api_versions_request())
+            .await?;
         Ok(response
             .finalized_features
             .into_iter()

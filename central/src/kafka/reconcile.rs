@@ -618,11 +618,8 @@ async fn observe_quorum(ctx: &Context, bootstrap: Option<&str>, kafka_status: &m
     let Some(bootstrap) = bootstrap else {
         return;
     };
-    let observed = match ctx.kafka.client(bootstrap).await {
-        Ok(admin) => quorum::observe(&admin).await,
-        Err(e) => Err(e),
-    };
-    match observed {
+    let observed = async { quorum::observe(&ctx.kafka.client(bootstrap).await?).await };
+    match observed.await {
         Ok(q) => kafka_status.quorum = Some(q),
         Err(e) => tracing::debug!(error = %e, "cannot read the controller quorum"),
     }
