@@ -31,6 +31,8 @@ trap on_failure ERR
 
 step prereqs scripts/prereqs.sh
 step env tests/env/up.sh
+# Before anything else takes the cores: pods that earlier runs left on the real nodes.
+step sweep tests/env/sweep.sh
 # shellcheck disable=SC1091
 set -a && . "${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}/env" && set +a
 step fmt cargo fmt --all -- --check
