@@ -155,7 +155,6 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
     serves_across_clusters(&k).await;
     racks_are_clusters(&k).await;
     the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_replaced(&stretch, &k).await;
-    a_controller_pool_joins_and_leaves_the_quorum_restarting_nobody(&stretch, &k).await;
     stretch.finish().await;
 }
 
@@ -215,93 +214,8 @@ async fn the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_repl
     .await;
 }
 
-/// A controller-only pool of one node in beta: its controller becomes a voter once it has
-/// caught up; scaled to 0, it stops only after it was removed from the voters. No other pod
-/// restarts for either (their list of bootstrap controllers is read at their next start).
-async fn a_controller_pool_joins_and_leaves_the_quorum_restarting_nobody(
-    stretch: &Stretch,
-    k: &Kafka,
-) {
-    let bootstrap = all_brokers(k);
-    let before = pod_states(stretch).await;
-    let voters_by_kafka = || {
-        quorum_by_kafkas_tool(&bootstrap)
-            .into_iter()
-            .filter(|(_, _, status)| status == "Leader" || status == "Follower")
-            .map(|(id, _, _)| id)
-            .collect::<BTreeSet<i32>>()
-    };
-    let old_voters = shown_voters(stretch).await;
-    let mut controllers = pool("c", 1, BETA, json!({"type": "ephemeral"}));
-    controllers["spec"]["roles"] = json!(["controller"]);
-    stretch.apply(controllers).await;
-    let joined = wait_for(
-        "the new controller to vote",
-        Duration::from_secs(240),
-        || async {
-            let voters = shown_voters(stretch).await;
-            if voters.len() == old_voters.len() + 1 {
-                Seen::Done(voters)
-            } else {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                Seen::NotYet(format!("voters {voters:?}"))
-            }
-        },
-    )
-    .await;
-    assert_eq!(voters_by_kafka(), joined, "what Kafka's tool lists");
-    let new_id = *joined.difference(&old_voters).next().unwrap();
-    let unchanged = |now: &BTreeMap<String, (String, i32, bool)>| {
-        for (name, (uid, restarts, _)) in &before {
-            assert_eq!(
-                now.get(name).map(|(u, r, _)| (u, *r)),
-                Some((uid, *restarts)),
-                "{name} restarted"
-            );
-        }
-    };
-    unchanged(&pod_states(stretch).await);
-
-    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
-    pools
-        .patch(
-            "c",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 0}})),
-        )
-        .await
-        .unwrap();
-    let pods: Api<Pod> = stretch.api(BETA);
-    let gone = format!("live-c-{new_id}");
-    wait_for(
-        "the controller to leave the quorum and stop",
-        Duration::from_secs(240),
-        || async {
-            let voters = shown_voters(stretch).await;
-            let pod = pods.get_opt(&gone).await.unwrap();
-            assert!(
-                pod.is_some() || !voters.contains(&new_id),
-                "{gone} stopped while it was a voter: {voters:?}"
-            );
-            if voters == old_voters && pod.is_none() {
-                Seen::Done(())
-            } else {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                Seen::NotYet(format!(
-                    "voters {voters:?}, pod {gone} there: {}",
-                    pod.is_some()
-                ))
-            }
-        },
-    )
-    .await;
-    assert_eq!(voters_by_kafka(), old_voters, "what Kafka's tool lists");
-    unchanged(&pod_states(stretch).await);
-}
-
-/// Waits until the status shows a dynamic quorum of three voters (with `replaced`, voter ID and
-/// old directory, no longer among them), then checks it against Kafka's own tool (run only
-/// then: each run starts a JVM) and returns the voters, ID → directory ID.
+/// Waits until the status shows the voters Kafka's own tool lists (with `replaced`, voter ID
+/// and old directory, no longer among them) and returns them, voter ID → directory ID.
 async fn shown_quorum_is_kafkas(
     stretch: &Stretch,
     k: &Kafka,
@@ -313,6 +227,11 @@ async fn shown_quorum_is_kafkas(
         "the status to show the quorum Kafka reports",
         Duration::from_secs(240),
         || async {
+            let voters: BTreeMap<i32, String> = quorum_by_kafkas_tool(&bootstrap)
+                .into_iter()
+                .filter(|(_, _, status)| status == "Leader" || status == "Follower")
+                .map(|(id, dir, _)| (id, dir))
+                .collect();
             let k = kafkas.get(&k.name_any()).await.unwrap();
             let Some(shown) = k.status.and_then(|s| s.quorum) else {
                 return Seen::NotYet("no quorum in the status".to_owned());
@@ -322,18 +241,14 @@ async fn shown_quorum_is_kafkas(
                 .iter()
                 .map(|v| (v.id, v.directory_id.clone().unwrap_or_default()))
                 .collect();
-            let swapped = replaced
-                .is_none_or(|(id, old)| shown_voters.get(&id).is_some_and(|dir| dir != old));
-            if shown.mode.as_deref() != Some("dynamic") || shown_voters.len() != 3 || !swapped {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                return Seen::NotYet(format!("status {shown:?}"));
-            }
-            let voters: BTreeMap<i32, String> = quorum_by_kafkas_tool(&bootstrap)
-                .into_iter()
-                .filter(|(_, _, status)| status == "Leader" || status == "Follower")
-                .map(|(id, dir, _)| (id, dir))
-                .collect();
-            if shown_voters == voters && shown.leader_id.is_some_and(|l| voters.contains_key(&l)) {
+            let swapped =
+                replaced.is_none_or(|(id, old)| voters.get(&id).is_some_and(|dir| dir != old));
+            if shown.mode.as_deref() == Some("dynamic")
+                && shown_voters == voters
+                && voters.len() == 3
+                && swapped
+                && shown.leader_id.is_some_and(|l| voters.contains_key(&l))
+            {
                 Seen::Done(voters)
             } else {
                 Seen::NotYet(format!("status {shown:?}, Kafka's voters {voters:?}"))
@@ -341,16 +256,6 @@ async fn shown_quorum_is_kafkas(
         },
     )
     .await
-}
-
-/// The voters the status shows, by node ID.
-async fn shown_voters(stretch: &Stretch) -> BTreeSet<i32> {
-    let kafkas: Api<Kafka> = stretch.api(ALPHA);
-    let k = kafkas.get("live").await.unwrap();
-    k.status
-        .and_then(|s| s.quorum)
-        .map(|q| q.voters.iter().map(|v| v.id).collect())
-        .unwrap_or_default()
 }
 
 /// Each broker's rack, as Kafka's own tool lists it, is its Kubernetes cluster, and Kafka

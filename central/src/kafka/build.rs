@@ -186,7 +186,6 @@ pub fn build(
             .iter()
             .map(|l| (l.name.clone(), l.port))
             .collect(),
-        quorum: cluster.quorum,
     };
 
     let mut objects: BTreeMap<String, Vec<Value>> = BTreeMap::new();
@@ -223,8 +222,7 @@ pub fn build(
                     .values()
                     .flat_map(|p| [p.cert.as_str(), p.key.as_str()]),
             );
-            let rolling = config.rolling_text();
-            let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &rolling, &tls);
+            let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &text, &tls);
             pods.push(pod);
             built_nodes.insert(
                 id,
@@ -279,7 +277,6 @@ struct Ctx<'a> {
     version: &'a str,
     metadata_version: Option<&'a str>,
     listener_ports: Vec<(String, u16)>,
-    quorum: kraft::QuorumMode,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -439,9 +436,8 @@ fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The pod definition and its revision (a hash of the definition and `config`, the rolling part
-/// of the node's configuration, so a configuration change rolls the pod although the pod spec is
-/// unchanged).
+/// The pod definition and its revision (a hash of the definition and the node's configuration,
+/// so a configuration change rolls the pod although the pod spec is unchanged).
 fn pod(
     ctx: &Ctx<'_>,
     pool: &ResolvedPool,
@@ -641,10 +637,6 @@ fn pod_set(ctx: &Ctx<'_>, pool: &ResolvedPool, pods: Vec<Value>) -> Value {
     });
     // Read back by a central that lost the `Kafka`'s status, to adopt what runs.
     podset["metadata"]["annotations"][names::CLUSTER_ID] = json!(ctx.cluster_id);
-    podset["metadata"]["annotations"][names::CONTROLLER_QUORUM] = json!(match ctx.quorum {
-        kraft::QuorumMode::Static => "static",
-        kraft::QuorumMode::Dynamic => "dynamic",
-    });
     podset
 }
 
@@ -893,38 +885,6 @@ mod tests {
         let model = cluster_model(&k, &resolved, &ids, "abc", kraft::QuorumMode::Static);
         let after = super::build(&k, &resolved, &ids, model, &renewed, &BTreeMap::new()).unwrap();
         assert_ne!(base, after.nodes[&0].revision);
-    }
-
-    #[test]
-    fn adding_a_controller_rolls_every_node_of_a_static_quorum_but_none_of_a_dynamic_one() {
-        let k = kafka(serde_json::json!({}));
-        let c = pool("controllers", &["controller"], 3, serde_json::json!({}));
-        let b = pool("brokers", &["broker"], 1, serde_json::json!({}));
-        let resolved = resolve(&k, &[&c, &b], &members()).unwrap();
-        let revisions = |mode: kraft::QuorumMode, controllers: &[i32]| {
-            let ids = ids(&[("controllers", controllers), ("brokers", &[9])]);
-            let model = cluster_model(&k, &resolved, &ids, "abc", mode);
-            let built = super::build(
-                &k,
-                &resolved,
-                &ids,
-                model,
-                &certs(&k, &resolved, &ids),
-                &BTreeMap::new(),
-            )
-            .unwrap();
-            built
-                .nodes
-                .into_iter()
-                .map(|(id, n)| (id, n.revision))
-                .collect::<BTreeMap<_, _>>()
-        };
-        for mode in [kraft::QuorumMode::Static, kraft::QuorumMode::Dynamic] {
-            let before = revisions(mode, &[0, 1]);
-            let after = revisions(mode, &[0, 1, 2]);
-            let unchanged = [0, 1, 9].iter().all(|id| before[id] == after[id]);
-            assert_eq!(unchanged, mode == kraft::QuorumMode::Dynamic, "{mode:?}");
-        }
     }
 
     #[test]

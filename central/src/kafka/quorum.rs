@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kstretch_api::{Kafka, KafkaStatus, QuorumStatus, QuorumVoterStatus, names};
+use kstretch_api::{Kafka, KafkaStatus, QuorumStatus, QuorumVoterStatus};
 use kstretch_core::kraft::{
     self, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, QuorumMode,
 };
@@ -21,18 +21,22 @@ const STATIC_MODE: &str = "static";
 /// as live. Controllers fetch every few hundred milliseconds.
 const LIVE_WITHIN_MS: i64 = 30_000;
 
-/// The quorum the `Kafka` asks for with [`names::CONTROLLER_QUORUM`]; `Err` names a wrong value.
+/// Annotation on a `Kafka`: `static` keeps its controller quorum static (and gives a new cluster
+/// a static one); `dynamic`, the default, gives new clusters a dynamic quorum and turns static
+/// ones dynamic where their Kafka version can.
+pub const QUORUM_ANNOTATION: &str = "kstretch.io/controller-quorum";
+
+/// The quorum the `Kafka` asks for with [`QUORUM_ANNOTATION`]; `Err` names a wrong value.
 pub fn wanted(kafka: &Kafka) -> Result<QuorumMode, String> {
     match kafka
         .annotations()
-        .get(names::CONTROLLER_QUORUM)
+        .get(QUORUM_ANNOTATION)
         .map(String::as_str)
     {
         None | Some(DYNAMIC_MODE) => Ok(QuorumMode::Dynamic),
         Some(STATIC_MODE) => Ok(QuorumMode::Static),
         Some(other) => Err(format!(
-            "annotation {}={other:?} on Kafka {} is not one of static, dynamic",
-            names::CONTROLLER_QUORUM,
+            "annotation {QUORUM_ANNOTATION}={other:?} on Kafka {} is not one of static, dynamic",
             kafka.name_any()
         )),
     }
@@ -79,30 +83,8 @@ pub fn mode(status: &KafkaStatus) -> QuorumMode {
     }
 }
 
-/// Records that a new cluster, none of whose nodes has formatted yet, gets a dynamic quorum
-/// whose first voters are `controllers`, each with a metadata directory ID from
-/// `new_directory`. The caller stores `status` before any node can format.
-pub fn start_dynamic(
-    status: &mut KafkaStatus,
-    controllers: &BTreeSet<i32>,
-    mut new_directory: impl FnMut() -> u128,
-) {
-    status.quorum = Some(QuorumStatus {
-        mode: Some(DYNAMIC_MODE.to_owned()),
-        leader_id: None,
-        voters: controllers
-            .iter()
-            .map(|id| QuorumVoterStatus {
-                id: *id,
-                directory_id: Some(kraft::uuid_text(new_directory())),
-            })
-            .collect(),
-    });
-}
-
-/// Records that the pods of a cluster adopted from what runs find a dynamic quorum. Its voters
-/// are Kafka's to tell: none is recorded, so nobody formats with an initial voter set.
-pub fn adopt_dynamic(status: &mut KafkaStatus) {
+/// Records that a new cluster, none of whose nodes has formatted yet, gets a dynamic quorum.
+pub fn start_dynamic(status: &mut KafkaStatus) {
     status.quorum = Some(QuorumStatus {
         mode: Some(DYNAMIC_MODE.to_owned()),
         ..QuorumStatus::default()
@@ -120,18 +102,41 @@ pub fn formed(status: &KafkaStatus) -> bool {
 }
 
 /// The voters a dynamic quorum that has not formed yet starts with (node ID → metadata
-/// directory ID), as [`start_dynamic`] recorded them; empty for a static quorum, one that has
-/// formed, or one adopted from what runs.
-pub fn initial_voters(status: &KafkaStatus) -> BTreeMap<i32, u128> {
+/// directory ID): chosen once, for the controllers `controllers` of that moment, with
+/// `new_directory` giving each its ID, and recorded in `status` (which the caller must store
+/// before any node formats); the same every time after. Empty for a static quorum or one that
+/// has formed. The `bool` says whether `status` changed.
+pub fn initial_voters(
+    status: &mut KafkaStatus,
+    controllers: &BTreeSet<i32>,
+    mut new_directory: impl FnMut() -> u128,
+) -> (BTreeMap<i32, u128>, bool) {
     if mode(status) != QuorumMode::Dynamic || formed(status) {
-        return BTreeMap::new();
+        return (BTreeMap::new(), false);
     }
-    status
-        .quorum
+    let Some(quorum) = status.quorum.as_mut() else {
+        return (BTreeMap::new(), false);
+    };
+    let recorded: BTreeMap<i32, u128> = quorum
+        .voters
         .iter()
-        .flat_map(|q| q.voters.iter())
         .filter_map(|v| Some((v.id, kraft::parse_uuid_text(v.directory_id.as_deref()?)?)))
-        .collect()
+        .collect();
+    if !recorded.is_empty() || controllers.is_empty() {
+        return (recorded, false);
+    }
+    let chosen: BTreeMap<i32, u128> = controllers
+        .iter()
+        .map(|id| (*id, new_directory()))
+        .collect();
+    quorum.voters = chosen
+        .iter()
+        .map(|(id, dir)| QuorumVoterStatus {
+            id: *id,
+            directory_id: Some(kraft::uuid_text(*dir)),
+        })
+        .collect();
+    (chosen, true)
 }
 
 /// Reads the quorum from Kafka.
@@ -337,29 +342,36 @@ mod tests {
     }
 
     #[test]
-    fn a_new_dynamic_quorum_starts_with_its_first_voters_and_none_after_it_formed() {
+    fn a_new_dynamic_quorum_gets_its_first_voters_once_and_none_after_it_formed() {
         let mut status = KafkaStatus::default();
-        // A static quorum (a cluster from before) has none.
-        assert_eq!(initial_voters(&status), BTreeMap::new());
         let mut next = 100u128;
-        start_dynamic(&mut status, &BTreeSet::from([0, 1, 2]), || {
+        let mut directory = || {
             next += 1;
             next
-        });
-        assert_eq!(mode(&status), QuorumMode::Dynamic);
+        };
+        // A static quorum (a cluster from before) never gets any.
         assert_eq!(
-            initial_voters(&status),
-            BTreeMap::from([(0, 101), (1, 102), (2, 103)])
+            initial_voters(&mut status, &BTreeSet::from([0, 1]), &mut directory),
+            (BTreeMap::new(), false)
         );
+        start_dynamic(&mut status);
+        assert_eq!(mode(&status), QuorumMode::Dynamic);
+        let (first, chosen) =
+            initial_voters(&mut status, &BTreeSet::from([0, 1, 2]), &mut directory);
+        assert!(chosen);
+        assert_eq!(first, BTreeMap::from([(0, 101), (1, 102), (2, 103)]));
+        // The same ones next time, read back from the status, even with another controller.
+        let (again, chosen) =
+            initial_voters(&mut status, &BTreeSet::from([0, 1, 2, 3]), &mut directory);
+        assert!(!chosen);
+        assert_eq!(again, first);
         // Formed: nobody formats with the voter set any more.
         status.operator_last_successful_version = Some("0.1.0".into());
         assert!(formed(&status));
-        assert_eq!(initial_voters(&status), BTreeMap::new());
-        // Adopted from what runs: dynamic, and no voter set to format with.
-        let mut adopted = KafkaStatus::default();
-        adopt_dynamic(&mut adopted);
-        assert_eq!(mode(&adopted), QuorumMode::Dynamic);
-        assert_eq!(initial_voters(&adopted), BTreeMap::new());
+        assert_eq!(
+            initial_voters(&mut status, &BTreeSet::from([0, 1, 2]), &mut directory),
+            (BTreeMap::new(), false)
+        );
     }
 
     #[test]
@@ -380,7 +392,7 @@ mod tests {
     fn the_annotation_asks_for_a_static_or_a_dynamic_quorum() {
         let with = |value: Option<&str>| {
             let annotations = match value {
-                Some(v) => serde_json::json!({ names::CONTROLLER_QUORUM: v }),
+                Some(v) => serde_json::json!({QUORUM_ANNOTATION: v}),
                 None => serde_json::json!({}),
             };
             wanted(&kafka(

@@ -215,6 +215,41 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         }
     };
 
+    // The cluster ID: generated once and stored before any node can be formatted with it.
+    let cluster_id = match kafka_status
+        .cluster_id
+        .clone()
+        .or_else(|| resolved.pools.iter().find_map(|p| p.cluster_id.clone()))
+    {
+        Some(id) => id,
+        None => {
+            let id = new_cluster_id();
+            kafka_status.cluster_id = Some(id.clone());
+            // A new cluster: no node has formatted, so its quorum can start dynamic.
+            if wanted_quorum == kraft::QuorumMode::Dynamic {
+                quorum::start_dynamic(&mut kafka_status);
+            }
+            status::apply_kafka(&ctx.client, &kafka, kafka_status.clone()).await?;
+            id
+        }
+    };
+    kafka_status.cluster_id = Some(cluster_id.clone());
+    if let Some(pool) = resolved
+        .pools
+        .iter()
+        .find(|p| p.cluster_id.as_ref().is_some_and(|id| *id != cluster_id))
+    {
+        let message = format!(
+            "KafkaNodePool {} belongs to Kafka cluster ID {} but Kafka {} has cluster ID {cluster_id}; a pool cannot move between Kafka clusters: delete and recreate the pool (its data is not usable in this cluster)",
+            pool.name,
+            pool.cluster_id.as_deref().unwrap_or_default(),
+            kafka.name_any()
+        );
+        return refuser
+            .refuse(kafka_status, "ClusterIdMismatch", &message)
+            .await;
+    }
+
     // The CAs (the clients CA exists for KafkaUsers, as in Strimzi), and central's client
     // identity under the cluster CA for every admin connection.
     let (ca, clients_ca) = match both_cas(&ctx.client, &kafka).await {
@@ -261,41 +296,6 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let (mut ids, mut roles) = desired_ids_and_roles(&resolved, &assignments);
     // The voters the quorum moves toward: the controllers asked for, not those kept for now.
     let desired_controllers = controllers_of(&ids, &roles);
-
-    // The cluster ID, and a new cluster's first voters: chosen once and stored before any node
-    // can be formatted with them.
-    let cluster_id = match kafka_status
-        .cluster_id
-        .clone()
-        .or_else(|| resolved.pools.iter().find_map(|p| p.cluster_id.clone()))
-    {
-        Some(id) => id,
-        None => {
-            let id = new_cluster_id();
-            kafka_status.cluster_id = Some(id.clone());
-            if wanted_quorum == kraft::QuorumMode::Dynamic {
-                quorum::start_dynamic(&mut kafka_status, &desired_controllers, random_uuid);
-            }
-            status::apply_kafka(&ctx.client, &kafka, kafka_status.clone()).await?;
-            id
-        }
-    };
-    kafka_status.cluster_id = Some(cluster_id.clone());
-    if let Some(pool) = resolved
-        .pools
-        .iter()
-        .find(|p| p.cluster_id.as_ref().is_some_and(|id| *id != cluster_id))
-    {
-        let message = format!(
-            "KafkaNodePool {} belongs to Kafka cluster ID {} but Kafka {} has cluster ID {cluster_id}; a pool cannot move between Kafka clusters: delete and recreate the pool (its data is not usable in this cluster)",
-            pool.name,
-            pool.cluster_id.as_deref().unwrap_or_default(),
-            kafka.name_any()
-        );
-        return refuser
-            .refuse(kafka_status, "ClusterIdMismatch", &message)
-            .await;
-    }
     hold_voters(
         &kafka_status,
         &resolved,
@@ -362,7 +362,15 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         }
     }
 
-    let initial_voters = quorum::initial_voters(&kafka_status);
+    // A new dynamic quorum's first voters, stored before any node can format with them.
+    let (initial_voters, chosen) = quorum::initial_voters(
+        &mut kafka_status,
+        &controllers_of(&ids, &roles),
+        random_uuid,
+    );
+    if chosen {
+        status::apply_kafka(&ctx.client, &kafka, kafka_status.clone()).await?;
+    }
 
     // Every node's certificate, for every address it now has.
     let model = build::cluster_model(
@@ -698,7 +706,7 @@ async fn migrate_static_quorum(
             "QuorumMigrationUnsupported".to_owned(),
             format!(
                 "the controller quorum is static and Kafka {version} cannot make it dynamic (Kafka 4.1 and later can): controllers are added or removed only by restarting every node; upgrade Kafka, or set the annotation {}=static to keep it static without this warning",
-                names::CONTROLLER_QUORUM
+                quorum::QUORUM_ANNOTATION
             ),
         ));
         return false;
@@ -788,15 +796,11 @@ async fn adopt_what_runs(
         }
         Adoption::Found {
             cluster_id,
-            controller_quorum,
             node_ids,
         } => {
             if let Some(id) = cluster_id.filter(|_| unknown_cluster) {
                 tracing::info!(cluster_id = %id, "adopting the cluster ID of the running nodes");
                 kafka_status.cluster_id = Some(id);
-                if controller_quorum.as_deref() == Some("dynamic") {
-                    quorum::adopt_dynamic(kafka_status);
-                }
             }
             for pool in &mut resolved.pools {
                 let Some(ids) = node_ids.get(&pool.name).filter(|ids| !ids.is_empty()) else {

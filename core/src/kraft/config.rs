@@ -48,20 +48,9 @@ impl NodeConfig {
     }
 
     /// The configuration as a Java properties file: sorted, escaped, byte-for-byte stable for
-    /// equal input.
+    /// equal input (it feeds the pod's revision hash).
     pub fn to_properties_text(&self) -> String {
         properties::to_text(&self.properties)
-    }
-
-    /// What of the configuration restarts the node when it changes (it feeds the pod's
-    /// revision hash): all of it but a dynamic quorum's bootstrap servers, which a node reads
-    /// only to find the quorum when it starts. Adding or moving a controller then restarts
-    /// nobody: a node reads the new list at its next start, and any controller of the old list
-    /// that still runs answers meanwhile.
-    pub fn rolling_text(&self) -> String {
-        let mut rolling = self.properties.clone();
-        rolling.remove(voters::BOOTSTRAP_SERVERS);
-        properties::to_text(&rolling)
     }
 }
 

@@ -1130,9 +1130,6 @@ fn a_dynamic_quorum_is_found_through_bootstrap_servers_and_formatted_by_role() {
             Some(servers)
         );
         assert_eq!(node.get("controller.quorum.voters"), None);
-        // Read only at start: a changed list restarts nobody.
-        assert!(!node.rolling_text().contains("bootstrap.servers"));
-        assert!(node.rolling_text().contains("node.id="));
     }
 
     // Controller 0 was there when the quorum was chosen, controller 4 came later.

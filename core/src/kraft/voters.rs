@@ -9,9 +9,6 @@ use super::error::ConfigError;
 use super::model::{CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node};
 use super::uuid::uuid_text;
 
-/// Where nodes of a dynamic quorum find it.
-pub(crate) const BOOTSTRAP_SERVERS: &str = "controller.quorum.bootstrap.servers";
-
 /// How the controllers' voter set is kept.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum QuorumMode {
@@ -45,7 +42,7 @@ pub(crate) fn quorum_property(
                 .join(","),
         ),
         QuorumMode::Dynamic => (
-            BOOTSTRAP_SERVERS,
+            "controller.quorum.bootstrap.servers",
             endpoints
                 .iter()
                 .map(|(_, e)| e.clone())
