@@ -20,8 +20,8 @@ use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation};
 use kstretch_tests::TestEnv;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
 use kstretch_tests::kafka::{
-    broker_ids, consume, create_topic, kafka_tool, kraft_version_by_kafkas_tool, produce,
-    quorum_by_kafkas_tool, registered_by_kafkas_tool, run_kafka_tool,
+    broker_ids, consume, create_topic, kafka_tool, produce, quorum_by_kafkas_tool,
+    registered_by_kafkas_tool, run_kafka_tool,
 };
 use kstretch_tests::load::{Load, missing};
 use kstretch_tests::ready::kafka_ready as is_ready;
@@ -154,108 +154,46 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
 
     serves_across_clusters(&k).await;
     racks_are_clusters(&k).await;
-    the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_replaced(&stretch, &k).await;
+    quorum_is_shown(&stretch, &k).await;
     stretch.finish().await;
 }
 
 /// The `Kafka` status shows the controller quorum as Kafka's own
-/// `kafka-metadata-quorum describe --replication` sees it: dynamic (KIP-853, as kstretch creates
-/// clusters now), every combined node a voter with the metadata directory Kafka reports for it,
-/// the leader one of them. Then the pod of beta's controller is deleted: its ephemeral storage
-/// goes, it formats a new directory (without the initial voter set, which is only for a quorum
-/// that has not formed) and central replaces its old voter with the new directory.
-async fn the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_replaced(
-    stretch: &Stretch,
-    k: &Kafka,
-) {
-    let bootstrap = all_brokers(k);
-    let before = shown_quorum_is_kafkas(stretch, k, None).await;
-    assert_eq!(before.len(), 3, "{before:?}");
-
-    let pods: Api<Pod> = stretch.api(BETA);
-    let victim = pods.list(&ListParams::default()).await.unwrap().items[0].name_any();
-    let id: i32 = victim.rsplit('-').next().unwrap().parse().unwrap();
-    // Central stops handing out the initial voter set once the quorum has formed.
-    let configs: Api<k8s_openapi::api::core::v1::ConfigMap> = stretch.api(BETA);
-    wait_for(
-        "the formed quorum's format arguments",
+/// `kafka-metadata-quorum describe --replication` sees it: every combined node votes, the
+/// leader is one of them, and the quorum is static (as kstretch creates them today).
+async fn quorum_is_shown(stretch: &Stretch, k: &Kafka) {
+    let replicas = quorum_by_kafkas_tool(&all_brokers(k));
+    let voters: Vec<i32> = replicas
+        .iter()
+        .filter(|(_, _, status)| status == "Leader" || status == "Follower")
+        .map(|(id, _, _)| *id)
+        .collect();
+    assert_eq!(voters.len(), 3, "{replicas:?}");
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let shown = wait_for(
+        "the quorum in the Kafka status",
         Duration::from_secs(120),
         || async {
-            let cm = configs.get(&victim).await.unwrap();
-            let args = cm.data.unwrap_or_default().remove("format.args");
-            match args.as_deref() {
-                Some("--no-initial-controllers") => Seen::Done(()),
-                other => Seen::NotYet(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
-    pods.delete(&victim, &Default::default()).await.unwrap();
-    let after = shown_quorum_is_kafkas(stretch, k, Some((id, &before[&id]))).await;
-    assert_eq!(after.len(), 3, "{after:?}");
-    for (voter, dir) in &before {
-        if *voter != id {
-            assert_eq!(&after[voter], dir, "voter {voter} must keep its directory");
-        }
-    }
-    // The records written before are all still served, and new ones are taken.
-    let earlier = bootstrap.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        consume(&earlier, "across", 3, 200, Duration::from_secs(60))
-    })
-    .await
-    .unwrap();
-    assert_eq!(read.len(), 200);
-    produce(
-        &bootstrap,
-        "across",
-        &[("after".to_owned(), "replaced".to_owned())],
-    )
-    .await;
-}
-
-/// Waits until the status shows the voters Kafka's own tool lists (with `replaced`, voter ID
-/// and old directory, no longer among them) and returns them, voter ID → directory ID.
-async fn shown_quorum_is_kafkas(
-    stretch: &Stretch,
-    k: &Kafka,
-    replaced: Option<(i32, &str)>,
-) -> BTreeMap<i32, String> {
-    let bootstrap = all_brokers(k);
-    let kafkas: Api<Kafka> = stretch.api(ALPHA);
-    wait_for(
-        "the status to show the quorum Kafka reports",
-        Duration::from_secs(240),
-        || async {
-            let voters: BTreeMap<i32, String> = quorum_by_kafkas_tool(&bootstrap)
-                .into_iter()
-                .filter(|(_, _, status)| status == "Leader" || status == "Follower")
-                .map(|(id, dir, _)| (id, dir))
-                .collect();
             let k = kafkas.get(&k.name_any()).await.unwrap();
-            let Some(shown) = k.status.and_then(|s| s.quorum) else {
-                return Seen::NotYet("no quorum in the status".to_owned());
-            };
-            let shown_voters: BTreeMap<i32, String> = shown
-                .voters
-                .iter()
-                .map(|v| (v.id, v.directory_id.clone().unwrap_or_default()))
-                .collect();
-            let swapped =
-                replaced.is_none_or(|(id, old)| voters.get(&id).is_some_and(|dir| dir != old));
-            if shown.mode.as_deref() == Some("dynamic")
-                && shown_voters == voters
-                && voters.len() == 3
-                && swapped
-                && shown.leader_id.is_some_and(|l| voters.contains_key(&l))
-            {
-                Seen::Done(voters)
-            } else {
-                Seen::NotYet(format!("status {shown:?}, Kafka's voters {voters:?}"))
+            let quorum = k.status.and_then(|s| s.quorum);
+            match &quorum {
+                Some(q) if q.voters.len() == voters.len() => Seen::Done(q.clone()),
+                _ => Seen::NotYet(format!("{quorum:?}")),
             }
         },
     )
-    .await
+    .await;
+    assert_eq!(shown.mode.as_deref(), Some("static"), "{shown:?}");
+    let mut shown_ids: Vec<i32> = shown.voters.iter().map(|v| v.id).collect();
+    let mut expected = voters.clone();
+    shown_ids.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(shown_ids, expected, "{shown:?}\n{replicas:?}");
+    assert!(
+        shown.voters.iter().all(|v| v.directory_id.is_none()),
+        "{shown:?}"
+    );
+    assert!(voters.contains(&shown.leader_id.unwrap()), "{shown:?}");
 }
 
 /// Each broker's rack, as Kafka's own tool lists it, is its Kubernetes cluster, and Kafka
@@ -532,28 +470,16 @@ async fn rolled_one_at_a_time(stretch: &Stretch, before: &BTreeMap<String, (Stri
 }
 
 /// One live Kafka under an idempotent producer (`acks=all`, `min.insync.replicas=2`) the whole
-/// time, created with a static controller quorum (as kstretch created every cluster before
-/// KIP-853 support, kept by the annotation `kstretch.io/controller-quorum: static`): central is
-/// killed (every pod keeps running and serving, nothing restarts when it returns); the
-/// annotation is removed and central migrates the quorum to a dynamic one, which rolls every
-/// node one at a time onto `controller.quorum.bootstrap.servers`; then a deleted pod and a
+/// time: central is killed (every pod keeps running and serving, nothing restarts when it
+/// returns), a configuration change rolls every node one at a time, then a deleted pod and a
 /// killed Kafka process come back on their data. No send fails, and a consumer reading
-/// afterwards finds every acknowledged record. (One Kafka for all of it: each costs minutes to
-/// start on two cores.)
+/// afterwards finds every acknowledged record. (One Kafka for the three: each costs minutes
+/// to start on two cores.)
 #[tokio::test]
 async fn a_kafka_outlives_central_rolls_and_restarts_without_losing_an_acknowledged_record() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let mut static_quorum = kafka();
-    static_quorum["metadata"]["annotations"]["kstretch.io/controller-quorum"] = json!("static");
-    let (mut stretch, k) = live_kafka_of("running-roll", static_quorum, persistent(), vec![]).await;
+    let (mut stretch, k) = live_kafka("running-roll", persistent()).await;
     let bootstrap = all_brokers(&k);
-    let shown = k.status.as_ref().and_then(|s| s.quorum.clone());
-    assert!(
-        shown
-            .as_ref()
-            .is_none_or(|q| q.mode.as_deref() == Some("static")),
-        "{shown:?}"
-    );
     create_topic(&bootstrap, "rolled", 3, 3).await;
     full_isr(&bootstrap, "rolled").await;
     let load = Load::start(&bootstrap, "rolled", Duration::from_millis(20));
@@ -568,21 +494,16 @@ async fn a_kafka_outlives_central_rolls_and_restarts_without_losing_an_acknowled
         .patch(
             "live",
             &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {"kstretch.io/controller-quorum": null}}}),
-            ),
+            &Patch::Merge(json!({"spec": {"kafka": {"config": {"log.retention.ms": 86_400_001}}}})),
         )
         .await
         .unwrap();
     rolled_one_at_a_time(&stretch, &before).await;
-    let k: Kafka = stretch
+    stretch
         .wait_in_alpha("live", "Ready after the roll", START_TIMEOUT, is_ready)
         .await;
     let acked = load.acked();
     wait_for_acks(&load, acked + 50).await;
-    // Kafka's own tool: every voter now known by its metadata directory, as the status shows.
-    shown_quorum_is_kafkas(&stretch, &k, None).await;
-    assert_eq!(kraft_version_by_kafkas_tool(&bootstrap), "1");
 
     a_deleted_pod_and_a_killed_process_keep_their_data(&stretch, &bootstrap).await;
     let acked = load.acked();

@@ -253,7 +253,6 @@ mod tests {
                 node(2, "brk", "west", &[Role::Broker]),
             ],
             authorization: None,
-            quorum: Default::default(),
         }
     }
 

@@ -12,7 +12,6 @@ mod revision;
 mod security;
 mod tls;
 mod uuid;
-mod voters;
 
 #[cfg(test)]
 mod tests;
@@ -37,5 +36,4 @@ pub use tls::{
     CA_FILE, CERT_FILE, CERTS_DIR, CLIENTS_CA_FILE, CONFIG_PROVIDER, KEY_FILE, listener_cert_files,
     node_hostnames,
 };
-pub use uuid::{base64url, kafka_uuid, parse_uuid_text, uuid_text};
-pub use voters::{QuorumMode, format_arguments};
+pub use uuid::{base64url, uuid_text};
