@@ -15,18 +15,19 @@ LOG_TAG=sweep
 SANDBOX_NAMESPACE=${KSTRETCH_SANDBOX_NAMESPACE:-kafka}
 GROUPS_WITH_FINALIZERS=(kafka.strimzi.io core.strimzi.io)
 
+# kube CLUSTER ARGS... — kubectl against CLUSTER.
+kube() {
+  local c=$1
+  shift
+  "$KUBECTL" --kubeconfig "$STATE/$c/kubeconfig" --request-timeout=20s "$@"
+}
+
 # finalized_kinds CLUSTER — our namespaced resource types (plural.group) in CLUSTER.
 finalized_kinds() {
   local g
   for g in "${GROUPS_WITH_FINALIZERS[@]}"; do
     kube "$1" api-resources --api-group="$g" --namespaced -o name 2>/dev/null || true
   done
-}
-
-kube() {
-  local c=$1
-  shift
-  "$KUBECTL" --kubeconfig "$STATE/$c/kubeconfig" --request-timeout=20s "$@"
 }
 
 # stale_namespaces CLUSTER — the namespaces to sweep in CLUSTER.
@@ -62,7 +63,7 @@ sweep_cluster() {
 
 # pods_left — how many pods the swept namespaces still have.
 pods_left() {
-  local entry n=0
+  local entry c ns n=0
   for entry in "${SWEPT[@]}"; do
     read -r c ns <<<"$entry"
     n=$((n + $(kube "$c" get pods -n "$ns" --no-headers 2>/dev/null | wc -l)))
