@@ -114,6 +114,11 @@ pub const OWNER_UID: &str = "kstretch.io/owner-uid";
 /// Annotation on a StrimziPodSet: the Kafka cluster ID its pods are configured with, read back
 /// to adopt a running cluster whose `Kafka` lost its status.
 pub const CLUSTER_ID: &str = "kstretch.io/cluster-id";
+/// Annotation on a `Kafka`: `static` keeps its controller quorum static (and gives a new cluster
+/// a static one); `dynamic`, the default, gives new clusters a dynamic quorum (KIP-853) and turns
+/// static ones dynamic where their Kafka version can. On a StrimziPodSet: how its pods find the
+/// quorum, read back to adopt a running cluster whose `Kafka` lost its status.
+pub const CONTROLLER_QUORUM: &str = "kstretch.io/controller-quorum";
 /// `KafkaNodePool` annotation naming the Kubernetes cluster the pool runs in (from Strimzi's
 /// stretch-cluster proposal); no annotation means the central cluster itself.
 pub const STRETCH_CLUSTER_ALIAS: &str = "strimzi.io/stretch-cluster-alias";

@@ -203,7 +203,7 @@ async fn a_stretched_kafka_runs_its_pools_in_their_clusters_and_reports_status()
     assert!(config.contains("process.roles=broker"), "{config}");
     assert!(
         config.contains(&format!(
-            "3@my-cluster-controllers-3.alpha.my-cluster-kafka-brokers.{}.svc.clusterset.local:9090",
+            "controller.quorum.bootstrap.servers=my-cluster-controllers-3.alpha.my-cluster-kafka-brokers.{}.svc.clusterset.local:9090",
             stretch.ns
         )),
         "{config}"
@@ -973,7 +973,11 @@ async fn per_node_load_balancers_are_created_first_and_their_addresses_configure
             || config.contains("REPLICATION-9091://192.0.2.11:9091"),
         "{config}"
     );
-    assert!(config.contains("1@192.0.2.11"), "{config}");
+    assert!(
+        config.contains("controller.quorum.bootstrap.servers=192.0.2.11:9090")
+            || config.contains("controller.quorum.bootstrap.servers=192.0.2.11\\:9090"),
+        "{config}"
+    );
     stretch.finish().await;
 }
 

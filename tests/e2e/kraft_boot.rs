@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use kstretch_core::kraft::{
     Addressing, CERTS_DIR, CONTROLPLANE_LISTENER, KafkaCluster, Listener, ListenerKind, Node,
-    REPLICATION_LISTENER, Rendered, Volume, render, uuid_text,
+    QuorumMode, REPLICATION_LISTENER, Rendered, Volume, render, uuid_text,
 };
 use kstretch_core::node_ids::Role;
 use kstretch_kadmin::{AdminClient, AdminConfig, Error, KRAFT_VERSION, Uuid};
-use kstretch_tests::kafka::{self, run_kafka_tool};
+use kstretch_tests::kafka;
 use kstretch_tests::kraft::{
     MAPPED_KEYS, PrivateKafka, assert_voters_match_advertised, certs_dir, random_cluster_id,
 };
@@ -92,6 +92,7 @@ fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
         addressing,
         nodes,
         authorization: None,
+        quorum: QuorumMode::Static,
     }
 }
 
@@ -278,23 +279,6 @@ async fn stretched_over_three_clusters_with_combined_nodes() {
     voters_change_once_the_quorum_is_dynamic(&kafka, &c.cluster_id).await;
 }
 
-/// The `kraft.version` level Kafka's own `kafka-features describe` reports.
-fn kraft_version_by_kafkas_tool(bootstrap: &str) -> String {
-    let text = run_kafka_tool(
-        "org.apache.kafka.tools.FeatureCommand",
-        &["--bootstrap-server", bootstrap, "describe"],
-    );
-    let line = text
-        .lines()
-        .find(|l| l.contains(&format!("Feature: {KRAFT_VERSION}")))
-        .unwrap_or_else(|| panic!("no {KRAFT_VERSION} in:\n{text}"));
-    line.split("FinalizedVersionLevel:")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no finalized level in {line:?}"))
-        .to_owned()
-}
-
 /// The `directory.id` of node `id`'s metadata log directory, as its storage was formatted.
 fn metadata_directory_id(kafka: &PrivateKafka, id: i32) -> String {
     let path = kafka.root().join(format!(
@@ -346,7 +330,7 @@ async fn voters_change_once_the_quorum_is_dynamic(kafka: &PrivateKafka, cluster_
         }
     })
     .await;
-    assert_eq!(kraft_version_by_kafkas_tool(&bootstrap), "1");
+    assert_eq!(kafka::kraft_version_by_kafkas_tool(&bootstrap), "1");
     let quorum = admin.describe_quorum().await.unwrap();
     let dirs: BTreeMap<i32, Uuid> = quorum
         .voters

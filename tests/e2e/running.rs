@@ -20,8 +20,8 @@ use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation};
 use kstretch_tests::TestEnv;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
 use kstretch_tests::kafka::{
-    broker_ids, consume, create_topic, kafka_tool, produce, quorum_by_kafkas_tool,
-    registered_by_kafkas_tool, run_kafka_tool,
+    broker_ids, consume, create_topic, kafka_tool, kraft_version_by_kafkas_tool, produce,
+    quorum_by_kafkas_tool, registered_by_kafkas_tool, run_kafka_tool,
 };
 use kstretch_tests::load::{Load, missing};
 use kstretch_tests::ready::kafka_ready as is_ready;
@@ -154,46 +154,203 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
 
     serves_across_clusters(&k).await;
     racks_are_clusters(&k).await;
-    quorum_is_shown(&stretch, &k).await;
+    the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_replaced(&stretch, &k).await;
+    a_controller_pool_joins_and_leaves_the_quorum_restarting_nobody(&stretch, &k).await;
     stretch.finish().await;
 }
 
 /// The `Kafka` status shows the controller quorum as Kafka's own
-/// `kafka-metadata-quorum describe --replication` sees it: every combined node votes, the
-/// leader is one of them, and the quorum is static (as kstretch creates them today).
-async fn quorum_is_shown(stretch: &Stretch, k: &Kafka) {
-    let replicas = quorum_by_kafkas_tool(&all_brokers(k));
-    let voters: Vec<i32> = replicas
-        .iter()
-        .filter(|(_, _, status)| status == "Leader" || status == "Follower")
-        .map(|(id, _, _)| *id)
-        .collect();
-    assert_eq!(voters.len(), 3, "{replicas:?}");
-    let kafkas: Api<Kafka> = stretch.api(ALPHA);
-    let shown = wait_for(
-        "the quorum in the Kafka status",
+/// `kafka-metadata-quorum describe --replication` sees it: dynamic (KIP-853, as kstretch creates
+/// clusters now), every combined node a voter with the metadata directory Kafka reports for it,
+/// the leader one of them. Then the pod of beta's controller is deleted: its ephemeral storage
+/// goes, it formats a new directory (without the initial voter set, which is only for a quorum
+/// that has not formed) and central replaces its old voter with the new directory.
+async fn the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_replaced(
+    stretch: &Stretch,
+    k: &Kafka,
+) {
+    let bootstrap = all_brokers(k);
+    let before = shown_quorum_is_kafkas(stretch, k, None).await;
+    assert_eq!(before.len(), 3, "{before:?}");
+
+    let pods: Api<Pod> = stretch.api(BETA);
+    let victim = pods.list(&ListParams::default()).await.unwrap().items[0].name_any();
+    let id: i32 = victim.rsplit('-').next().unwrap().parse().unwrap();
+    // Central stops handing out the initial voter set once the quorum has formed.
+    let configs: Api<k8s_openapi::api::core::v1::ConfigMap> = stretch.api(BETA);
+    wait_for(
+        "the formed quorum's format arguments",
         Duration::from_secs(120),
         || async {
-            let k = kafkas.get(&k.name_any()).await.unwrap();
-            let quorum = k.status.and_then(|s| s.quorum);
-            match &quorum {
-                Some(q) if q.voters.len() == voters.len() => Seen::Done(q.clone()),
-                _ => Seen::NotYet(format!("{quorum:?}")),
+            let cm = configs.get(&victim).await.unwrap();
+            let args = cm.data.unwrap_or_default().remove("format.args");
+            match args.as_deref() {
+                Some("--no-initial-controllers") => Seen::Done(()),
+                other => Seen::NotYet(format!("{other:?}")),
             }
         },
     )
     .await;
-    assert_eq!(shown.mode.as_deref(), Some("static"), "{shown:?}");
-    let mut shown_ids: Vec<i32> = shown.voters.iter().map(|v| v.id).collect();
-    let mut expected = voters.clone();
-    shown_ids.sort_unstable();
-    expected.sort_unstable();
-    assert_eq!(shown_ids, expected, "{shown:?}\n{replicas:?}");
-    assert!(
-        shown.voters.iter().all(|v| v.directory_id.is_none()),
-        "{shown:?}"
-    );
-    assert!(voters.contains(&shown.leader_id.unwrap()), "{shown:?}");
+    pods.delete(&victim, &Default::default()).await.unwrap();
+    let after = shown_quorum_is_kafkas(stretch, k, Some((id, &before[&id]))).await;
+    assert_eq!(after.len(), 3, "{after:?}");
+    for (voter, dir) in &before {
+        if *voter != id {
+            assert_eq!(&after[voter], dir, "voter {voter} must keep its directory");
+        }
+    }
+    // The records written before are all still served, and new ones are taken.
+    let earlier = bootstrap.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        consume(&earlier, "across", 3, 200, Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    assert_eq!(read.len(), 200);
+    produce(
+        &bootstrap,
+        "across",
+        &[("after".to_owned(), "replaced".to_owned())],
+    )
+    .await;
+}
+
+/// A controller-only pool of one node in beta: its controller becomes a voter once it has
+/// caught up; scaled to 0, it stops only after it was removed from the voters. No other pod
+/// restarts for either (their list of bootstrap controllers is read at their next start).
+async fn a_controller_pool_joins_and_leaves_the_quorum_restarting_nobody(
+    stretch: &Stretch,
+    k: &Kafka,
+) {
+    let bootstrap = all_brokers(k);
+    let before = pod_states(stretch).await;
+    let voters_by_kafka = || {
+        quorum_by_kafkas_tool(&bootstrap)
+            .into_iter()
+            .filter(|(_, _, status)| status == "Leader" || status == "Follower")
+            .map(|(id, _, _)| id)
+            .collect::<BTreeSet<i32>>()
+    };
+    let old_voters = shown_voters(stretch).await;
+    let mut controllers = pool("c", 1, BETA, json!({"type": "ephemeral"}));
+    controllers["spec"]["roles"] = json!(["controller"]);
+    stretch.apply(controllers).await;
+    let joined = wait_for(
+        "the new controller to vote",
+        Duration::from_secs(240),
+        || async {
+            let voters = shown_voters(stretch).await;
+            if voters.len() == old_voters.len() + 1 {
+                Seen::Done(voters)
+            } else {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Seen::NotYet(format!("voters {voters:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(voters_by_kafka(), joined, "what Kafka's tool lists");
+    let new_id = *joined.difference(&old_voters).next().unwrap();
+    let unchanged = |now: &BTreeMap<String, (String, i32, bool)>| {
+        for (name, (uid, restarts, _)) in &before {
+            assert_eq!(
+                now.get(name).map(|(u, r, _)| (u, *r)),
+                Some((uid, *restarts)),
+                "{name} restarted"
+            );
+        }
+    };
+    unchanged(&pod_states(stretch).await);
+
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    pools
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = stretch.api(BETA);
+    let gone = format!("live-c-{new_id}");
+    wait_for(
+        "the controller to leave the quorum and stop",
+        Duration::from_secs(240),
+        || async {
+            let voters = shown_voters(stretch).await;
+            let pod = pods.get_opt(&gone).await.unwrap();
+            assert!(
+                pod.is_some() || !voters.contains(&new_id),
+                "{gone} stopped while it was a voter: {voters:?}"
+            );
+            if voters == old_voters && pod.is_none() {
+                Seen::Done(())
+            } else {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Seen::NotYet(format!(
+                    "voters {voters:?}, pod {gone} there: {}",
+                    pod.is_some()
+                ))
+            }
+        },
+    )
+    .await;
+    assert_eq!(voters_by_kafka(), old_voters, "what Kafka's tool lists");
+    unchanged(&pod_states(stretch).await);
+}
+
+/// Waits until the status shows a dynamic quorum of three voters (with `replaced`, voter ID and
+/// old directory, no longer among them), then checks it against Kafka's own tool (run only
+/// then: each run starts a JVM) and returns the voters, ID → directory ID.
+async fn shown_quorum_is_kafkas(
+    stretch: &Stretch,
+    k: &Kafka,
+    replaced: Option<(i32, &str)>,
+) -> BTreeMap<i32, String> {
+    let bootstrap = all_brokers(k);
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    wait_for(
+        "the status to show the quorum Kafka reports",
+        Duration::from_secs(240),
+        || async {
+            let k = kafkas.get(&k.name_any()).await.unwrap();
+            let Some(shown) = k.status.and_then(|s| s.quorum) else {
+                return Seen::NotYet("no quorum in the status".to_owned());
+            };
+            let shown_voters: BTreeMap<i32, String> = shown
+                .voters
+                .iter()
+                .map(|v| (v.id, v.directory_id.clone().unwrap_or_default()))
+                .collect();
+            let swapped = replaced
+                .is_none_or(|(id, old)| shown_voters.get(&id).is_some_and(|dir| dir != old));
+            if shown.mode.as_deref() != Some("dynamic") || shown_voters.len() != 3 || !swapped {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                return Seen::NotYet(format!("status {shown:?}"));
+            }
+            let voters: BTreeMap<i32, String> = quorum_by_kafkas_tool(&bootstrap)
+                .into_iter()
+                .filter(|(_, _, status)| status == "Leader" || status == "Follower")
+                .map(|(id, dir, _)| (id, dir))
+                .collect();
+            if shown_voters == voters && shown.leader_id.is_some_and(|l| voters.contains_key(&l)) {
+                Seen::Done(voters)
+            } else {
+                Seen::NotYet(format!("status {shown:?}, Kafka's voters {voters:?}"))
+            }
+        },
+    )
+    .await
+}
+
+/// The voters the status shows, by node ID.
+async fn shown_voters(stretch: &Stretch) -> BTreeSet<i32> {
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let k = kafkas.get("live").await.unwrap();
+    k.status
+        .and_then(|s| s.quorum)
+        .map(|q| q.voters.iter().map(|v| v.id).collect())
+        .unwrap_or_default()
 }
 
 /// Each broker's rack, as Kafka's own tool lists it, is its Kubernetes cluster, and Kafka
@@ -470,16 +627,28 @@ async fn rolled_one_at_a_time(stretch: &Stretch, before: &BTreeMap<String, (Stri
 }
 
 /// One live Kafka under an idempotent producer (`acks=all`, `min.insync.replicas=2`) the whole
-/// time: central is killed (every pod keeps running and serving, nothing restarts when it
-/// returns), a configuration change rolls every node one at a time, then a deleted pod and a
+/// time, created with a static controller quorum (as kstretch created every cluster before
+/// KIP-853 support, kept by the annotation `kstretch.io/controller-quorum: static`): central is
+/// killed (every pod keeps running and serving, nothing restarts when it returns); the
+/// annotation is removed and central migrates the quorum to a dynamic one, which rolls every
+/// node one at a time onto `controller.quorum.bootstrap.servers`; then a deleted pod and a
 /// killed Kafka process come back on their data. No send fails, and a consumer reading
-/// afterwards finds every acknowledged record. (One Kafka for the three: each costs minutes
-/// to start on two cores.)
+/// afterwards finds every acknowledged record. (One Kafka for all of it: each costs minutes to
+/// start on two cores.)
 #[tokio::test]
 async fn a_kafka_outlives_central_rolls_and_restarts_without_losing_an_acknowledged_record() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let (mut stretch, k) = live_kafka("running-roll", persistent()).await;
+    let mut static_quorum = kafka();
+    static_quorum["metadata"]["annotations"]["kstretch.io/controller-quorum"] = json!("static");
+    let (mut stretch, k) = live_kafka_of("running-roll", static_quorum, persistent(), vec![]).await;
     let bootstrap = all_brokers(&k);
+    let shown = k.status.as_ref().and_then(|s| s.quorum.clone());
+    assert!(
+        shown
+            .as_ref()
+            .is_none_or(|q| q.mode.as_deref() == Some("static")),
+        "{shown:?}"
+    );
     create_topic(&bootstrap, "rolled", 3, 3).await;
     full_isr(&bootstrap, "rolled").await;
     let load = Load::start(&bootstrap, "rolled", Duration::from_millis(20));
@@ -494,16 +663,21 @@ async fn a_kafka_outlives_central_rolls_and_restarts_without_losing_an_acknowled
         .patch(
             "live",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"kafka": {"config": {"log.retention.ms": 86_400_001}}}})),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"kstretch.io/controller-quorum": null}}}),
+            ),
         )
         .await
         .unwrap();
     rolled_one_at_a_time(&stretch, &before).await;
-    stretch
+    let k: Kafka = stretch
         .wait_in_alpha("live", "Ready after the roll", START_TIMEOUT, is_ready)
         .await;
     let acked = load.acked();
     wait_for_acks(&load, acked + 50).await;
+    // Kafka's own tool: every voter now known by its metadata directory, as the status shows.
+    shown_quorum_is_kafkas(&stretch, &k, None).await;
+    assert_eq!(kraft_version_by_kafkas_tool(&bootstrap), "1");
 
     a_deleted_pod_and_a_killed_process_keep_their_data(&stretch, &bootstrap).await;
     let acked = load.acked();

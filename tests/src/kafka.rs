@@ -183,6 +183,24 @@ pub fn kafka_tool(class: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// The `kraft.version` level Kafka's own `kafka-features describe` reports (1: a dynamic
+/// quorum).
+pub fn kraft_version_by_kafkas_tool(bootstrap: &str) -> String {
+    let text = run_kafka_tool(
+        "org.apache.kafka.tools.FeatureCommand",
+        &["--bootstrap-server", bootstrap, "describe"],
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains("Feature: kraft.version"))
+        .unwrap_or_else(|| panic!("no kraft.version in:\n{text}"));
+    line.split("FinalizedVersionLevel:")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no finalized level in {line:?}"))
+        .to_owned()
+}
+
 /// Kafka's own `kafka-metadata-quorum describe --replication`: (node ID, directory ID,
 /// status) of every replica of the metadata log.
 pub fn quorum_by_kafkas_tool(bootstrap: &str) -> BTreeSet<(i32, String, String)> {

@@ -75,6 +75,11 @@ pub fn report(
                     .get(kstretch_api::names::CLUSTER_ID)
                     .cloned()
                     .unwrap_or_default(),
+                controller_quorum: ps
+                    .annotations()
+                    .get(kstretch_api::names::CONTROLLER_QUORUM)
+                    .cloned()
+                    .unwrap_or_default(),
                 namespace,
             }
         })

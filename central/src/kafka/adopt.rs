@@ -1,6 +1,7 @@
 //! Adopting what already runs for a `Kafka` that central knows nothing of: one re-created after
-//! its CRD was reinstalled, or whose status was lost. Its cluster ID and each pool's node IDs
-//! are read back from the StrimziPodSets the agents report, so no node ID is reassigned and no
+//! its CRD was reinstalled, or whose status was lost. Its cluster ID, how its pods find the
+//! controller quorum and each pool's node IDs are read back from the StrimziPodSets the agents
+//! report, so no node ID is reassigned and no
 //! pod is reconfigured. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,6 +20,8 @@ pub enum Adoption {
     /// podset exists, by pool name.
     Found {
         cluster_id: Option<String>,
+        /// How the pods find the controller quorum (`static`, `dynamic`), if a podset says.
+        controller_quorum: Option<String>,
         node_ids: BTreeMap<String, Vec<i32>>,
     },
 }
@@ -40,6 +43,7 @@ pub fn adopt(
         return Adoption::Awaiting(awaiting.into_iter().collect());
     }
     let mut cluster_id = None;
+    let mut controller_quorum = None;
     let mut node_ids = BTreeMap::new();
     for pool in pools {
         let podset_name = format!("{kafka}-{}", pool.name);
@@ -51,6 +55,9 @@ pub fn adopt(
         };
         if cluster_id.is_none() && !podset.cluster_id.is_empty() {
             cluster_id = Some(podset.cluster_id.clone());
+        }
+        if controller_quorum.is_none() && !podset.controller_quorum.is_empty() {
+            controller_quorum = Some(podset.controller_quorum.clone());
         }
         let prefix = format!("{podset_name}-");
         let mut ids: Vec<i32> = podset
@@ -64,6 +71,7 @@ pub fn adopt(
     }
     Adoption::Found {
         cluster_id,
+        controller_quorum,
         node_ids,
     }
 }
@@ -133,22 +141,27 @@ mod tests {
             ),
             (
                 "beta".to_owned(),
-                vec![podset(
-                    "my-cluster-brokers",
-                    "abc",
-                    &["my-cluster-brokers-10", "my-cluster-brokers-x"],
-                )],
+                vec![PodSetStatus {
+                    controller_quorum: "dynamic".into(),
+                    ..podset(
+                        "my-cluster-brokers",
+                        "abc",
+                        &["my-cluster-brokers-10", "my-cluster-brokers-x"],
+                    )
+                }],
             ),
         ]
         .into();
         let Adoption::Found {
             cluster_id,
+            controller_quorum,
             node_ids,
         } = adopt("my-cluster", "kafka", &pools(), &reports)
         else {
             panic!("found expected");
         };
         assert_eq!(cluster_id.as_deref(), Some("abc"));
+        assert_eq!(controller_quorum.as_deref(), Some("dynamic"));
         assert_eq!(node_ids["controllers"], [3, 7]);
         assert_eq!(node_ids["brokers"], [10]);
 
@@ -157,6 +170,7 @@ mod tests {
             adopt("my-cluster", "kafka", &pools(), &nothing),
             Adoption::Found {
                 cluster_id: None,
+                controller_quorum: None,
                 node_ids: BTreeMap::new()
             },
             "a new cluster"

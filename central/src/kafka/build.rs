@@ -26,6 +26,10 @@ pub const DEFAULT_KAFKA_VERSION: &str = "4.1.2";
 pub const CONFIG_DIR: &str = "/opt/kafka/custom-config";
 /// Key of the KRaft configuration in the node's ConfigMap.
 pub const CONFIG_KEY: &str = "server.properties";
+/// Key of the node's `kafka-storage format` arguments in its ConfigMap. Not part of the pod's
+/// revision: they change once the quorum has formed (see [`kraft::format_arguments`]), which
+/// must not restart anything, and a node reads them only when its storage is empty.
+pub const FORMAT_KEY: &str = "format.args";
 
 /// One node as built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +95,7 @@ pub fn cluster_model(
     resolved: &Resolved,
     ids: &BTreeMap<String, BTreeSet<i32>>,
     cluster_id: &str,
+    quorum: kraft::QuorumMode,
 ) -> KafkaCluster {
     let name = kafka.name_any();
     let namespace = kafka.namespace().unwrap_or_default();
@@ -119,6 +124,7 @@ pub fn cluster_model(
         addressing: resolved.addressing.clone(),
         nodes,
         authorization: resolved.authorization.clone(),
+        quorum,
     }
 }
 
@@ -137,13 +143,16 @@ pub fn node_hostnames(
 }
 
 /// Builds every object for `kafka`, whose pools have the node IDs `ids` (by pool name), whose
-/// [`cluster_model`] is `cluster` and whose nodes have the certificates `certs`.
+/// [`cluster_model`] is `cluster`, whose nodes have the certificates `certs` and whose dynamic
+/// quorum, until it has formed, starts with the voters `initial_voters` (node ID → metadata
+/// directory ID).
 pub fn build(
     kafka: &Kafka,
     resolved: &Resolved,
     ids: &BTreeMap<String, BTreeSet<i32>>,
     cluster: KafkaCluster,
     certs: &NodeCerts,
+    initial_voters: &BTreeMap<i32, u128>,
 ) -> Result<Built, ConfigError> {
     let name = kafka.name_any();
     let namespace = kafka.namespace().unwrap_or_default();
@@ -177,6 +186,7 @@ pub fn build(
             .iter()
             .map(|l| (l.name.clone(), l.port))
             .collect(),
+        quorum: cluster.quorum,
     };
 
     let mut objects: BTreeMap<String, Vec<Value>> = BTreeMap::new();
@@ -200,7 +210,8 @@ pub fn build(
             let Some(cert) = certs.nodes.get(&pod_name) else {
                 return Err(ConfigError::CertificatePending { node: id });
             };
-            out.push(config_map(&ctx, pool, &pod_name, &text));
+            let format = kraft::format_arguments(&cluster, &node, initial_voters)?;
+            out.push(config_map(&ctx, pool, &pod_name, &text, &format));
             out.push(certificate_secret(&ctx, pool, &pod_name, cert, certs));
             out.extend(claims(&ctx, pool, &pod_name));
             // A renewed certificate or CA rolls the node, which reads them at start.
@@ -212,7 +223,8 @@ pub fn build(
                     .values()
                     .flat_map(|p| [p.cert.as_str(), p.key.as_str()]),
             );
-            let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &text, &tls);
+            let rolling = config.rolling_text();
+            let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &rolling, &tls);
             pods.push(pod);
             built_nodes.insert(
                 id,
@@ -267,6 +279,7 @@ struct Ctx<'a> {
     version: &'a str,
     metadata_version: Option<&'a str>,
     listener_ports: Vec<(String, u16)>,
+    quorum: kraft::QuorumMode,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -346,11 +359,11 @@ pub fn claim_name(volume: &Volume, pod: &str) -> String {
     format!("{}-{pod}", volume_name(volume))
 }
 
-fn config_map(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str, text: &str) -> Value {
+fn config_map(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str, text: &str, format: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": ctx.meta(pod, ctx.pool_labels(&pool.name)),
-        "data": {CONFIG_KEY: text, "cluster.id": ctx.cluster_id}
+        "data": {CONFIG_KEY: text, FORMAT_KEY: format, "cluster.id": ctx.cluster_id}
     })
 }
 
@@ -426,8 +439,9 @@ fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The pod definition and its revision (a hash of the definition and the node's configuration,
-/// so a configuration change rolls the pod although the pod spec is unchanged).
+/// The pod definition and its revision (a hash of the definition and `config`, the rolling part
+/// of the node's configuration, so a configuration change rolls the pod although the pod spec is
+/// unchanged).
 fn pod(
     ctx: &Ctx<'_>,
     pool: &ResolvedPool,
@@ -517,9 +531,10 @@ fn pod(
         .metadata_version
         .map(|mv| format!(" --release-version '{mv}'"))
         .unwrap_or_default();
-    // Format once (--ignore-formatted keeps existing data), then run Kafka in the foreground.
+    // Format once (--ignore-formatted keeps existing data), with the quorum arguments of the
+    // moment the storage is empty, then run Kafka in the foreground.
     let script = format!(
-        "set -e; /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release}; exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}"
+        "set -e; /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release} $(cat {CONFIG_DIR}/{FORMAT_KEY} 2>/dev/null); exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}"
     );
     let mut env = vec![json!({"name": "KAFKA_CLUSTER_ID", "value": ctx.cluster_id})];
     if let Some(jvm) = &pool.jvm_options {
@@ -626,6 +641,10 @@ fn pod_set(ctx: &Ctx<'_>, pool: &ResolvedPool, pods: Vec<Value>) -> Value {
     });
     // Read back by a central that lost the `Kafka`'s status, to adopt what runs.
     podset["metadata"]["annotations"][names::CLUSTER_ID] = json!(ctx.cluster_id);
+    podset["metadata"]["annotations"][names::CONTROLLER_QUORUM] = json!(match ctx.quorum {
+        kraft::QuorumMode::Static => "static",
+        kraft::QuorumMode::Dynamic => "dynamic",
+    });
     podset
 }
 
@@ -742,7 +761,7 @@ mod tests {
 
     /// Stand-in certificates: building only copies them.
     fn certs(k: &Kafka, r: &Resolved, ids: &BTreeMap<String, BTreeSet<i32>>) -> NodeCerts {
-        let model = cluster_model(k, r, ids, "abc");
+        let model = cluster_model(k, r, ids, "abc", kraft::QuorumMode::Static);
         NodeCerts {
             ca_cert: "CA CERT".into(),
             clients_ca_cert: None,
@@ -767,8 +786,8 @@ mod tests {
         ids: &BTreeMap<String, BTreeSet<i32>>,
         cluster_id: &str,
     ) -> Result<Built, ConfigError> {
-        let model = cluster_model(k, r, ids, cluster_id);
-        super::build(k, r, ids, model, &certs(k, r, ids))
+        let model = cluster_model(k, r, ids, cluster_id, kraft::QuorumMode::Static);
+        super::build(k, r, ids, model, &certs(k, r, ids), &BTreeMap::new())
     }
 
     fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -871,9 +890,106 @@ mod tests {
             .nodes
             .values_mut()
             .for_each(|p| p.cert = "RENEWED".into());
-        let model = cluster_model(&k, &resolved, &ids, "abc");
-        let after = super::build(&k, &resolved, &ids, model, &renewed).unwrap();
+        let model = cluster_model(&k, &resolved, &ids, "abc", kraft::QuorumMode::Static);
+        let after = super::build(&k, &resolved, &ids, model, &renewed, &BTreeMap::new()).unwrap();
         assert_ne!(base, after.nodes[&0].revision);
+    }
+
+    #[test]
+    fn adding_a_controller_rolls_every_node_of_a_static_quorum_but_none_of_a_dynamic_one() {
+        let k = kafka(serde_json::json!({}));
+        let c = pool("controllers", &["controller"], 3, serde_json::json!({}));
+        let b = pool("brokers", &["broker"], 1, serde_json::json!({}));
+        let resolved = resolve(&k, &[&c, &b], &members()).unwrap();
+        let revisions = |mode: kraft::QuorumMode, controllers: &[i32]| {
+            let ids = ids(&[("controllers", controllers), ("brokers", &[9])]);
+            let model = cluster_model(&k, &resolved, &ids, "abc", mode);
+            let built = super::build(
+                &k,
+                &resolved,
+                &ids,
+                model,
+                &certs(&k, &resolved, &ids),
+                &BTreeMap::new(),
+            )
+            .unwrap();
+            built
+                .nodes
+                .into_iter()
+                .map(|(id, n)| (id, n.revision))
+                .collect::<BTreeMap<_, _>>()
+        };
+        for mode in [kraft::QuorumMode::Static, kraft::QuorumMode::Dynamic] {
+            let before = revisions(mode, &[0, 1]);
+            let after = revisions(mode, &[0, 1, 2]);
+            let unchanged = [0, 1, 9].iter().all(|id| before[id] == after[id]);
+            assert_eq!(unchanged, mode == kraft::QuorumMode::Dynamic, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn a_dynamic_quorum_formats_its_initial_controllers_with_the_voter_set_and_the_rest_without() {
+        let k = kafka(serde_json::json!({}));
+        let c = pool("controllers", &["controller"], 3, serde_json::json!({}));
+        let b = pool("brokers", &["broker"], 1, serde_json::json!({}));
+        let resolved = resolve(&k, &[&c, &b], &members()).unwrap();
+        let ids = ids(&[("controllers", &[0, 1, 2]), ("brokers", &[3])]);
+        let dynamic = |initial: &BTreeMap<i32, u128>| {
+            let model = cluster_model(&k, &resolved, &ids, "abc", kraft::QuorumMode::Dynamic);
+            super::build(
+                &k,
+                &resolved,
+                &ids,
+                model,
+                &certs(&k, &resolved, &ids),
+                initial,
+            )
+            .unwrap()
+        };
+        let format_of = |built: &Built, pod: &str| {
+            let objects = &built.objects["alpha"];
+            find(objects, "ConfigMap", pod)["data"][FORMAT_KEY]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        // Controller 2 is not among the initial voters (it was added before the quorum formed).
+        let initial = BTreeMap::from([(0, 1u128), (1, 2u128)]);
+        let forming = dynamic(&initial);
+        let voters = format!(
+            "--initial-controllers 0@my-cluster-controllers-0.my-cluster-kafka-brokers.kafka.svc:9090:{},1@my-cluster-controllers-1.my-cluster-kafka-brokers.kafka.svc:9090:{}",
+            kraft::uuid_text(1),
+            kraft::uuid_text(2)
+        );
+        assert_eq!(format_of(&forming, "my-cluster-controllers-0"), voters);
+        assert_eq!(format_of(&forming, "my-cluster-controllers-1"), voters);
+        for pod in ["my-cluster-controllers-2", "my-cluster-brokers-3"] {
+            assert_eq!(format_of(&forming, pod), "--no-initial-controllers");
+        }
+        let config = find(
+            &forming.objects["alpha"],
+            "ConfigMap",
+            "my-cluster-brokers-3",
+        )["data"][CONFIG_KEY]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            config.contains("controller.quorum.bootstrap.servers="),
+            "{config}"
+        );
+        assert!(!config.contains("controller.quorum.voters"), "{config}");
+
+        // Once the quorum has formed nobody formats with the voter set again, and no pod rolls
+        // for it.
+        let formed = dynamic(&BTreeMap::new());
+        assert_eq!(
+            format_of(&formed, "my-cluster-controllers-0"),
+            "--no-initial-controllers"
+        );
+        for (id, node) in &forming.nodes {
+            assert_eq!(node.revision, formed.nodes[id].revision);
+        }
     }
 
     #[test]
@@ -945,8 +1061,15 @@ mod tests {
             kraft::CERTS_DIR
         );
         // A node without a certificate is not built.
-        let model = cluster_model(&k, &resolved, &ids, "abc");
-        let none = super::build(&k, &resolved, &ids, model, &NodeCerts::default());
+        let model = cluster_model(&k, &resolved, &ids, "abc", kraft::QuorumMode::Static);
+        let none = super::build(
+            &k,
+            &resolved,
+            &ids,
+            model,
+            &NodeCerts::default(),
+            &BTreeMap::new(),
+        );
         assert!(none.is_err());
     }
 

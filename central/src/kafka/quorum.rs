@@ -1,13 +1,138 @@
-//! What the `Kafka` status shows of the KRaft controller quorum: static or dynamic, its leader
-//! and its voters with their metadata directories, as Kafka reports them (DescribeQuorum, and
-//! the finalized `kraft.version` from ApiVersions).
+//! The KRaft controller quorum of one cluster: whether it is static or dynamic (KIP-853), the
+//! voters a new dynamic quorum starts with, what the `Kafka` status shows of it (DescribeQuorum
+//! and the finalized `kraft.version`), and carrying out the next voter change
+//! [`kstretch_core::quorum::next_change`] asks for.
 
-use kstretch_api::{QuorumStatus, QuorumVoterStatus};
-use kstretch_core::kraft;
-use kstretch_kadmin::{AdminClient, Error, KRAFT_VERSION, QuorumInfo};
+use std::collections::{BTreeMap, BTreeSet};
+
+use kstretch_api::{Kafka, KafkaStatus, QuorumStatus, QuorumVoterStatus, names};
+use kstretch_core::kraft::{
+    self, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, QuorumMode,
+};
+use kstretch_core::quorum::{Change, Member, Quorum, next_change};
+use kstretch_kadmin::{AdminClient, Error, KRAFT_VERSION, QuorumInfo, ReplicaState, Uuid};
+use kube::ResourceExt;
 
 /// `kraft.version` of a dynamic quorum (KIP-853).
 const DYNAMIC: i16 = 1;
+const DYNAMIC_MODE: &str = "dynamic";
+const STATIC_MODE: &str = "static";
+/// A voter that fetched, or an observer that caught up with the leader, this recently counts
+/// as live. Controllers fetch every few hundred milliseconds.
+const LIVE_WITHIN_MS: i64 = 30_000;
+
+/// The quorum the `Kafka` asks for with [`names::CONTROLLER_QUORUM`]; `Err` names a wrong value.
+pub fn wanted(kafka: &Kafka) -> Result<QuorumMode, String> {
+    match kafka
+        .annotations()
+        .get(names::CONTROLLER_QUORUM)
+        .map(String::as_str)
+    {
+        None | Some(DYNAMIC_MODE) => Ok(QuorumMode::Dynamic),
+        Some(STATIC_MODE) => Ok(QuorumMode::Static),
+        Some(other) => Err(format!(
+            "annotation {}={other:?} on Kafka {} is not one of static, dynamic",
+            names::CONTROLLER_QUORUM,
+            kafka.name_any()
+        )),
+    }
+}
+
+/// Whether Kafka `version` can turn a static quorum dynamic (`kraft.version` 0 → 1): 4.1 and
+/// later.
+pub fn can_migrate(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (4, 1),
+        _ => false,
+    }
+}
+
+/// Turns a static quorum dynamic: raises the finalized `kraft.version` to 1 (Kafka refuses
+/// until every voter has reported its metadata directory, which 4.1 nodes do by themselves).
+/// `Ok(true)` when it was raised now, `Ok(false)` when it already was.
+pub async fn migrate(admin: &AdminClient) -> Result<bool, Error> {
+    let level = admin
+        .finalized_features()
+        .await?
+        .get(KRAFT_VERSION)
+        .copied()
+        .unwrap_or_default();
+    if level >= DYNAMIC {
+        return Ok(false);
+    }
+    admin.upgrade_feature(KRAFT_VERSION, DYNAMIC).await?;
+    Ok(true)
+}
+
+/// Records in `status` that the quorum is dynamic now.
+pub fn record_dynamic(status: &mut KafkaStatus) {
+    status.quorum.get_or_insert_with(QuorumStatus::default).mode = Some(DYNAMIC_MODE.to_owned());
+}
+
+/// How the quorum of a cluster with status `status` is kept: dynamic once recorded so (every
+/// cluster kstretch creates now), static otherwise (clusters created before).
+pub fn mode(status: &KafkaStatus) -> QuorumMode {
+    match status.quorum.as_ref().and_then(|q| q.mode.as_deref()) {
+        Some(DYNAMIC_MODE) => QuorumMode::Dynamic,
+        _ => QuorumMode::Static,
+    }
+}
+
+/// Records that a new cluster, none of whose nodes has formatted yet, gets a dynamic quorum
+/// whose first voters are `controllers`, each with a metadata directory ID from
+/// `new_directory`. The caller stores `status` before any node can format.
+pub fn start_dynamic(
+    status: &mut KafkaStatus,
+    controllers: &BTreeSet<i32>,
+    mut new_directory: impl FnMut() -> u128,
+) {
+    status.quorum = Some(QuorumStatus {
+        mode: Some(DYNAMIC_MODE.to_owned()),
+        leader_id: None,
+        voters: controllers
+            .iter()
+            .map(|id| QuorumVoterStatus {
+                id: *id,
+                directory_id: Some(kraft::uuid_text(new_directory())),
+            })
+            .collect(),
+    });
+}
+
+/// Records that the pods of a cluster adopted from what runs find a dynamic quorum. Its voters
+/// are Kafka's to tell: none is recorded, so nobody formats with an initial voter set.
+pub fn adopt_dynamic(status: &mut KafkaStatus) {
+    status.quorum = Some(QuorumStatus {
+        mode: Some(DYNAMIC_MODE.to_owned()),
+        ..QuorumStatus::default()
+    });
+}
+
+/// Whether the quorum has formed: Kafka has reported it (with a leader), or the cluster has
+/// been ready once.
+pub fn formed(status: &KafkaStatus) -> bool {
+    status
+        .quorum
+        .as_ref()
+        .is_some_and(|q| q.leader_id.is_some())
+        || status.operator_last_successful_version.is_some()
+}
+
+/// The voters a dynamic quorum that has not formed yet starts with (node ID → metadata
+/// directory ID), as [`start_dynamic`] recorded them; empty for a static quorum, one that has
+/// formed, or one adopted from what runs.
+pub fn initial_voters(status: &KafkaStatus) -> BTreeMap<i32, u128> {
+    if mode(status) != QuorumMode::Dynamic || formed(status) {
+        return BTreeMap::new();
+    }
+    status
+        .quorum
+        .iter()
+        .flat_map(|q| q.voters.iter())
+        .filter_map(|v| Some((v.id, kraft::parse_uuid_text(v.directory_id.as_deref()?)?)))
+        .collect()
+}
 
 /// Reads the quorum from Kafka.
 pub async fn observe(admin: &AdminClient) -> Result<QuorumStatus, Error> {
@@ -15,6 +140,106 @@ pub async fn observe(admin: &AdminClient) -> Result<QuorumStatus, Error> {
     let level = features.get(KRAFT_VERSION).copied().unwrap_or_default();
     let info = admin.describe_quorum().await?;
     Ok(status_of(&info, level))
+}
+
+/// Where a dynamic quorum is in moving toward its desired voters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// The voters are the desired controllers.
+    Settled,
+    /// One voter was added or removed now; what.
+    Changed(String),
+    /// A change is due but waits; why.
+    Waiting(String),
+}
+
+/// Moves the dynamic quorum of `cluster` one voter toward the controllers `desired`: reads
+/// it, and adds or removes at most one voter (the next one [`next_change`] allows). `now_ms`:
+/// central's clock, against which Kafka's fetch times say who is live.
+pub async fn advance(
+    admin: &AdminClient,
+    cluster: &KafkaCluster,
+    desired: &BTreeSet<i32>,
+    now_ms: i64,
+) -> Result<Progress, Error> {
+    let info = admin.describe_quorum().await?;
+    let quorum = quorum_of(&info, now_ms);
+    Ok(match next_change(desired, &quorum) {
+        Change::Settled => Progress::Settled,
+        Change::Wait(why) => Progress::Waiting(why),
+        Change::Add(member) => {
+            let Some(endpoint) = cluster.node(member.id).and_then(|n| {
+                kraft::node_endpoint(cluster, n, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT).ok()
+            }) else {
+                return Ok(Progress::Waiting(format!(
+                    "controller {} has no address yet",
+                    member.id
+                )));
+            };
+            let listeners = [(
+                CONTROLPLANE_LISTENER.to_owned(),
+                endpoint.host,
+                endpoint.port,
+            )];
+            admin
+                .add_raft_voter(
+                    &cluster.cluster_id,
+                    member.id,
+                    Uuid::from_u128(member.directory),
+                    &listeners,
+                )
+                .await?;
+            Progress::Changed(format!(
+                "controller {} (metadata directory {}) added to the quorum's voters",
+                member.id,
+                kraft::uuid_text(member.directory)
+            ))
+        }
+        Change::Remove(member) => {
+            admin
+                .remove_raft_voter(
+                    &cluster.cluster_id,
+                    member.id,
+                    Uuid::from_u128(member.directory),
+                )
+                .await?;
+            Progress::Changed(format!(
+                "voter {} (metadata directory {}) removed from the quorum",
+                member.id,
+                kraft::uuid_text(member.directory)
+            ))
+        }
+    })
+}
+
+/// The quorum as the planner sees it: voters that fetched recently, and observers that caught
+/// up recently, are live.
+fn quorum_of(info: &QuorumInfo, now_ms: i64) -> Quorum {
+    let leader = Some(info.leader_id).filter(|id| *id >= 0);
+    let recent = |t: Option<i64>| t.is_some_and(|t| t >= 0 && now_ms - t <= LIVE_WITHIN_MS);
+    let member = |r: &ReplicaState, live: bool| Member {
+        id: r.replica_id,
+        directory: r.directory_id.as_u128(),
+        live,
+    };
+    Quorum {
+        leader,
+        voters: info
+            .voters
+            .iter()
+            .map(|r| {
+                let live = Some(r.replica_id) == leader
+                    || recent(r.last_fetch_timestamp)
+                    || recent(r.last_caught_up_timestamp);
+                member(r, live)
+            })
+            .collect(),
+        observers: info
+            .observers
+            .iter()
+            .map(|r| member(r, recent(r.last_caught_up_timestamp)))
+            .collect(),
+    }
 }
 
 /// The status of a quorum whose `kraft.version` is `level` (a missing feature reads as 0).
@@ -34,9 +259,9 @@ fn status_of(info: &QuorumInfo, level: i16) -> QuorumStatus {
     QuorumStatus {
         mode: Some(
             if level >= DYNAMIC {
-                "dynamic"
+                DYNAMIC_MODE
             } else {
-                "static"
+                STATIC_MODE
             }
             .to_owned(),
         ),
@@ -47,8 +272,8 @@ fn status_of(info: &QuorumInfo, level: i16) -> QuorumStatus {
 
 #[cfg(test)]
 mod tests {
+    use super::super::resolve::tests::kafka;
     use super::*;
-    use kstretch_kadmin::{ReplicaState, Uuid};
 
     fn replica(id: i32, directory: u128) -> ReplicaState {
         ReplicaState {
@@ -69,6 +294,104 @@ mod tests {
             observers: vec![replica(9, 5)],
             nodes: Vec::new(),
         }
+    }
+
+    fn timed(
+        id: i32,
+        directory: u128,
+        fetched: Option<i64>,
+        caught_up: Option<i64>,
+    ) -> ReplicaState {
+        ReplicaState {
+            last_fetch_timestamp: fetched,
+            last_caught_up_timestamp: caught_up,
+            ..replica(id, directory)
+        }
+    }
+
+    #[test]
+    fn voters_that_fetch_and_observers_that_caught_up_recently_are_live() {
+        let now = 1_000_000;
+        let info = QuorumInfo {
+            voters: vec![
+                timed(0, 10, None, None),
+                timed(1, 11, Some(now - 500), Some(now - 90_000)),
+                timed(2, 12, Some(now - 90_000), Some(now - 90_000)),
+            ],
+            observers: vec![
+                timed(2, 22, Some(now - 100), Some(now - 100)),
+                timed(3, 23, Some(now - 100), Some(now - 60_000)),
+            ],
+            ..info(Vec::new(), 0)
+        };
+        let q = quorum_of(&info, now);
+        assert_eq!(q.leader, Some(0));
+        let live = |members: &[Member]| -> Vec<(i32, bool)> {
+            members.iter().map(|m| (m.id, m.live)).collect()
+        };
+        // The leader reports no fetch of its own; voter 2 stopped fetching.
+        assert_eq!(live(&q.voters), [(0, true), (1, true), (2, false)]);
+        // Observer 3 fetches but lags behind.
+        assert_eq!(live(&q.observers), [(2, true), (3, false)]);
+        assert_eq!(q.observers[0].directory, 22);
+    }
+
+    #[test]
+    fn a_new_dynamic_quorum_starts_with_its_first_voters_and_none_after_it_formed() {
+        let mut status = KafkaStatus::default();
+        // A static quorum (a cluster from before) has none.
+        assert_eq!(initial_voters(&status), BTreeMap::new());
+        let mut next = 100u128;
+        start_dynamic(&mut status, &BTreeSet::from([0, 1, 2]), || {
+            next += 1;
+            next
+        });
+        assert_eq!(mode(&status), QuorumMode::Dynamic);
+        assert_eq!(
+            initial_voters(&status),
+            BTreeMap::from([(0, 101), (1, 102), (2, 103)])
+        );
+        // Formed: nobody formats with the voter set any more.
+        status.operator_last_successful_version = Some("0.1.0".into());
+        assert!(formed(&status));
+        assert_eq!(initial_voters(&status), BTreeMap::new());
+        // Adopted from what runs: dynamic, and no voter set to format with.
+        let mut adopted = KafkaStatus::default();
+        adopt_dynamic(&mut adopted);
+        assert_eq!(mode(&adopted), QuorumMode::Dynamic);
+        assert_eq!(initial_voters(&adopted), BTreeMap::new());
+    }
+
+    #[test]
+    fn only_kafka_4_1_and_later_turn_a_static_quorum_dynamic() {
+        for (version, can) in [
+            ("4.1.2", true),
+            ("4.2.0", true),
+            ("5.0.0", true),
+            ("4.0.1", false),
+            ("3.9.1", false),
+            ("latest", false),
+        ] {
+            assert_eq!(can_migrate(version), can, "{version}");
+        }
+    }
+
+    #[test]
+    fn the_annotation_asks_for_a_static_or_a_dynamic_quorum() {
+        let with = |value: Option<&str>| {
+            let annotations = match value {
+                Some(v) => serde_json::json!({ names::CONTROLLER_QUORUM: v }),
+                None => serde_json::json!({}),
+            };
+            wanted(&kafka(
+                serde_json::json!({"metadata": {"annotations": annotations}}),
+            ))
+        };
+        assert_eq!(with(None), Ok(QuorumMode::Dynamic));
+        assert_eq!(with(Some("dynamic")), Ok(QuorumMode::Dynamic));
+        assert_eq!(with(Some("static")), Ok(QuorumMode::Static));
+        let wrong = with(Some("Static")).unwrap_err();
+        assert!(wrong.contains("not one of static, dynamic"), "{wrong}");
     }
 
     #[test]

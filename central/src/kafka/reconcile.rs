@@ -206,37 +206,14 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     {
         return Ok(action);
     }
-
-    // The cluster ID: generated once and stored before any node can be formatted with it.
-    let cluster_id = match kafka_status
-        .cluster_id
-        .clone()
-        .or_else(|| resolved.pools.iter().find_map(|p| p.cluster_id.clone()))
-    {
-        Some(id) => id,
-        None => {
-            let id = new_cluster_id();
-            kafka_status.cluster_id = Some(id.clone());
-            status::apply_kafka(&ctx.client, &kafka, kafka_status.clone()).await?;
-            id
+    let wanted_quorum = match quorum::wanted(&kafka) {
+        Ok(mode) => mode,
+        Err(message) => {
+            return refuser
+                .refuse(kafka_status, "InvalidAnnotation", &message)
+                .await;
         }
     };
-    kafka_status.cluster_id = Some(cluster_id.clone());
-    if let Some(pool) = resolved
-        .pools
-        .iter()
-        .find(|p| p.cluster_id.as_ref().is_some_and(|id| *id != cluster_id))
-    {
-        let message = format!(
-            "KafkaNodePool {} belongs to Kafka cluster ID {} but Kafka {} has cluster ID {cluster_id}; a pool cannot move between Kafka clusters: delete and recreate the pool (its data is not usable in this cluster)",
-            pool.name,
-            pool.cluster_id.as_deref().unwrap_or_default(),
-            kafka.name_any()
-        );
-        return refuser
-            .refuse(kafka_status, "ClusterIdMismatch", &message)
-            .await;
-    }
 
     // The CAs (the clients CA exists for KafkaUsers, as in Strimzi), and central's client
     // identity under the cluster CA for every admin connection.
@@ -282,6 +259,51 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         ctx.kafka.secure(b, admin_tls.as_ref());
     }
     let (mut ids, mut roles) = desired_ids_and_roles(&resolved, &assignments);
+    // The voters the quorum moves toward: the controllers asked for, not those kept for now.
+    let desired_controllers = controllers_of(&ids, &roles);
+
+    // The cluster ID, and a new cluster's first voters: chosen once and stored before any node
+    // can be formatted with them.
+    let cluster_id = match kafka_status
+        .cluster_id
+        .clone()
+        .or_else(|| resolved.pools.iter().find_map(|p| p.cluster_id.clone()))
+    {
+        Some(id) => id,
+        None => {
+            let id = new_cluster_id();
+            kafka_status.cluster_id = Some(id.clone());
+            if wanted_quorum == kraft::QuorumMode::Dynamic {
+                quorum::start_dynamic(&mut kafka_status, &desired_controllers, random_uuid);
+            }
+            status::apply_kafka(&ctx.client, &kafka, kafka_status.clone()).await?;
+            id
+        }
+    };
+    kafka_status.cluster_id = Some(cluster_id.clone());
+    if let Some(pool) = resolved
+        .pools
+        .iter()
+        .find(|p| p.cluster_id.as_ref().is_some_and(|id| *id != cluster_id))
+    {
+        let message = format!(
+            "KafkaNodePool {} belongs to Kafka cluster ID {} but Kafka {} has cluster ID {cluster_id}; a pool cannot move between Kafka clusters: delete and recreate the pool (its data is not usable in this cluster)",
+            pool.name,
+            pool.cluster_id.as_deref().unwrap_or_default(),
+            kafka.name_any()
+        );
+        return refuser
+            .refuse(kafka_status, "ClusterIdMismatch", &message)
+            .await;
+    }
+    hold_voters(
+        &kafka_status,
+        &resolved,
+        &assignments,
+        &mut ids,
+        &mut roles,
+        &mut warnings,
+    );
     guard_removals(
         &ctx,
         &kafka,
@@ -340,8 +362,16 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         }
     }
 
+    let initial_voters = quorum::initial_voters(&kafka_status);
+
     // Every node's certificate, for every address it now has.
-    let model = build::cluster_model(&kafka, &effective, &ids, &cluster_id);
+    let model = build::cluster_model(
+        &kafka,
+        &effective,
+        &ids,
+        &cluster_id,
+        quorum::mode(&kafka_status),
+    );
     let hosts = match build::node_hostnames(&model) {
         Ok(hosts) => hosts,
         Err(e) => {
@@ -369,7 +399,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         Err(CertError::Kube(e)) => return Err(e.into()),
     };
 
-    let mut built = match build::build(&kafka, &effective, &ids, model, &certs) {
+    let mut built = match build::build(&kafka, &effective, &ids, model, &certs, &initial_voters) {
         Ok(b) => b,
         Err(e) => {
             let message = e.to_string();
@@ -486,7 +516,17 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         .map(|(alias, _)| alias.clone())
         .collect();
     let views = node_views(&records, &kafka, &built, &connected, &applied);
-    let step = roll::next(&views);
+    let quorum_busy = advance_quorum(
+        &ctx,
+        &kafka,
+        &built.cluster,
+        &desired_controllers,
+        &kafka_status,
+        bootstrap.as_deref(),
+        &mut warnings,
+    )
+    .await;
+    let step = roll::next(&views, quorum_busy.as_deref());
     let rolled = roll_one(
         &ctx,
         kafka.as_ref(),
@@ -550,10 +590,23 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         ),
     };
     let is_ready = ready.is_true();
+    let mut migrating = false;
     if is_ready {
         observe_quorum(&ctx, bootstrap.as_deref(), &mut kafka_status).await;
+        if wanted_quorum == kraft::QuorumMode::Dynamic {
+            migrating = migrate_static_quorum(
+                &ctx,
+                &kafka,
+                &built.kafka_version,
+                bootstrap.as_deref(),
+                &mut kafka_status,
+                &mut warnings,
+            )
+            .await;
+        }
     }
-    let settled = is_ready && pending_unregistration.is_empty();
+    let settled =
+        is_ready && pending_unregistration.is_empty() && quorum_busy.is_none() && !migrating;
     let scale_down_blocked = warnings
         .iter()
         .any(|(reason, _)| reason == SCALE_DOWN_BLOCKED);
@@ -625,6 +678,63 @@ async fn observe_quorum(ctx: &Context, bootstrap: Option<&str>, kafka_status: &m
     }
 }
 
+/// Turns the static quorum of a ready cluster dynamic where its Kafka version can (see
+/// [`quorum::migrate`]); the next reconciliation then rolls every node onto
+/// `controller.quorum.bootstrap.servers`. Where it cannot, a warning says why and the quorum
+/// stays static. `true` while the migration is due but not done.
+async fn migrate_static_quorum(
+    ctx: &Context,
+    kafka: &Kafka,
+    version: &str,
+    bootstrap: Option<&str>,
+    kafka_status: &mut KafkaStatus,
+    warnings: &mut Vec<(String, String)>,
+) -> bool {
+    if quorum::mode(kafka_status) != kraft::QuorumMode::Static {
+        return false;
+    }
+    if !quorum::can_migrate(version) {
+        warnings.push((
+            "QuorumMigrationUnsupported".to_owned(),
+            format!(
+                "the controller quorum is static and Kafka {version} cannot make it dynamic (Kafka 4.1 and later can): controllers are added or removed only by restarting every node; upgrade Kafka, or set the annotation {}=static to keep it static without this warning",
+                names::CONTROLLER_QUORUM
+            ),
+        ));
+        return false;
+    }
+    let Some(bootstrap) = bootstrap else {
+        return true;
+    };
+    let migrated = async { quorum::migrate(&ctx.kafka.client(bootstrap).await?).await };
+    match migrated.await {
+        Ok(now) => {
+            if now {
+                tracing::info!("controller quorum made dynamic");
+                kstretch_runtime::events::about(
+                    &ctx.client,
+                    "kstretch-central",
+                    kafka,
+                    false,
+                    "QuorumMigrated",
+                    "Quorum",
+                    "the controller quorum is dynamic now (kraft.version 1): every node restarts, one at a time, to find it through controller.quorum.bootstrap.servers".to_owned(),
+                );
+            }
+            quorum::record_dynamic(kafka_status);
+            false
+        }
+        Err(e) => {
+            ctx.kafka.forget(bootstrap);
+            warnings.push((
+                "QuorumMigrationPending".to_owned(),
+                format!("the static controller quorum is not made dynamic yet: {e}; retried"),
+            ));
+            true
+        }
+    }
+}
+
 /// Takes the cluster ID and node IDs of what already runs for a `Kafka` or pool that central
 /// has no record of (a resource re-created after its CRD was reinstalled, a lost status), from
 /// the podsets the agents report: nothing that runs gets a new identity. `Some` when it must
@@ -678,11 +788,15 @@ async fn adopt_what_runs(
         }
         Adoption::Found {
             cluster_id,
+            controller_quorum,
             node_ids,
         } => {
             if let Some(id) = cluster_id.filter(|_| unknown_cluster) {
                 tracing::info!(cluster_id = %id, "adopting the cluster ID of the running nodes");
                 kafka_status.cluster_id = Some(id);
+                if controller_quorum.as_deref() == Some("dynamic") {
+                    quorum::adopt_dynamic(kafka_status);
+                }
             }
             for pool in &mut resolved.pools {
                 let Some(ids) = node_ids.get(&pool.name).filter(|ids| !ids.is_empty()) else {
@@ -766,6 +880,11 @@ pub use crate::owned::keep_or_retain;
 
 /// A new KRaft cluster ID: 16 random bytes, base64url without padding (Kafka's `Uuid` form).
 fn new_cluster_id() -> String {
+    kraft::uuid_text(random_uuid())
+}
+
+/// A random UUID as Kafka makes them (cluster and metadata directory IDs).
+pub(super) fn random_uuid() -> u128 {
     use ring::rand::{SecureRandom, SystemRandom};
     let mut bytes = [0u8; 16];
     if SystemRandom::new().fill(&mut bytes).is_err() {
@@ -777,9 +896,7 @@ fn new_cluster_id() -> String {
             .unwrap_or_default();
         bytes = nanos.to_le_bytes();
     }
-    // Like Kafka's `Uuid.randomUuid`: never starting with '-', which tools read as an option.
-    bytes[0] &= 0x7f;
-    kraft::base64url(&bytes)
+    kraft::kafka_uuid(bytes)
 }
 
 /// The cluster CA and the clients CA of `kafka`.
@@ -819,6 +936,7 @@ fn admin_bootstrap(kafka: &Kafka, resolved: &Resolved) -> Option<String> {
         addressing: resolved.addressing.clone(),
         nodes: Vec::new(),
         authorization: None,
+        quorum: kraft::QuorumMode::Static,
     };
     // With per-node Services the addresses are known only once the nodes are built: none yet.
     kraft::bootstrap_servers(&cluster, REPLICATION_LISTENER)
@@ -856,6 +974,108 @@ fn desired_ids_and_roles(
         .map(|p| (p.name.clone(), p.roles.clone()))
         .collect();
     (ids, roles)
+}
+
+/// The controllers among `ids`, by the pools' `roles`.
+fn controllers_of(ids: &PoolIdsByName, roles: &RolesByName) -> BTreeSet<i32> {
+    ids.iter()
+        .filter(|(pool, _)| {
+            roles
+                .get(*pool)
+                .is_some_and(|r| r.contains(&Role::Controller))
+        })
+        .flat_map(|(_, ids)| ids.iter().copied())
+        .collect()
+}
+
+/// Keeps the nodes of a pool that would remove controllers which are still voters of a
+/// dynamic quorum: a voter is removed from the quorum first (see [`advance_quorum`]), so that
+/// stopping it never costs the quorum a live member.
+fn hold_voters(
+    kafka_status: &KafkaStatus,
+    resolved: &Resolved,
+    assignments: &Assignments,
+    ids: &mut PoolIdsByName,
+    roles: &mut RolesByName,
+    warnings: &mut Vec<(String, String)>,
+) {
+    if quorum::mode(kafka_status) != kraft::QuorumMode::Dynamic {
+        return;
+    }
+    let voters: BTreeSet<i32> = kafka_status
+        .quorum
+        .iter()
+        .flat_map(|q| q.voters.iter().map(|v| v.id))
+        .collect();
+    for pool in &resolved.pools {
+        let Some(a) = assignments.pools.get(&pool.name) else {
+            continue;
+        };
+        let leaving: Vec<i32> = a.to_remove.intersection(&voters).copied().collect();
+        if leaving.is_empty() || !pool.ids.current_roles.contains(&Role::Controller) {
+            continue;
+        }
+        ids.insert(pool.name.clone(), a.current.clone());
+        roles.insert(pool.name.clone(), current_or_spec_roles(pool));
+        warnings.push((
+            "VoterRemovalPending".to_owned(),
+            format!(
+                "KafkaNodePool {}: controllers {leaving:?} stop once they are removed from the quorum's voters, one at a time",
+                pool.name
+            ),
+        ));
+    }
+}
+
+/// Moves a dynamic quorum one voter toward `desired` (see [`quorum::advance`]); `Some` says why
+/// the quorum is not settled yet, and controllers then do not roll.
+async fn advance_quorum(
+    ctx: &Context,
+    kafka: &Kafka,
+    cluster: &kraft::KafkaCluster,
+    desired: &BTreeSet<i32>,
+    kafka_status: &KafkaStatus,
+    bootstrap: Option<&str>,
+    warnings: &mut Vec<(String, String)>,
+) -> Option<String> {
+    if cluster.quorum != kraft::QuorumMode::Dynamic || !quorum::formed(kafka_status) {
+        return None;
+    }
+    let Some(bootstrap) = bootstrap else {
+        return Some("no bootstrap address to read the quorum at".to_owned());
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default();
+    let progress = match ctx.kafka.client(bootstrap).await {
+        Ok(admin) => quorum::advance(&admin, cluster, desired, now_ms).await,
+        Err(e) => Err(e),
+    };
+    match progress {
+        Ok(quorum::Progress::Settled) => None,
+        Ok(quorum::Progress::Changed(what)) => {
+            tracing::info!(change = %what, "controller quorum changed");
+            kstretch_runtime::events::about(
+                &ctx.client,
+                "kstretch-central",
+                kafka,
+                false,
+                "QuorumChanged",
+                "Quorum",
+                what.clone(),
+            );
+            Some(what)
+        }
+        Ok(quorum::Progress::Waiting(why)) => {
+            warnings.push(("QuorumChangePending".to_owned(), why.clone()));
+            Some(why)
+        }
+        Err(e) => {
+            ctx.kafka.forget(bootstrap);
+            Some(format!("cannot read or change the controller quorum: {e}"))
+        }
+    }
 }
 
 /// Reverts removals that are not safe now: in a member cluster whose agent is not connected,

@@ -56,8 +56,11 @@ pub enum Step {
     Restart(Vec<i32>),
 }
 
-/// Decides the next step over every node of one Kafka cluster.
-pub fn next(nodes: &[NodeView]) -> Step {
+/// Decides the next step over every node of one Kafka cluster. `quorum_busy`: why a dynamic
+/// controller quorum is not settled, if it is not; controllers that are up then wait, as a
+/// restart could take away a voter the change relies on (or, with a new metadata directory,
+/// make one more voter to replace).
+pub fn next(nodes: &[NodeView], quorum_busy: Option<&str>) -> Step {
     let unreachable: BTreeSet<&str> = nodes
         .iter()
         .filter(|n| !n.connected)
@@ -132,11 +135,16 @@ pub fn next(nodes: &[NodeView]) -> Step {
             // One or two controllers lose the majority whichever restarts: waiting would
             // block the roll forever, so they roll one at a time like the rest.
             !n.roles.contains(&Role::Controller)
-                || controllers.len() <= 2
-                || ready_controllers.saturating_sub(1) >= majority
+                || (quorum_busy.is_none()
+                    && (controllers.len() <= 2 || ready_controllers.saturating_sub(1) >= majority))
         })
         .map(|n| n.id)
         .collect();
+    if let Some(why) = quorum_busy.filter(|_| candidates.is_empty()) {
+        return Step::Wait(format!(
+            "controllers restart once the controller quorum is settled: {why}"
+        ));
+    }
     if candidates.is_empty() {
         return Step::Wait(format!(
             "restarting a controller now would leave {} of {} controllers ready, below the quorum majority of {majority}",
@@ -196,7 +204,7 @@ mod tests {
     #[test]
     fn nothing_to_do_when_every_pod_is_ready_and_current() {
         let nodes = [node(0, C, Some("new"), true), node(1, B, Some("new"), true)];
-        assert_eq!(next(&nodes), Step::Done);
+        assert_eq!(next(&nodes, None), Step::Done);
     }
 
     #[test]
@@ -207,7 +215,7 @@ mod tests {
             node(1, C, Some("new"), true),
             node(2, C, Some("new"), true),
         ];
-        assert_eq!(next(&nodes), Step::Restart(vec![0, 3]));
+        assert_eq!(next(&nodes, None), Step::Restart(vec![0, 3]));
     }
 
     #[test]
@@ -216,9 +224,9 @@ mod tests {
             node(0, CB, Some("old"), true),
             node(1, CB, Some("new"), false),
         ];
-        assert!(matches!(next(&nodes), Step::Wait(w) if w.contains("c-p-1 is not ready")));
+        assert!(matches!(next(&nodes, None), Step::Wait(w) if w.contains("c-p-1 is not ready")));
         let nodes = [node(0, CB, Some("old"), true), node(1, CB, None, false)];
-        assert!(matches!(next(&nodes), Step::Wait(w) if w.contains("does not exist")));
+        assert!(matches!(next(&nodes, None), Step::Wait(w) if w.contains("does not exist")));
     }
 
     #[test]
@@ -227,7 +235,7 @@ mod tests {
             node(0, CB, Some("old"), true),
             node(1, CB, Some("old"), false),
         ];
-        assert_eq!(next(&nodes), Step::Restart(vec![1]));
+        assert_eq!(next(&nodes, None), Step::Restart(vec![1]));
     }
 
     #[test]
@@ -239,7 +247,7 @@ mod tests {
             node(2, C, Some("new"), true),
             node(3, B, Some("old"), true),
         ];
-        assert_eq!(next(&nodes), Step::Restart(vec![0, 3]));
+        assert_eq!(next(&nodes, None), Step::Restart(vec![0, 3]));
         // Controller 2's cluster is unreachable: it is not known to be ready, and restarting
         // controller 0 would leave one of three.
         let mut far = node(2, C, Some("new"), true);
@@ -250,20 +258,44 @@ mod tests {
             far.clone(),
             node(3, B, Some("old"), true),
         ];
-        assert_eq!(next(&nodes), Step::Restart(vec![3]));
+        assert_eq!(next(&nodes, None), Step::Restart(vec![3]));
         let only_controllers = [
             node(0, C, Some("old"), true),
             node(1, C, Some("new"), true),
             far,
         ];
-        assert!(matches!(next(&only_controllers), Step::Wait(w) if w.contains("quorum majority")));
+        assert!(
+            matches!(next(&only_controllers, None), Step::Wait(w) if w.contains("quorum majority"))
+        );
         // One or two controllers lose the majority whichever restarts: they roll anyway.
         let two = [node(0, C, Some("old"), true), node(1, C, Some("new"), true)];
-        assert_eq!(next(&two), Step::Restart(vec![0]));
+        assert_eq!(next(&two, None), Step::Restart(vec![0]));
         assert_eq!(
-            next(&[node(0, CB, Some("old"), true)]),
+            next(&[node(0, CB, Some("old"), true)], None),
             Step::Restart(vec![0])
         );
+    }
+
+    #[test]
+    fn controllers_wait_while_the_dynamic_quorum_changes_and_brokers_do_not() {
+        let nodes = [
+            node(0, C, Some("old"), true),
+            node(1, C, Some("new"), true),
+            node(2, C, Some("new"), true),
+            node(3, B, Some("old"), true),
+        ];
+        let busy = Some("voter 0 waits to be replaced");
+        assert_eq!(next(&nodes, busy), Step::Restart(vec![3]));
+        let controllers = &nodes[..3];
+        assert!(
+            matches!(next(controllers, busy), Step::Wait(w) if w.contains("quorum is settled: voter 0"))
+        );
+        // A stale controller that is down anyway is restarted whatever the quorum does.
+        let down = [
+            node(0, C, Some("old"), false),
+            node(1, C, Some("new"), true),
+        ];
+        assert_eq!(next(&down, busy), Step::Restart(vec![0]));
     }
 
     #[test]
@@ -271,7 +303,7 @@ mod tests {
         let mut behind = node(1, B, Some("old"), false);
         behind.applied = false;
         let nodes = [node(0, CB, Some("new"), true), behind];
-        assert!(matches!(next(&nodes), Step::Wait(w) if w.contains("not applied")));
+        assert!(matches!(next(&nodes, None), Step::Wait(w) if w.contains("not applied")));
     }
 
     #[test]
@@ -280,9 +312,9 @@ mod tests {
         far.connected = false;
         far.alias = "beta".into();
         let nodes = [node(0, CB, Some("new"), true), far.clone()];
-        assert!(matches!(next(&nodes), Step::Wait(w) if w.contains("beta")));
+        assert!(matches!(next(&nodes, None), Step::Wait(w) if w.contains("beta")));
         let nodes = [node(0, CB, Some("old"), true), far];
-        assert_eq!(next(&nodes), Step::Restart(vec![0]));
+        assert_eq!(next(&nodes, None), Step::Restart(vec![0]));
     }
 
     #[test]

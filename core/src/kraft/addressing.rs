@@ -253,6 +253,7 @@ mod tests {
                 node(2, "brk", "west", &[Role::Broker]),
             ],
             authorization: None,
+            quorum: Default::default(),
         }
     }
 

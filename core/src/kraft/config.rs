@@ -1,8 +1,8 @@
 //! Rendering every node's KRaft configuration (what goes into its ConfigMap) from a
 //! [`KafkaCluster`], with the semantics of Strimzi's `KafkaBrokerConfigurationBuilder`: the
 //! operator-owned control-plane and replication listeners (mutual TLS with the cluster CA), the
-//! user's listeners with their TLS and authentication, the authorizer, a static controller
-//! quorum, each broker's rack (its Kubernetes cluster), log directories per volume, and the
+//! user's listeners with their TLS and authentication, the authorizer, the controller quorum
+//! (static or dynamic, see [`super::voters`]), each broker's rack (its Kubernetes cluster), log directories per volume, and the
 //! user's options minus the forbidden ones.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,6 +17,7 @@ use super::model::{
 use super::properties;
 use super::security;
 use super::tls::{self, ClientAuth};
+use super::voters;
 
 /// Kafka's rack-aware replica selector (KIP-392): a consumer with `client.rack` fetches from a
 /// replica in its own rack, here its own Kubernetes cluster.
@@ -47,9 +48,20 @@ impl NodeConfig {
     }
 
     /// The configuration as a Java properties file: sorted, escaped, byte-for-byte stable for
-    /// equal input (it feeds the pod's revision hash).
+    /// equal input.
     pub fn to_properties_text(&self) -> String {
         properties::to_text(&self.properties)
+    }
+
+    /// What of the configuration restarts the node when it changes (it feeds the pod's
+    /// revision hash): all of it but a dynamic quorum's bootstrap servers, which a node reads
+    /// only to find the quorum when it starts. Adding or moving a controller then restarts
+    /// nobody: a node reads the new list at its next start, and any controller of the old list
+    /// that still runs answers meanwhile.
+    pub fn rolling_text(&self) -> String {
+        let mut rolling = self.properties.clone();
+        rolling.remove(voters::BOOTSTRAP_SERVERS);
+        properties::to_text(&rolling)
     }
 }
 
@@ -112,21 +124,7 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
         user.extend(security::authorizer_options(authorization));
     }
 
-    // A static quorum (`controller.quorum.voters`, KRaft version 0) rather than a dynamic one
-    // (KIP-853 `controller.quorum.bootstrap.servers`): every node's storage is then formatted
-    // the same way with only the cluster ID, no `--standalone` / `--initial-controllers` that
-    // would depend on which node starts first or on each controller's directory ID, so pods of
-    // every member cluster can format independently. Sorted by ID so the text never changes
-    // without cause.
-    let voters = cluster
-        .controllers()
-        .into_iter()
-        .map(|n| {
-            node_endpoint(cluster, n, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT)
-                .map(|e| format!("{}@{e}", n.id))
-        })
-        .collect::<Result<Vec<_>, _>>()?
-        .join(",");
+    let (quorum_key, quorum_value) = voters::quorum_property(cluster)?;
 
     let mut nodes = BTreeMap::new();
     for node in &cluster.nodes {
@@ -137,7 +135,7 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
             "controller.listener.names".into(),
             CONTROLPLANE_LISTENER.into(),
         );
-        p.insert("controller.quorum.voters".into(), voters.clone());
+        p.insert(quorum_key.into(), quorum_value.clone());
 
         // Every node needs the controller listener's protocol and TLS options, brokers to reach
         // controllers. Nodes talk to each other only over mutual TLS with the cluster CA.

@@ -12,6 +12,7 @@ mod revision;
 mod security;
 mod tls;
 mod uuid;
+mod voters;
 
 #[cfg(test)]
 mod tests;
@@ -36,4 +37,5 @@ pub use tls::{
     CA_FILE, CERT_FILE, CERTS_DIR, CLIENTS_CA_FILE, CONFIG_PROVIDER, KEY_FILE, listener_cert_files,
     node_hostnames,
 };
-pub use uuid::{base64url, uuid_text};
+pub use uuid::{base64url, kafka_uuid, parse_uuid_text, uuid_text};
+pub use voters::{QuorumMode, format_arguments};

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::addressing::Addressing;
+use super::voters::QuorumMode;
 use crate::node_ids::Role;
 
 /// Port of the operator-owned KRaft controller listener (as in Strimzi).
@@ -36,6 +37,8 @@ pub struct KafkaCluster {
     /// `Kafka.spec.kafka.authorization`, with kstretch's own principals among the super users;
     /// `None`: every client may do everything.
     pub authorization: Option<Authorization>,
+    /// How the nodes find the controller quorum.
+    pub quorum: QuorumMode,
 }
 
 impl KafkaCluster {

@@ -63,6 +63,7 @@ fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
         addressing,
         nodes,
         authorization: None,
+        quorum: QuorumMode::Static,
     }
 }
 
@@ -841,6 +842,7 @@ fn arb_cluster() -> impl Strategy<Value = KafkaCluster> {
                 addressing: Addressing::ClusterDns,
                 nodes,
                 authorization: None,
+                quorum: QuorumMode::Static,
             };
             cluster.addressing = match mode {
                 0 => Addressing::ClusterDns,
@@ -1113,4 +1115,41 @@ fn secured_listeners_and_the_authorizer_reach_every_node_that_needs_them() {
     let err = render(&cluster).unwrap_err();
     assert_eq!(err.reason(), "InvalidListener");
     assert!(err.to_string().contains("mtls"), "{err}");
+}
+
+#[test]
+fn a_dynamic_quorum_is_found_through_bootstrap_servers_and_formatted_by_role() {
+    let mut cluster = one_controller_three_brokers();
+    cluster.nodes.push(node(4, "controller", "", C, JBOD0));
+    cluster.quorum = QuorumMode::Dynamic;
+    let rendered = render(&cluster).unwrap();
+    let servers = "my-cluster-controller-0.my-cluster-kafka-brokers.kafka.svc:9090,my-cluster-controller-4.my-cluster-kafka-brokers.kafka.svc:9090";
+    for node in rendered.nodes.values() {
+        assert_eq!(
+            node.get("controller.quorum.bootstrap.servers"),
+            Some(servers)
+        );
+        assert_eq!(node.get("controller.quorum.voters"), None);
+        // Read only at start: a changed list restarts nobody.
+        assert!(!node.rolling_text().contains("bootstrap.servers"));
+        assert!(node.rolling_text().contains("node.id="));
+    }
+
+    // Controller 0 was there when the quorum was chosen, controller 4 came later.
+    let initial = BTreeMap::from([(0, 7u128)]);
+    let args = |cluster: &KafkaCluster, id: i32| {
+        format_arguments(cluster, cluster.node(id).unwrap(), &initial).unwrap()
+    };
+    assert_eq!(
+        args(&cluster, 0),
+        format!(
+            "--initial-controllers 0@my-cluster-controller-0.my-cluster-kafka-brokers.kafka.svc:9090:{}",
+            uuid_text(7)
+        )
+    );
+    assert_eq!(args(&cluster, 4), "--no-initial-controllers");
+    assert_eq!(args(&cluster, 1), "--no-initial-controllers");
+    // A static quorum formats with the cluster ID alone.
+    cluster.quorum = QuorumMode::Static;
+    assert_eq!(args(&cluster, 0), "");
 }
