@@ -179,6 +179,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     if ctx.pools.wait_until_ready().await.is_err() {
         return Ok(Action::requeue(BUSY_REQUEUE));
     }
+    if kafka_status.cluster_id.is_none() && cache_is_behind(&ctx, &kafka).await? {
+        return Ok(Action::requeue(BUSY_REQUEUE));
+    }
     let all_pools = ctx.pools.state();
     let pools = resolve::pools_of(&kafka, &all_pools);
     let refuser = Refuser {
@@ -735,6 +738,16 @@ async fn migrate_static_quorum(
     }
 }
 
+/// Whether the apiserver holds a cluster ID for `kafka` that the cached copy does not show yet
+/// (our own status write of a moment ago): acting on the cached copy would take a new cluster's
+/// first voters for a lost status. The watch delivers the newer copy shortly.
+async fn cache_is_behind(ctx: &Context, kafka: &Kafka) -> Result<bool, Error> {
+    let stored = api(ctx, kafka).get_opt(&kafka.name_any()).await?;
+    Ok(stored
+        .and_then(|k| k.status)
+        .is_some_and(|s| s.cluster_id.is_some()))
+}
+
 /// Takes the cluster ID and node IDs of what already runs for a `Kafka` or pool that central
 /// has no record of (a resource re-created after its CRD was reinstalled, a lost status), from
 /// the podsets the agents report: nothing that runs gets a new identity. `Some` when it must
@@ -747,12 +760,14 @@ async fn adopt_what_runs(
     kafka_status: &mut KafkaStatus,
     now: &str,
 ) -> Result<Option<Action>, Error> {
-    let unknown_cluster =
-        kafka_status.cluster_id.is_none() && resolved.pools.iter().all(|p| p.cluster_id.is_none());
+    // A status without a cluster ID while the pools have one was lost (the cache lag is
+    // handled before): what runs also tells the quorum's mode.
+    let status_lost = kafka_status.cluster_id.is_none();
+    let unknown_cluster = status_lost && resolved.pools.iter().all(|p| p.cluster_id.is_none());
     let pools: Vec<_> = resolved
         .pools
         .iter()
-        .filter(|p| unknown_cluster || p.ids.current.is_none())
+        .filter(|p| status_lost || p.ids.current.is_none())
         .cloned()
         .collect();
     if pools.is_empty() {
@@ -794,9 +809,9 @@ async fn adopt_what_runs(
             if let Some(id) = cluster_id.filter(|_| unknown_cluster) {
                 tracing::info!(cluster_id = %id, "adopting the cluster ID of the running nodes");
                 kafka_status.cluster_id = Some(id);
-                if controller_quorum.as_deref() == Some("dynamic") {
-                    quorum::adopt_dynamic(kafka_status);
-                }
+            }
+            if status_lost && controller_quorum.as_deref() == Some("dynamic") {
+                quorum::adopt_dynamic(kafka_status);
             }
             for pool in &mut resolved.pools {
                 let Some(ids) = node_ids.get(&pool.name).filter(|ids| !ids.is_empty()) else {
