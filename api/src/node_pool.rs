@@ -119,6 +119,11 @@ pub struct KafkaNodePoolStatus {
     /// cluster by relabelling it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
+    /// The Kubernetes cluster (stretch alias) the pool's nodes run in, recorded when they are
+    /// created: a changed `strimzi.io/stretch-cluster-alias` is then told apart from where the
+    /// nodes and their data are (kstretch's addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_alias: Option<String>,
     /// KRaft roles the nodes currently have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<ProcessRole>,

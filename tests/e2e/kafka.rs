@@ -448,6 +448,36 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
     pools.delete("far", &Default::default()).await.unwrap();
     wait_kafka(&stretch, "ready again", is_deployed).await;
 
+    // A malformed ID annotation is reported (condition and Event) for as long as it stands,
+    // not only on the reconciliation that first saw it.
+    annotate(&pools, "dual", json!({"strimzi.io/next-node-ids": "[x"})).await;
+    let ignored = |k: &Kafka| warning(k, "NodeIdAnnotationIgnored");
+    wait_kafka(&stretch, "the annotation reported", |k| {
+        ignored(k).is_some_and(|m| m.contains("strimzi.io/next-node-ids ignored"))
+    })
+    .await;
+    let events: Api<Event> = stretch.api(ALPHA);
+    wait_event(
+        &events,
+        "Kafka",
+        "my-cluster",
+        "NodeIdAnnotationIgnored",
+        TIMEOUT,
+    )
+    .await;
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    annotate(&kafkas, "my-cluster", json!({"test.kstretch.io/poke": "1"})).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        ignored(&kafkas.get("my-cluster").await.unwrap()).is_some(),
+        "still reported after another reconciliation"
+    );
+    annotate(&pools, "dual", json!({"strimzi.io/next-node-ids": null})).await;
+    wait_kafka(&stretch, "the warning gone with the annotation", |k| {
+        ignored(k).is_none()
+    })
+    .await;
+
     // Moving node 12 to another pool, by the annotation procedure: the old pool removes it,
     // then the new pool takes it.
     annotate(
@@ -695,8 +725,9 @@ async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
 }
 
 /// Central restarted while a `Kafka` is invalid: its pods are kept (central does not know
-/// what it wants, so nothing is deleted), while other clusters are served; deleting the
-/// `Kafka` removes its pods and services but keeps claims without `deleteClaim`.
+/// what it wants, so nothing is deleted), while other clusters are served; a pool pointed at
+/// another cluster while its nodes run is refused and nothing moves; deleting the `Kafka`
+/// removes its pods and services but keeps claims without `deleteClaim`.
 #[tokio::test]
 async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_cleans_up() {
     let mut stretch = Stretch::start("kafka-retain", &[]).await;
@@ -735,6 +766,64 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
     let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
     pools.delete("far", &Default::default()).await.unwrap();
     wait_kafka(&stretch, "ready again", is_deployed).await;
+    assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);
+
+    // Pointing a pool that runs nodes at another cluster would stop them with their data and
+    // start empty ones there: refused, naming the way that keeps the data, and nothing moves.
+    let dual = wait_pool(&stretch, "dual", "its cluster recorded", |p| {
+        p.status.as_ref().and_then(|s| s.cluster_alias.as_deref()) == Some(ALPHA)
+    })
+    .await;
+    assert_eq!(node_ids(&dual), [0, 1]);
+    let alias = |value: Value| json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": value}}});
+    pools
+        .patch(
+            "dual",
+            &PatchParams::default(),
+            &Patch::Merge(alias(json!(BETA))),
+        )
+        .await
+        .unwrap();
+    let k = wait_kafka(&stretch, "PoolClusterChanged", |k| {
+        ready_reason(k).as_deref() == Some("PoolClusterChanged")
+    })
+    .await;
+    let message = condition(&kafka_conditions(&k), "Ready")
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("runs nodes [0, 1] in Kubernetes cluster alpha")
+            && message.contains("set it back to alpha"),
+        "{message}"
+    );
+    wait_pool(&stretch, "dual", "the refusal on the pool too", |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.reason.as_deref() == Some("PoolClusterChanged"))
+        })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);
+    assert!(
+        pod_names(&stretch, BETA).await.is_empty(),
+        "nothing started in beta"
+    );
+    pools
+        .patch(
+            "dual",
+            &PatchParams::default(),
+            &Patch::Merge(alias(Value::Null)),
+        )
+        .await
+        .unwrap();
+    wait_kafka(
+        &stretch,
+        "ready once the pool names its cluster again",
+        is_deployed,
+    )
+    .await;
     assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);
 
     let kafkas: Api<Kafka> = stretch.api(ALPHA);

@@ -479,6 +479,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             replicas: Some(node_ids.len() as i32),
             node_ids,
             cluster_id: Some(cluster_id.clone()),
+            cluster_alias: Some(r.alias.clone()),
             roles: resolve::process_roles(&r.roles),
             label_selector: Some(format!(
                 "{}={},{}={}-kafka,{}=Kafka,{}={name}",
@@ -641,6 +642,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
                 .unwrap_or_else(|| "the Kafka cluster is ready".to_owned()),
         );
     }
+    announce_warnings(&ctx, &kafka, &kafka_status.conditions, &warnings);
     kafka_status.conditions = status::conditions(&kafka_status.conditions, ready, &warnings, &now);
     kafka_status.kafka_node_pools = effective
         .pools
@@ -666,6 +668,36 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     } else {
         IDLE_REQUEUE
     }))
+}
+
+/// Each warning whose reason the status does not show yet is also an Event (once, while it
+/// stands), so `kubectl describe` and event-based alerts see it.
+fn announce_warnings(
+    ctx: &Context,
+    kafka: &Kafka,
+    before: &[Condition],
+    warnings: &[(String, String)],
+) {
+    let shown = |reason: &str| {
+        before
+            .iter()
+            .any(|c| c.type_ == "Warning" && c.reason.as_deref() == Some(reason))
+    };
+    let mut announced = BTreeSet::new();
+    for (reason, message) in warnings {
+        if shown(reason) || !announced.insert(reason.as_str()) {
+            continue;
+        }
+        kstretch_runtime::events::emit(
+            &ctx.client,
+            "kstretch-central",
+            kube::Resource::object_ref(kafka, &()),
+            kstretch_runtime::events::Type::Warning,
+            reason,
+            "Reconcile",
+            message.clone(),
+        );
+    }
 }
 
 /// Records the controller quorum as Kafka reports it; on failure the last record stands (the

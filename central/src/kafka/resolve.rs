@@ -138,6 +138,16 @@ pub enum Invalid {
         "KafkaNodePool {pool} has a negative .spec.replicas ({replicas}); set 0 or more replicas"
     )]
     NegativeReplicas { pool: String, replicas: i32 },
+    #[error(
+        "KafkaNodePool {pool} runs nodes {ids:?} in Kubernetes cluster {from}, but its annotation {alias_key} now names {to}; changing the annotation would start empty nodes in {to} and stop those in {from} with their data: set it back to {from}, and move the pool by creating a pool in {to}, draining {from} (`kstretch drain {from}`) and then removing this pool",
+        alias_key = names::STRETCH_CLUSTER_ALIAS
+    )]
+    PoolClusterChanged {
+        pool: String,
+        ids: Vec<i32>,
+        from: String,
+        to: String,
+    },
     #[error(transparent)]
     Security(#[from] SecurityProblem),
 }
@@ -152,6 +162,7 @@ impl Invalid {
             | Self::InvalidNodePortHosts { .. } => "InvalidAddressing",
             Self::InvalidListenerPort { .. } => "InvalidListener",
             Self::NegativeReplicas { .. } => "InvalidReplicas",
+            Self::PoolClusterChanged { .. } => "PoolClusterChanged",
             Self::Security(p) => p.reason(),
         }
     }
@@ -209,6 +220,17 @@ pub fn resolve(
             .get(names::STRETCH_CLUSTER_ALIAS)
             .cloned()
             .unwrap_or_else(|| members.own.clone());
+        if let Some((from, s)) = status
+            .and_then(|s| Some((s.cluster_alias.as_ref()?, s)))
+            .filter(|(from, s)| **from != alias && !s.node_ids.is_empty())
+        {
+            invalid.push(Invalid::PoolClusterChanged {
+                pool: name.clone(),
+                ids: s.node_ids.clone(),
+                from: from.clone(),
+                to: alias.clone(),
+            });
+        }
         let current = status.filter(|s| !s.node_ids.is_empty() || s.replicas.is_some());
         resolved.push(ResolvedPool {
             ids: PoolIds {
@@ -607,6 +629,43 @@ pub(crate) mod tests {
                 "InvalidAddressing"
             ]
         );
+    }
+
+    #[test]
+    fn a_pool_whose_nodes_run_elsewhere_than_its_annotation_names_is_refused() {
+        let k = kafka(json!({}));
+        let c = pool("controllers", &["controller"], 1, json!({}));
+        let moved = |ids: serde_json::Value| {
+            pool(
+                "brokers",
+                &["broker"],
+                3,
+                json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}},
+                       "status": {"nodeIds": ids, "clusterAlias": "alpha"}}),
+            )
+        };
+        let running = moved(json!([3, 4, 5]));
+        let problems = resolve(&k, &[&c, &running], &members()).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].reason(), "PoolClusterChanged");
+        let message = problems[0].to_string();
+        for says in [
+            "nodes [3, 4, 5] in Kubernetes cluster alpha",
+            "set it back to alpha",
+        ] {
+            assert!(message.contains(says), "{message}");
+        }
+        // A pool with no nodes has nothing to lose: it simply starts in the other cluster.
+        let empty = moved(json!([]));
+        assert!(resolve(&k, &[&c, &empty], &members()).is_ok());
+        // Where it was recorded, and the annotation agrees: nothing to say.
+        let stays = pool(
+            "brokers",
+            &["broker"],
+            3,
+            json!({"status": {"nodeIds": [3, 4, 5], "clusterAlias": "alpha"}}),
+        );
+        assert!(resolve(&k, &[&c, &stays], &members()).is_ok());
     }
 
     #[test]

@@ -117,6 +117,21 @@ pub fn assign(pools: &[PoolIds]) -> Result<Assignments, AssignmentError> {
     let mut used: BTreeSet<i32> = in_use.keys().copied().collect();
 
     let mut result = Assignments::default();
+    // A malformed annotation is reported as long as it stands, not only when a scale uses it.
+    for pool in pools {
+        annotation(
+            pool,
+            "next-node-ids",
+            &pool.next_node_ids,
+            &mut result.warnings,
+        );
+        annotation(
+            pool,
+            "remove-node-ids",
+            &pool.remove_node_ids,
+            &mut result.warnings,
+        );
+    }
     for pool in pools {
         let current: BTreeSet<i32> = pool.current.iter().flatten().copied().collect();
         let wanted = pool.replicas as usize;
@@ -213,10 +228,13 @@ fn annotation(
     match NodeIdRange::parse(value.as_deref()?) {
         Ok(range) => Some(range),
         Err(err) => {
-            warnings.push(format!(
+            let message = format!(
                 "node pool {}: annotation strimzi.io/{name} ignored: {err}",
                 pool.name
-            ));
+            );
+            if !warnings.contains(&message) {
+                warnings.push(message);
+            }
             None
         }
     }
@@ -332,13 +350,14 @@ mod tests {
     }
 
     #[test]
-    fn annotations_are_ignored_without_scaling() {
+    fn annotations_change_nothing_without_scaling_but_a_malformed_one_is_reported() {
         let mut a = pool("a", 3, Some(&[0, 1, 2]));
         a.next_node_ids = Some("not a list".into());
         a.remove_node_ids = Some("[0]".into());
         let result = assign(&[a]).unwrap();
         assert_eq!(result.pools["a"].desired, set(&[0, 1, 2]));
-        assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+        assert_eq!(result.warnings.len(), 1, "{:?}", result.warnings);
+        assert!(result.warnings[0].contains("strimzi.io/next-node-ids ignored"));
     }
 
     #[test]
@@ -352,6 +371,20 @@ mod tests {
             result.warnings[0]
                 .starts_with("node pool a: annotation strimzi.io/remove-node-ids ignored:")
         );
+    }
+
+    #[test]
+    fn an_invalid_annotation_is_reported_while_it_stands_even_without_a_scale() {
+        let mut a = pool("a", 3, Some(&[0, 1, 2]));
+        a.next_node_ids = Some("[x]".into());
+        let result = assign(std::slice::from_ref(&a)).unwrap();
+        assert_eq!(result.warnings.len(), 1, "{:?}", result.warnings);
+        assert!(result.warnings[0].contains("strimzi.io/next-node-ids ignored"));
+        // Scaling up with it: still one warning, and the lowest free ID.
+        a.replicas = 4;
+        let result = assign(&[a]).unwrap();
+        assert_eq!(result.warnings.len(), 1, "{:?}", result.warnings);
+        assert_eq!(result.pools["a"].to_add, set(&[3]));
     }
 
     #[test]
