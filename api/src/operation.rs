@@ -1,5 +1,6 @@
 //! The `KafkaOperation` kind (`kstretch.io`, kstretch's own): a long-running change to where a
-//! Kafka's data lives (drain a Kubernetes cluster for maintenance, undo a drain), carried out by
+//! Kafka's data lives (drain a Kubernetes cluster for maintenance, undo a drain, spread
+//! partitions across clusters), carried out by
 //! central one safe step at a time. Its plan and progress live in its status, so the operation
 //! survives a central restart and is visible to `kubectl` as well as `kstretch`.
 
@@ -15,8 +16,8 @@ use crate::condition::Condition;
 pub const GROUP: &str = "kstretch.io";
 
 #[allow(clippy::duplicated_attributes)]
-/// What to do to the Kafka named by the `strimzi.io/cluster` label. Exactly one of `drain` and
-/// `undrain` is set; the spec is read once, when the operation starts.
+/// What to do to the Kafka named by the `strimzi.io/cluster` label. Exactly one of `drain`,
+/// `undrain` and `spread` is set; the spec is read once, when the operation starts.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "kstretch.io",
@@ -29,7 +30,7 @@ pub const GROUP: &str = "kstretch.io";
     namespaced,
     status = "KafkaOperationStatus",
     derive = "PartialEq",
-    doc = "A long-running change to where a Kafka's partitions live (drain a Kubernetes cluster, undo a drain), planned and carried out by kstretch central.",
+    doc = "A long-running change to where a Kafka's partitions live (drain a Kubernetes cluster, undo a drain, spread partitions across clusters), planned and carried out by kstretch central.",
     printcolumn(
         name = "Cluster",
         type_ = "string",
@@ -63,6 +64,10 @@ pub struct KafkaOperationSpec {
     /// Puts the partitions a completed drain moved back where they were, leaders included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undrain: Option<Undrain>,
+    /// Gives every partition replicas in as many Kubernetes clusters as its replication factor
+    /// allows (partitions whose replicas all sit in one cluster are lost with it); leaders stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
     /// Plan only: the status shows what would move, how many bytes and how long at the
     /// throttle; nothing changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -109,6 +114,34 @@ pub struct Drain {
 pub struct Undrain {
     /// The name of the completed drain operation (same namespace) whose placement to restore.
     pub drain: String,
+}
+
+/// Spread partitions across clusters (`spread: {}` for every topic).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Spread {
+    /// Only the partitions of these topics (default: every topic).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topics: Vec<String>,
+}
+
+/// Of `ops` (one Kafka's operations), the completed drains that moved something and that no
+/// completed undrain has undone: their clusters are meant to hold no partitions.
+pub fn drains_in_effect(ops: &[KafkaOperation]) -> Vec<&KafkaOperation> {
+    use kube::ResourceExt;
+    let completed = |o: &KafkaOperation| {
+        o.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase::COMPLETED)
+    };
+    let undone: Vec<&str> = ops
+        .iter()
+        .filter(|o| completed(o))
+        .filter_map(|o| o.spec.undrain.as_ref().map(|u| u.drain.as_str()))
+        .collect();
+    ops.iter()
+        .filter(|o| o.spec.drain.is_some() && completed(o))
+        .filter(|o| !undone.contains(&o.name_any().as_str()))
+        .filter(|o| o.status.as_ref().is_some_and(|s| !s.placement.is_empty()))
+        .collect()
 }
 
 /// Where the operation stands.

@@ -50,7 +50,11 @@ enum Command {
     /// Puts the partitions the last completed drain of a member cluster moved back where they
     /// were, leaders included.
     Undrain(operations::UndrainArgs),
-    /// Lists the operations (drains, undrains) and where each stands.
+    /// Gives every partition replicas in as many member clusters as its replication factor
+    /// allows (a partition whose replicas all sit in one cluster is lost with it), under a
+    /// replication throttle; leaders stay. With --dry-run, shows what would move.
+    Spread(operations::SpreadArgs),
+    /// Lists the operations (drains, undrains, spreads) and where each stands.
     Operations(operations::ListArgs),
     /// Stops an operation at a consistent point: reassignments in flight are cancelled.
     Abort(operations::AbortArgs),
@@ -86,6 +90,7 @@ async fn main() -> ExitCode {
         Command::RemoveUnclaimed(args) => unclaimed::run(&cli.central, timeout, &args).await,
         Command::Drain(args) => operations::drain(&args).await,
         Command::Undrain(args) => operations::undrain(&args).await,
+        Command::Spread(args) => operations::spread(&args).await,
         Command::Operations(args) => operations::list(&args).await,
         Command::Abort(args) => operations::abort(&args).await,
     };

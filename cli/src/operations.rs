@@ -1,4 +1,4 @@
-//! `kstretch drain`, `undrain`, `operations` and `abort`: operations on where a Kafka's
+//! `kstretch drain`, `undrain`, `spread`, `operations` and `abort`: operations on where a Kafka's
 //! partitions live. Each is a `KafkaOperation` in the central cluster, created, listed and
 //! aborted with the caller's own credentials there (so who may start one is a Kubernetes
 //! permission); central carries it out and writes its progress into its status, which
@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use kstretch_api::condition::READY;
-use kstretch_api::operation::{Drain, KafkaOperationSpec, Undrain, phase};
+use kstretch_api::operation::{
+    Drain, KafkaOperationSpec, Spread, Undrain, drains_in_effect, phase,
+};
 use kstretch_api::{KafkaOperation, names};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -44,11 +46,9 @@ pub struct RunArgs {
     pub wait: bool,
 }
 
-/// `kstretch drain`: every replica and all leadership off the brokers of one cluster; pods stay.
-#[derive(clap::Args, Debug)]
-pub struct DrainArgs {
-    /// The member cluster to drain (its alias).
-    pub cluster: String,
+/// An operation that can also only be planned.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlannedArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
     #[command(flatten)]
@@ -56,6 +56,15 @@ pub struct DrainArgs {
     /// Only show what would move, how many bytes and how long at the throttle.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// `kstretch drain`: every replica and all leadership off the brokers of one cluster; pods stay.
+#[derive(clap::Args, Debug)]
+pub struct DrainArgs {
+    /// The member cluster to drain (its alias).
+    pub cluster: String,
+    #[command(flatten)]
+    pub planned: PlannedArgs,
 }
 
 /// `kstretch undrain`: the partitions of the last completed drain of a cluster go back.
@@ -67,6 +76,17 @@ pub struct UndrainArgs {
     pub kafka: KafkaArgs,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// `kstretch spread`: every partition gets replicas in as many clusters as its replication
+/// factor allows.
+#[derive(clap::Args, Debug)]
+pub struct SpreadArgs {
+    /// Only this topic's partitions (repeat for several; default: every topic).
+    #[arg(long = "topic")]
+    pub topics: Vec<String>,
+    #[command(flatten)]
+    pub planned: PlannedArgs,
 }
 
 /// `kstretch abort`.
@@ -104,25 +124,43 @@ async fn api(kube: &KubeArgs, namespace: Option<&str>) -> Result<Api<KafkaOperat
 }
 
 pub async fn drain(args: &DrainArgs) -> Result<String, CliError> {
-    let api = api(&args.kafka.kube, args.kafka.namespace.as_deref()).await?;
     let spec = KafkaOperationSpec {
         drain: Some(Drain {
             cluster: args.cluster.clone(),
         }),
-        dry_run: args.dry_run,
-        replication_throttle: args.run.throttle,
         ..Default::default()
     };
-    let kind = if args.dry_run { "plan-drain" } else { "drain" };
-    let op = create(
-        &api,
-        &args.kafka.kafka,
-        &format!("{kind}-{}-", args.cluster),
-        spec,
-    )
-    .await?;
+    start(&args.planned, &format!("drain-{}-", args.cluster), spec).await
+}
+
+pub async fn spread(args: &SpreadArgs) -> Result<String, CliError> {
+    let spec = KafkaOperationSpec {
+        spread: Some(Spread {
+            topics: args.topics.clone(),
+        }),
+        ..Default::default()
+    };
+    start(&args.planned, "spread-", spec).await
+}
+
+/// Creates the operation (its name starts with `prefix`, after `plan-` for a dry run) with the
+/// throttle asked for; a dry run's plan is read and the object removed, anything else is
+/// followed as `--wait` asks.
+async fn start(
+    args: &PlannedArgs,
+    prefix: &str,
+    mut spec: KafkaOperationSpec,
+) -> Result<String, CliError> {
+    let api = api(&args.kafka.kube, args.kafka.namespace.as_deref()).await?;
+    spec.dry_run = args.dry_run;
+    spec.replication_throttle = args.run.throttle;
+    let prefix = if args.dry_run {
+        format!("plan-{prefix}")
+    } else {
+        prefix.to_owned()
+    };
+    let op = create(&api, &args.kafka.kafka, &prefix, spec).await?;
     if args.dry_run {
-        // The plan is all a dry run is for: read it, then remove the object.
         let planned = follow(&api, &op.name_any(), false, false).await;
         api.delete(&op.name_any(), &DeleteParams::default())
             .await
@@ -199,6 +237,7 @@ fn what(op: &KafkaOperation) -> String {
     match (&op.spec.drain, &op.spec.undrain) {
         (Some(d), _) => format!("drain {}", d.cluster),
         (_, Some(u)) => format!("undrain ({})", u.drain),
+        _ if op.spec.spread.is_some() => "spread".to_owned(),
         _ => "-".to_owned(),
     }
 }
@@ -255,18 +294,9 @@ async fn last_drain(
 ) -> Result<String, CliError> {
     let params = ListParams::default().labels(&format!("{}={kafka}", names::CLUSTER));
     let ops = api.list(&params).await.map_err(not_allowed)?.items;
-    let completed = |o: &KafkaOperation| {
-        o.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase::COMPLETED)
-    };
-    let undone: Vec<String> = ops
-        .iter()
-        .filter(|o| completed(o))
-        .filter_map(|o| o.spec.undrain.as_ref().map(|u| u.drain.clone()))
-        .collect();
-    ops.iter()
+    drains_in_effect(&ops)
+        .into_iter()
         .filter(|o| o.spec.drain.as_ref().is_some_and(|d| d.cluster == cluster))
-        .filter(|o| completed(o) && !undone.contains(&o.name_any()))
-        .filter(|o| o.status.as_ref().is_some_and(|s| !s.placement.is_empty()))
         .max_by_key(|o| o.status.as_ref().and_then(|s| s.completed_at.clone()))
         .map(|o| o.name_any())
         .ok_or_else(|| {

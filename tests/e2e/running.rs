@@ -829,7 +829,8 @@ fn warning(k: &Kafka, reason: &str) -> Option<String> {
 /// Beta is drained for maintenance and undrained with `kstretch`, under an idempotent
 /// producer: a drain that would leave too few brokers is refused, a dry run only plans, after
 /// the drain no broker of beta holds or leads a replica, and after the undrain every partition
-/// is where it was (Kafka's metadata, through rdkafka, is the judge). Then a broker pool's
+/// is where it was (Kafka's metadata, through rdkafka, is the judge); a topic placed in alpha
+/// only is reported and spread across both clusters. Then a broker pool's
 /// scale-down is refused while its broker holds replicas; once Kafka's own reassignment tool
 /// has moved them, the node is removed and unregistered, as Kafka's cluster tool confirms.
 #[tokio::test]
@@ -1060,6 +1061,11 @@ async fn drained_and_undrained(stretch: &mut Stretch, k: &Kafka) {
     }
     let acked = load.acked();
     wait_for_acks(&load, acked + 50).await;
+    let (ok, out) = kstretch(stretch, &["spread", "--kafka", "live", "--dry-run"]).await;
+    assert!(
+        !ok && out.contains("DrainInEffect") && out.contains("undrain it first"),
+        "a spread would refill the drained cluster: {out}"
+    );
 
     // An undrain aborted mid-batch leaves every partition at its replication factor.
     let (ok, out) = kstretch(
@@ -1099,25 +1105,133 @@ async fn drained_and_undrained(stretch: &mut Stretch, k: &Kafka) {
             && !out.contains("plan-drain"),
         "{out}"
     );
+    spread_across_clusters(stretch, &bootstrap, beta).await;
     let acked = load.acked();
     wait_for_acks(&load, acked + 50).await;
     no_loss(load, &bootstrap, "drained").await;
     // What follows needs a broker holding one known partition only.
     let admin = kstretch_tests::kafka::admin(&bootstrap);
     let deleted = admin
-        .delete_topics(&["drained", "bulk"], &rdkafka::admin::AdminOptions::new())
+        .delete_topics(
+            &["drained", "bulk", "confined"],
+            &rdkafka::admin::AdminOptions::new(),
+        )
         .await
         .unwrap();
     assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
     wait_for("the topics deleted", START_TIMEOUT, || async {
         let left = kstretch_tests::kafka::placement(&bootstrap).unwrap();
-        if left.keys().any(|(t, _)| t == "drained" || t == "bulk") {
+        if left
+            .keys()
+            .any(|(t, _)| ["drained", "bulk", "confined"].contains(&t.as_str()))
+        {
             Seen::NotYet(format!("{:?}", left.keys()))
         } else {
             Seen::Done(())
         }
     })
     .await;
+}
+
+/// A topic placed by hand on alpha's brokers only is named in a `Warning` on the `Kafka`;
+/// `kstretch spread` gives each partition a replica on beta's broker `beta` (leaders stay, the
+/// records stay) and the warning goes.
+async fn spread_across_clusters(stretch: &Stretch, bootstrap: &str, beta: i32) {
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    let alpha = pools.get("a").await.unwrap().status.unwrap().node_ids;
+    let assignment: [&[i32]; 2] = [&[alpha[0], alpha[1]], &[alpha[1], alpha[0]]];
+    let topic = rdkafka::admin::NewTopic::new(
+        "confined",
+        2,
+        rdkafka::admin::TopicReplication::Variable(&assignment),
+    );
+    let admin = kstretch_tests::kafka::admin(bootstrap);
+    let created = admin
+        .create_topics([&topic], &rdkafka::admin::AdminOptions::new())
+        .await
+        .unwrap();
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+    let records: Vec<(String, String)> = (0..200)
+        .map(|i| (format!("k{i}"), format!("v{i}")))
+        .collect();
+    produce(bootstrap, "confined", &records).await;
+
+    let warning = |k: &Kafka| {
+        k.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.reason.as_deref() == Some("ReplicasInOneCluster"))
+                .and_then(|c| c.message.clone())
+        })
+    };
+    poke(stretch).await;
+    let k = stretch
+        .wait_in_alpha(
+            "live",
+            "the confined partitions named",
+            START_TIMEOUT,
+            |k: &Kafka| {
+                warning(k).is_some_and(|m| {
+                    m.contains("confined-0 (alpha)") && m.contains("confined-1 (alpha)")
+                })
+            },
+        )
+        .await;
+    assert!(
+        warning(&k)
+            .unwrap()
+            .contains("kstretch spread --kafka live")
+    );
+
+    let (ok, out) = kstretch(
+        stretch,
+        &[
+            "spread",
+            "--kafka",
+            "live",
+            "--topic",
+            "confined",
+            "--dry-run",
+        ],
+    )
+    .await;
+    assert!(ok && out.contains("dry run: 2 partition(s) move"), "{out}");
+    let before = kstretch_tests::kafka::placement(bootstrap).unwrap();
+    let (ok, out) = kstretch(stretch, &["spread", "--kafka", "live", "--wait"]).await;
+    assert!(ok && out.contains("Completed"), "{out}");
+    let after = kstretch_tests::kafka::placement(bootstrap).unwrap();
+    for partition in [0, 1] {
+        let key = ("confined".to_owned(), partition);
+        let (replicas, leader) = &after[&key];
+        assert!(
+            replicas.contains(&beta) && replicas.len() == 2,
+            "{key:?}: {replicas:?}"
+        );
+        assert_eq!(*leader, before[&key].1, "{key:?} kept its leader");
+    }
+    let read = consume(bootstrap, "confined", 2, 200, Duration::from_secs(60));
+    assert_eq!(read.len(), 200, "every record is still there");
+
+    poke(stretch).await;
+    stretch
+        .wait_in_alpha("live", "the warning gone", START_TIMEOUT, |k: &Kafka| {
+            warning(k).is_none_or(|m| !m.contains("confined-"))
+        })
+        .await;
+}
+
+/// Makes central reconcile the `Kafka` `live` now (any change does).
+async fn poke(stretch: &Stretch) {
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let at = format!("{:?}", std::time::SystemTime::now());
+    kafkas
+        .patch(
+            "live",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"test.kstretch.io/poke": at}}})),
+        )
+        .await
+        .unwrap();
 }
 
 /// Waits until operation `name` has reassignments in flight.

@@ -1,6 +1,7 @@
 //! What central asks Kafka before a destructive step: which brokers still hold partition
 //! replicas (scale-down, broker-role removal), which partitions a broker's restart would take
-//! below `min.insync.replicas`, and which nodes are registered (unregistration). One admin
+//! below `min.insync.replicas`, which nodes are registered (unregistration), and which
+//! partitions sit in one Kubernetes cluster only (a warning). One admin
 //! client per bootstrap address, kept between reconciliations, speaking mutual TLS with the
 //! cluster CA of the `Kafka` the address belongs to.
 
@@ -8,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kstretch_core::movement::Partition;
+use kstretch_core::movement::spread::{self, Confined};
 use kstretch_kadmin::{AdminClient, AdminConfig, ConfigResource, Error, Tls};
 
 use crate::pki::{self, Ca, Refusal};
@@ -141,6 +144,38 @@ pub async fn brokers_holding_replicas(
         }
     }
     Ok(out)
+}
+
+/// Partitions whose replicas all sit in one Kubernetes cluster (a broker's rack) while the
+/// brokers run in several: losing that cluster loses them.
+pub async fn confined_partitions(admin: &AdminClient) -> Result<Vec<Confined>, Error> {
+    let brokers = broker_racks(admin).await?;
+    let mut partitions = Vec::new();
+    for topic in admin.describe_topics(None).await? {
+        for p in topic.partitions {
+            partitions.push(Partition {
+                topic: topic.name.clone(),
+                partition: p.index,
+                replicas: p.replicas,
+                isr: p.isr.into_iter().collect(),
+                leader: Some(p.leader).filter(|l| *l >= 0),
+                size: 0,
+                min_isr: 1,
+            });
+        }
+    }
+    Ok(spread::confined(&partitions, &brokers))
+}
+
+/// The unfenced brokers, each with its rack (its Kubernetes cluster).
+pub async fn broker_racks(admin: &AdminClient) -> Result<BTreeMap<i32, String>, Error> {
+    let cluster = admin.describe_cluster(false).await?;
+    Ok(cluster
+        .brokers
+        .iter()
+        .filter(|b| !b.fenced)
+        .map(|b| (b.id, b.rack.clone().unwrap_or_default()))
+        .collect())
 }
 
 /// One partition as the roll check needs it: `(name, replication factor, ISR,

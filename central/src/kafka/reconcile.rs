@@ -42,6 +42,8 @@ const REFUSED_RECHECK: Duration = Duration::from_secs(30);
 /// A scale-down waiting for its brokers' replicas to move is checked against Kafka again this
 /// often: moving them changes nothing central watches.
 const BLOCKED_RECHECK: Duration = Duration::from_secs(30);
+/// Warning reason: partitions whose replicas all sit in one Kubernetes cluster.
+const REPLICAS_IN_ONE_CLUSTER: &str = "ReplicasInOneCluster";
 /// The warning of a scale-down refused while its brokers hold partition replicas.
 const SCALE_DOWN_BLOCKED: &str = "ScaleDownBlocked";
 /// How long the agent has to answer a restart.
@@ -597,6 +599,8 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let mut migrating = false;
     if is_ready {
         observe_quorum(&ctx, bootstrap.as_deref(), &mut kafka_status).await;
+        warnings
+            .extend(confined_partitions(&ctx, &kafka, bootstrap.as_deref(), &kafka_status).await);
         if wanted_quorum == kraft::QuorumMode::Dynamic {
             migrating = migrate_static_quorum(
                 &ctx,
@@ -698,6 +702,64 @@ fn announce_warnings(
             message.clone(),
         );
     }
+}
+
+/// A warning naming the partitions whose replicas all sit in one Kubernetes cluster; when
+/// Kafka cannot say, the last such warning stands.
+async fn confined_partitions(
+    ctx: &Context,
+    kafka: &Kafka,
+    bootstrap: Option<&str>,
+    kafka_status: &KafkaStatus,
+) -> Option<(String, String)> {
+    let found = async {
+        let bootstrap = bootstrap.ok_or_else(|| "no bootstrap address".to_owned())?;
+        let admin = ctx
+            .kafka
+            .client(bootstrap)
+            .await
+            .map_err(|e| e.to_string())?;
+        checks::confined_partitions(&admin)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let confined = match found.await {
+        Ok(confined) => confined,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot read where the partitions are");
+            return kafka_status
+                .conditions
+                .iter()
+                .find(|c| c.reason.as_deref() == Some(REPLICAS_IN_ONE_CLUSTER))
+                .map(|c| {
+                    (
+                        REPLICAS_IN_ONE_CLUSTER.to_owned(),
+                        c.message.clone().unwrap_or_default(),
+                    )
+                });
+        }
+    };
+    if confined.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 10;
+    let mut named: Vec<String> = confined
+        .iter()
+        .take(SHOWN)
+        .map(|c| format!("{} ({})", c.partition, c.cluster))
+        .collect();
+    if confined.len() > SHOWN {
+        named.push(format!("and {} more", confined.len() - SHOWN));
+    }
+    Some((
+        REPLICAS_IN_ONE_CLUSTER.to_owned(),
+        format!(
+            "{} partition(s) have every replica in one Kubernetes cluster and are lost with it: {}; spread them with `kstretch spread --kafka {}`",
+            confined.len(),
+            named.join(", "),
+            kafka.name_any()
+        ),
+    ))
 }
 
 /// Records the controller quorum as Kafka reports it; on failure the last record stands (the

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kstretch_api::condition::{self, Condition};
-use kstretch_api::operation::{KafkaOperationStatus, PlanSummary, phase};
+use kstretch_api::operation::{KafkaOperationStatus, PlanSummary, drains_in_effect, phase};
 use kstretch_api::{KafkaOperation, names};
 use kstretch_core::movement::throttle::throttle;
-use kstretch_core::movement::{self, Plan, restore};
+use kstretch_core::movement::{self, Plan, restore, spread};
 use kstretch_kadmin::AdminClient;
 use kube::api::ListParams;
 use kube::runtime::controller::Action;
@@ -163,7 +163,41 @@ async fn plan(
             left.extend(r.unrestorable);
             Ok(Ok((r.plan, left)))
         }
+        Intent::Spread { topics } => {
+            if let Some(refused) = drained_meanwhile(ctx, op).await? {
+                return Ok(Err(refused));
+            }
+            let chosen: Vec<_> = observed
+                .partitions
+                .iter()
+                .filter(|p| topics.is_empty() || topics.contains(&p.topic))
+                .cloned()
+                .collect();
+            let plan = spread::spread(&chosen, &observed.brokers);
+            let left = plan.unsafe_partitions.clone();
+            Ok(Ok((plan, left)))
+        }
     }
+}
+
+/// A spread while a drain of the same Kafka is in effect would put replicas back on the
+/// drained brokers: refused, naming the drain.
+async fn drained_meanwhile(ctx: &Context, op: &KafkaOperation) -> Result<Option<Refusal>, Error> {
+    let api: Api<KafkaOperation> =
+        Api::namespaced(ctx.client.clone(), &op.namespace().unwrap_or_default());
+    let kafka = op.labels().get(names::CLUSTER).cloned().unwrap_or_default();
+    let same_kafka = ListParams::default().labels(&format!("{}={kafka}", names::CLUSTER));
+    let ops = api.list(&same_kafka).await?.items;
+    Ok(drains_in_effect(&ops).first().map(|drain| {
+        let cluster = drain.spec.drain.as_ref().map(|d| d.cluster.clone()).unwrap_or_default();
+        refusal(
+            "DrainInEffect",
+            format!(
+                "cluster {cluster} is drained by operation {} and its brokers are meant to hold nothing; undrain it first (`kstretch undrain {cluster} --kafka {kafka}`), then spread",
+                drain.name_any()
+            ),
+        )
+    }))
 }
 
 /// A drain's plan: every replica off the brokers of `cluster` (those recorded when it started,

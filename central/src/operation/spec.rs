@@ -12,17 +12,27 @@ pub const DEFAULT_THROTTLE: u64 = 50 * 1024 * 1024;
 /// What the operation does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Intent {
-    Drain { cluster: String },
-    Undrain { drain: String },
+    Drain {
+        cluster: String,
+    },
+    Undrain {
+        drain: String,
+    },
+    /// Spread the partitions of `topics` (every topic when empty).
+    Spread {
+        topics: Vec<String>,
+    },
 }
 
 /// A spec that cannot be carried out as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Invalid {
-    #[error("the operation sets neither .spec.drain nor .spec.undrain; set exactly one")]
+    #[error(
+        "the operation sets none of .spec.drain, .spec.undrain and .spec.spread; set exactly one"
+    )]
     NoIntent,
-    #[error("the operation sets both .spec.drain and .spec.undrain; set exactly one")]
-    SeveralIntents,
+    #[error("the operation sets {0}; set exactly one of them")]
+    SeveralIntents(String),
     #[error("{field} is empty; name a {what}")]
     Empty {
         field: &'static str,
@@ -40,9 +50,23 @@ impl Invalid {
 
 /// The intent and throttle (bytes per second per broker) of `op`.
 pub fn read(op: &KafkaOperation) -> Result<(Intent, u64), Invalid> {
+    let set: Vec<&str> = [
+        (op.spec.drain.is_some(), ".spec.drain"),
+        (op.spec.undrain.is_some(), ".spec.undrain"),
+        (op.spec.spread.is_some(), ".spec.spread"),
+    ]
+    .into_iter()
+    .filter_map(|(is_set, field)| is_set.then_some(field))
+    .collect();
+    if set.len() > 1 {
+        return Err(Invalid::SeveralIntents(set.join(" and ")));
+    }
     let intent = match (&op.spec.drain, &op.spec.undrain) {
+        (None, None) if let Some(spread) = &op.spec.spread => Intent::Spread {
+            topics: spread.topics.clone(),
+        },
         (None, None) => return Err(Invalid::NoIntent),
-        (Some(_), Some(_)) => return Err(Invalid::SeveralIntents),
+        (Some(_), Some(_)) => return Err(Invalid::SeveralIntents(set.join(" and "))),
         (Some(d), None) if d.cluster.trim().is_empty() => {
             return Err(Invalid::Empty {
                 field: ".spec.drain.cluster",
@@ -108,7 +132,7 @@ pub fn decode(status: &KafkaOperationStatus) -> Result<Placement, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kstretch_api::operation::{Drain, KafkaOperationSpec, Undrain};
+    use kstretch_api::operation::{Drain, KafkaOperationSpec, Spread, Undrain};
 
     fn op(spec: KafkaOperationSpec) -> KafkaOperation {
         KafkaOperation::new("op", spec)
@@ -149,19 +173,40 @@ mod tests {
             }
         );
         assert_eq!(throttle, 1000);
+        let (intent, _) = read(&op(KafkaOperationSpec {
+            spread: Some(Spread {
+                topics: vec!["orders".into()],
+            }),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            intent,
+            Intent::Spread {
+                topics: vec!["orders".into()]
+            }
+        );
     }
 
     #[test]
     fn every_malformed_spec_is_refused_naming_the_field() {
         let cases = [
-            (KafkaOperationSpec::default(), "neither"),
+            (KafkaOperationSpec::default(), "none of"),
             (
                 KafkaOperationSpec {
                     drain: drain("beta"),
                     undrain: Some(Undrain { drain: "d".into() }),
                     ..Default::default()
                 },
-                "both",
+                ".spec.drain and .spec.undrain; set exactly one",
+            ),
+            (
+                KafkaOperationSpec {
+                    undrain: Some(Undrain { drain: "d".into() }),
+                    spread: Some(Spread::default()),
+                    ..Default::default()
+                },
+                ".spec.undrain and .spec.spread",
             ),
             (
                 KafkaOperationSpec {

@@ -26,13 +26,7 @@ pub fn name(topic: &str, partition: i32) -> String {
 /// Reads the partitions of every topic with their sizes and `min.insync.replicas`, and the
 /// brokers.
 pub async fn observe(admin: &AdminClient) -> Result<Observed, Error> {
-    let cluster = admin.describe_cluster(false).await?;
-    let brokers: BTreeMap<i32, String> = cluster
-        .brokers
-        .iter()
-        .filter(|b| !b.fenced)
-        .map(|b| (b.id, b.rack.clone().unwrap_or_default()))
-        .collect();
+    let brokers = crate::kafka::checks::broker_racks(admin).await?;
     let topics = admin.describe_topics(None).await?;
     let ids: Vec<i32> = brokers.keys().copied().collect();
     let sizes = admin.partition_sizes(&ids).await?;

@@ -1,5 +1,6 @@
 //! The partition movement planner: where every partition's replicas go when brokers leave (a
-//! pool moves to another Kubernetes cluster, a cluster is drained or forgotten), and in what
+//! pool moves to another Kubernetes cluster, a cluster is drained or forgotten) or when a
+//! partition should span more clusters ([`spread`]), and in what
 //! order the moves run. Each broker's Kubernetes cluster is its rack. The plan keeps every
 //! partition's replication factor, moves only partitions that have a replica on a leaving
 //! broker, puts new replicas in clusters the partition does not use yet (then on the brokers
@@ -8,6 +9,7 @@
 //! would lean on replicas that are not in sync). Pure.
 
 pub mod restore;
+pub mod spread;
 #[cfg(test)]
 mod tests;
 pub mod throttle;
@@ -40,6 +42,20 @@ pub struct Move {
     pub to: Vec<i32>,
     /// Bytes copied: one replica per broker added.
     pub bytes: u64,
+}
+
+impl Move {
+    /// `p` moving to `to`: one replica's bytes copied per broker added.
+    fn of(p: &Partition, to: Vec<i32>) -> Move {
+        let added = to.iter().filter(|b| !p.replicas.contains(b)).count() as u64;
+        Move {
+            topic: p.topic.clone(),
+            partition: p.partition,
+            from: p.replicas.clone(),
+            to,
+            bytes: p.size * added,
+        }
+    }
 }
 
 /// A partition whose leader leaves while another of its replicas stays: its replicas are
@@ -109,6 +125,19 @@ impl Plan {
     }
 }
 
+/// Bytes each of `brokers` holds in `partitions`.
+fn load(partitions: &[Partition], brokers: &BTreeMap<i32, String>) -> BTreeMap<i32, u64> {
+    let mut load: BTreeMap<i32, u64> = brokers.keys().map(|b| (*b, 0)).collect();
+    for p in partitions {
+        for r in &p.replicas {
+            if let Some(l) = load.get_mut(r) {
+                *l += p.size;
+            }
+        }
+    }
+    load
+}
+
 fn added_count(m: &Move) -> u64 {
     (m.to.iter().filter(|b| !m.from.contains(b)).count() as u64).max(1)
 }
@@ -145,14 +174,7 @@ pub fn plan(partitions: &[Partition], target: &BTreeMap<i32, String>) -> Result<
         return Err(PlanError::NoTarget);
     }
     // Bytes each target broker holds, updated as replicas are placed.
-    let mut load: BTreeMap<i32, u64> = target.keys().map(|b| (*b, 0)).collect();
-    for p in partitions {
-        for r in &p.replicas {
-            if let Some(l) = load.get_mut(r) {
-                *l += p.size;
-            }
-        }
-    }
+    let mut load = load(partitions, target);
     let mut sorted: Vec<&Partition> = partitions.iter().collect();
     // The largest first: they have the most to gain from the least-loaded brokers.
     sorted.sort_by(|a, b| (b.size, &a.topic, a.partition).cmp(&(a.size, &b.topic, b.partition)));
@@ -223,14 +245,7 @@ pub fn plan(partitions: &[Partition], target: &BTreeMap<i32, String>) -> Result<
                 *l += p.size;
             }
         }
-        let added = to.iter().filter(|b| !p.replicas.contains(b)).count() as u64;
-        plan.moves.push(Move {
-            topic: p.topic.clone(),
-            partition: p.partition,
-            from: p.replicas.clone(),
-            to,
-            bytes: p.size * added,
-        });
+        plan.moves.push(Move::of(p, to));
     }
     let by_name = |t: &String, p: &i32| (t.clone(), *p);
     plan.moves.sort_by_key(|m| by_name(&m.topic, &m.partition));

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 
-fn partition(topic: &str, id: i32, replicas: &[i32], size: u64) -> Partition {
+pub(super) fn partition(topic: &str, id: i32, replicas: &[i32], size: u64) -> Partition {
     Partition {
         topic: topic.to_owned(),
         partition: id,
