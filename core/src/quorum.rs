@@ -48,8 +48,8 @@ pub fn majority(voters: usize) -> usize {
 /// without ever leaving fewer live voters than a majority of the new voter set:
 ///
 /// 1. A voter whose node now runs on another metadata directory (its disk was replaced, it
-///    formatted again) is removed first: the old directory can never vote again, and Kafka
-///    refuses a second voter with the same ID.
+///    formatted again) is removed first, once it has stopped fetching: the old directory can
+///    never vote again, and Kafka refuses a second voter with the same ID.
 /// 2. Desired controllers that are caught-up observers are added, lowest ID first, before any
 ///    voter is removed, so a move keeps its fault tolerance throughout.
 /// 3. Voters that are not desired are removed, the leader last.
@@ -59,14 +59,20 @@ pub fn next_change(desired: &BTreeSet<i32>, quorum: &Quorum) -> Change {
 
     if let Some(stale) = quorum.voters.iter().find(|v| {
         desired.contains(&v.id)
-            && !v.live
             && quorum
                 .observers
                 .iter()
                 .any(|o| o.id == v.id && o.directory != v.directory)
     }) {
         let left = quorum.voters.len() - 1;
-        return if left > 0 && live_voters >= majority(left) {
+        return if stale.live {
+            // Its last fetches are recent: the old process may only just have stopped. The
+            // quorum is not settled, so the caller asks again soon.
+            Change::Wait(format!(
+                "controller {} runs on a new metadata directory; its old one is removed from the voters once it no longer fetches",
+                stale.id
+            ))
+        } else if left > 0 && live_voters >= majority(left) {
             Change::Remove(*stale)
         } else {
             Change::Wait(format!(
@@ -197,6 +203,15 @@ mod tests {
             next_change(&ids(&[0, 1, 2]), &q),
             Change::Remove(m(2, 12, false))
         );
+        // Restarted quickly: the old directory's last fetch is still recent. Not settled (the
+        // caller must look again), not removed yet.
+        let q = quorum(
+            &[m(0, 10, true), m(1, 11, true), m(2, 12, true)],
+            &[m(2, 99, true)],
+        );
+        assert!(
+            matches!(next_change(&ids(&[0, 1, 2]), &q), Change::Wait(w) if w.contains("new metadata directory"))
+        );
         let q = quorum(&[m(0, 10, true), m(1, 11, true)], &[m(2, 99, true)]);
         assert_eq!(
             next_change(&ids(&[0, 1, 2]), &q),
@@ -263,6 +278,11 @@ mod tests {
                 Change::Settled => {
                     let voters: BTreeSet<i32> = q.voters.iter().map(|v| v.id).collect();
                     prop_assert_eq!(voters, desired);
+                    // No voter is waiting to be replaced by its own node's new directory.
+                    prop_assert!(!q.voters.iter().any(|v| q
+                        .observers
+                        .iter()
+                        .any(|o| o.id == v.id && o.directory != v.directory)));
                 }
                 Change::Wait(why) => prop_assert!(!why.is_empty()),
             }
