@@ -40,7 +40,7 @@ step clippy cargo clippy --workspace --all-targets --all-features -- -D warnings
 step unit cargo test --workspace
 step build cargo build --workspace --bins
 step images bash -c "scripts/build-images.sh --profile debug && scripts/check-images.sh"
-step e2e cargo test -p kstretch-tests --features e2e
+step e2e scripts/e2e.sh
 step charts scripts/check-charts.sh
 # Last, because it restarts the environment: a crash is recovered and teardown is complete.
 step env-recovery tests/env/recovery-check.sh

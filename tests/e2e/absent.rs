@@ -171,7 +171,9 @@ async fn stretch_and_check_scope(stretch: &mut Stretch) {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    // A deletion would follow the snapshot's apply at once; this covers several of the
+    // agents' status rounds (2 s) and Kubernetes' garbage collection of dependents.
+    tokio::time::sleep(Duration::from_secs(20)).await;
     assert_eq!(
         both(stretch, "my-cluster").await,
         before,
