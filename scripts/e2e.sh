@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # scripts/e2e.sh — owns: running the end-to-end test binaries (what `make test`'s e2e step
-# does), in three phases:
-#   1. alone: the binaries that change what every test relies on (`absent` deletes and
-#      reinstalls the CRDs, which deletes every Kafka in the cluster);
+# does), in two phases:
+#   1. the binaries that change what every test in the clusters relies on (`absent` deletes
+#      and reinstalls the CRDs, which deletes every Kafka in the cluster), with the ones that
+#      do not use the clusters at all (`kraft_boot` boots Kafka on this machine) beside them;
 #   2. the real-pod tests (`running`), which mostly wait for JVMs in pods, in the background,
-#      while the light binaries (kwok pods, central and agents as processes) run one by one;
-#   3. after them, the binaries that boot private Kafka clusters on this machine (JVM-heavy).
+#      while the light binaries (kwok pods, central and agents as processes) run one by one,
+#      and then the one that boots a Kafka cluster on this machine against the clusters.
 # Arguments go to every test binary (e.g. a test name filter). Every binary runs even when one
 # fails; the failures are listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 readonly ALONE=(absent)
+readonly BESIDE_ALONE=(kraft_boot)
 readonly BACKGROUND=running
-readonly HEAVY=(kraft_boot kafka_nodes)
+readonly HEAVY=(kafka_nodes)
 
 declare -A exe
 while read -r name path; do
@@ -26,7 +28,7 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
         print(m["target"]["name"], m["executable"])
 ')
-for name in "${ALONE[@]}" "$BACKGROUND" "${HEAVY[@]}"; do
+for name in "${ALONE[@]}" "${BESIDE_ALONE[@]}" "$BACKGROUND" "${HEAVY[@]}"; do
   [[ -n ${exe[$name]:-} ]] || { echo "e2e: no test binary named $name" >&2; exit 1; }
 done
 
@@ -44,28 +46,39 @@ run() {
   fi
 }
 special() {
-  [[ $1 == "$BACKGROUND" || " ${ALONE[*]} ${HEAVY[*]} " == *" $1 "* ]]
+  [[ $1 == "$BACKGROUND" || " ${ALONE[*]} ${BESIDE_ALONE[*]} ${HEAVY[*]} " == *" $1 "* ]]
 }
 
+# Runs the binaries $2... in the background, their output kept for the end; the caller waits
+# for the pid in $background and calls collect.
+log=$(mktemp -t kstretch-e2e-background.XXXXXX)
+in_background() {
+  (failed=(); for name in "$@"; do run "$name" "${args[@]}"; done >"$log" 2>&1; echo "${failed[*]}" >"$log.failed") &
+  background=$!
+}
+collect() {
+  wait "$background" || true
+  cat "$log"
+  read -r -a background_failed <"$log.failed" || true
+  failed+=("${background_failed[@]}")
+}
+args=("$@")
+
+in_background "${BESIDE_ALONE[@]}"
 for name in "${ALONE[@]}"; do
   run "$name" "$@"
 done
+collect
 
-log=$(mktemp -t kstretch-e2e-running.XXXXXX)
-(failed=(); run "$BACKGROUND" "$@" >"$log" 2>&1; echo "${failed[*]}" >"$log.failed") &
-background=$!
+in_background "$BACKGROUND"
 for name in $(printf '%s\n' "${!exe[@]}" | sort); do
   special "$name" || run "$name" "$@"
 done
-wait "$background" || true
-cat "$log"
-read -r -a background_failed <"$log.failed" || true
-failed+=("${background_failed[@]}")
-rm -f "$log" "$log.failed"
-
 for name in "${HEAVY[@]}"; do
   run "$name" "$@"
 done
+collect
+rm -f "$log" "$log.failed"
 
 if ((${#failed[@]})); then
   echo "e2e: FAILED: ${failed[*]}"

@@ -124,6 +124,11 @@ pub struct KafkaNodePoolStatus {
     /// nodes and their data are (kstretch's addition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_alias: Option<String>,
+    /// While the pool moves to another Kubernetes cluster (its alias annotation was changed):
+    /// the nodes still running where it was, listed in `nodeIds` too. Each stops once its
+    /// partitions have moved and it has left the controller quorum (kstretch's addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaving: Option<LeavingNodes>,
     /// KRaft roles the nodes currently have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<ProcessRole>,
@@ -133,4 +138,13 @@ pub struct KafkaNodePoolStatus {
     /// Label selector of the pool's pods (scale subresource).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<String>,
+}
+
+/// Nodes of a pool that still run in the Kubernetes cluster the pool is moving away from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeavingNodes {
+    /// The stretch alias of the cluster they run in.
+    pub cluster_alias: String,
+    pub node_ids: Vec<i32>,
 }

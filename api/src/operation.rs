@@ -100,12 +100,17 @@ pub mod phase {
     }
 }
 
-/// Drain one member cluster.
+/// Drain one member cluster, or chosen brokers (exactly one of the two).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Drain {
     /// The alias of the Kubernetes cluster to drain (`strimzi.io/stretch-cluster-alias`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cluster: String,
+    /// The node IDs of the brokers to drain (central drains the nodes a moving pool leaves
+    /// behind so).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_ids: Vec<i32>,
 }
 
 /// Undo a drain.
@@ -137,8 +142,10 @@ pub fn drains_in_effect(ops: &[KafkaOperation]) -> Vec<&KafkaOperation> {
         .filter(|o| completed(o))
         .filter_map(|o| o.spec.undrain.as_ref().map(|u| u.drain.as_str()))
         .collect();
+    // A drain of chosen brokers (a pool move's) is not a cluster meant to stay empty.
     ops.iter()
-        .filter(|o| o.spec.drain.is_some() && completed(o))
+        .filter(|o| o.spec.drain.as_ref().is_some_and(|d| !d.cluster.is_empty()))
+        .filter(|o| completed(o))
         .filter(|o| !undone.contains(&o.name_any().as_str()))
         .filter(|o| o.status.as_ref().is_some_and(|s| !s.placement.is_empty()))
         .collect()

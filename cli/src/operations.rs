@@ -127,6 +127,7 @@ pub async fn drain(args: &DrainArgs) -> Result<String, CliError> {
     let spec = KafkaOperationSpec {
         drain: Some(Drain {
             cluster: args.cluster.clone(),
+            ..Default::default()
         }),
         ..Default::default()
     };
@@ -235,6 +236,7 @@ pub async fn list(args: &ListArgs) -> Result<String, CliError> {
 
 fn what(op: &KafkaOperation) -> String {
     match (&op.spec.drain, &op.spec.undrain) {
+        (Some(d), _) if d.cluster.is_empty() => format!("drain brokers {:?}", d.node_ids),
         (Some(d), _) => format!("drain {}", d.cluster),
         (_, Some(u)) => format!("undrain ({})", u.drain),
         _ if op.spec.spread.is_some() => "spread".to_owned(),

@@ -16,6 +16,9 @@ pub struct Member {
     /// For a voter: the leader, or a follower that fetched recently. For an observer: it
     /// fetched recently and has caught up with the leader, so adding it cannot stall commits.
     pub live: bool,
+    /// It fetched recently (for a voter, the same as `live`). Kafka keeps listing a removed
+    /// voter as an observer for minutes after its process is gone; this tells them apart.
+    pub fetching: bool,
 }
 
 /// The quorum as its leader sees it.
@@ -62,7 +65,7 @@ pub fn next_change(desired: &BTreeSet<i32>, quorum: &Quorum) -> Change {
             && quorum
                 .observers
                 .iter()
-                .any(|o| o.id == v.id && o.directory != v.directory)
+                .any(|o| o.id == v.id && o.directory != v.directory && o.fetching)
     }) {
         let left = quorum.voters.len() - 1;
         return if stale.live {
@@ -154,6 +157,7 @@ mod tests {
             id,
             directory,
             live,
+            fetching: live,
         }
     }
 
@@ -217,6 +221,13 @@ mod tests {
             next_change(&ids(&[0, 1, 2]), &q),
             Change::Add(m(2, 99, true))
         );
+        // Done: Kafka lists the removed directory as an observer for a while, but nothing
+        // fetches as it: settled.
+        let q = quorum(
+            &[m(0, 10, true), m(1, 11, true), m(2, 99, true)],
+            &[m(2, 12, false)],
+        );
+        assert_eq!(next_change(&ids(&[0, 1, 2]), &q), Change::Settled);
     }
 
     #[test]
@@ -282,7 +293,7 @@ mod tests {
                     prop_assert!(!q.voters.iter().any(|v| q
                         .observers
                         .iter()
-                        .any(|o| o.id == v.id && o.directory != v.directory)));
+                        .any(|o| o.id == v.id && o.directory != v.directory && o.fetching)));
                 }
                 Change::Wait(why) => prop_assert!(!why.is_empty()),
             }

@@ -726,7 +726,7 @@ async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
 
 /// Central restarted while a `Kafka` is invalid: its pods are kept (central does not know
 /// what it wants, so nothing is deleted), while other clusters are served; a pool pointed at
-/// another cluster while its nodes run is refused and nothing moves; deleting the `Kafka`
+/// another cluster starts moving there, keeping its old nodes; deleting the `Kafka`
 /// removes its pods and services but keeps claims without `deleteClaim`.
 #[tokio::test]
 async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_cleans_up() {
@@ -768,8 +768,10 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
     wait_kafka(&stretch, "ready again", is_deployed).await;
     assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);
 
-    // Pointing a pool that runs nodes at another cluster would stop them with their data and
-    // start empty ones there: refused, naming the way that keeps the data, and nothing moves.
+    // Pointing a pool that runs nodes at another cluster moves it: new nodes (new IDs) start
+    // there, and the old ones keep running with their data until their partitions have moved
+    // and they left the quorum. No Kafka runs on kwok's pods, so that cannot be checked: they
+    // stay. Pointing it back swaps the roles; no old pod is touched either way.
     let dual = wait_pool(&stretch, "dual", "its cluster recorded", |p| {
         p.status.as_ref().and_then(|s| s.cluster_alias.as_deref()) == Some(ALPHA)
     })
@@ -784,32 +786,42 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
         )
         .await
         .unwrap();
-    let k = wait_kafka(&stretch, "PoolClusterChanged", |k| {
-        ready_reason(k).as_deref() == Some("PoolClusterChanged")
+    let leaving = |p: &KafkaNodePool| {
+        p.status.as_ref().and_then(|s| {
+            let l = s.leaving.as_ref()?;
+            Some((
+                s.cluster_alias.clone()?,
+                l.cluster_alias.clone(),
+                l.node_ids.clone(),
+            ))
+        })
+    };
+    let moving = wait_pool(&stretch, "dual", "the move to start", |p| {
+        leaving(p) == Some((BETA.to_owned(), ALPHA.to_owned(), vec![0, 1]))
     })
     .await;
-    let message = condition(&kafka_conditions(&k), "Ready")
-        .and_then(|c| c.message.clone())
-        .unwrap_or_default();
+    assert_eq!(node_ids(&moving), [0, 1, 2, 3]);
+    let k = wait_kafka(&stretch, "the move shown", |k| {
+        warning(k, "PoolMoving").is_some()
+    })
+    .await;
+    let message = warning(&k, "PoolMoving").unwrap();
     assert!(
-        message.contains("runs nodes [0, 1] in Kubernetes cluster alpha")
-            && message.contains("set it back to alpha"),
+        message.contains(
+            "moves from Kubernetes cluster alpha to beta: nodes {0, 1} in alpha stop once"
+        ),
         "{message}"
     );
-    wait_pool(&stretch, "dual", "the refusal on the pool too", |p| {
-        p.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.reason.as_deref() == Some("PoolClusterChanged"))
-        })
+    wait_for("the new nodes' pods in beta", TIMEOUT, || async {
+        let pods = pod_names(&stretch, BETA).await;
+        if pods.contains("my-cluster-dual-2") && pods.contains("my-cluster-dual-3") {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("{pods:?}"))
+        }
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);
-    assert!(
-        pod_names(&stretch, BETA).await.is_empty(),
-        "nothing started in beta"
-    );
     pools
         .patch(
             "dual",
@@ -818,10 +830,11 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
         )
         .await
         .unwrap();
-    wait_kafka(
+    wait_pool(
         &stretch,
-        "ready once the pool names its cluster again",
-        is_deployed,
+        "dual",
+        "the move undone: beta's nodes leaving",
+        |p| leaving(p) == Some((ALPHA.to_owned(), BETA.to_owned(), vec![2, 3])),
     )
     .await;
     assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);

@@ -23,7 +23,7 @@ use kstretch_tests::kafka::{
     broker_ids, consume, create_topic, kafka_tool, kraft_version_by_kafkas_tool, produce,
     quorum_by_kafkas_tool, registered_by_kafkas_tool, run_kafka_tool,
 };
-use kstretch_tests::load::{Load, missing};
+use kstretch_tests::load::{Load, Reader, missing};
 use kstretch_tests::ready::kafka_ready as is_ready;
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
@@ -138,7 +138,9 @@ async fn running_pods(stretch: &Stretch, alias: &str, count: usize) -> Vec<Pod> 
 }
 
 /// `example` becomes Ready on real pods in both clusters, its brokers answer Kafka's clients,
-/// and records produced through alpha's brokers are consumed through beta's.
+/// and records produced through alpha's brokers are consumed through beta's; then its quorum
+/// replaces a controller that lost its disk, a controller pool joins and leaves it, and pools
+/// move between the clusters under load.
 #[tokio::test]
 async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_clusters() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -156,6 +158,7 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
     racks_are_clusters(&k).await;
     the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_replaced(&stretch, &k).await;
     a_controller_pool_joins_and_leaves_the_quorum_restarting_nobody(&stretch, &k).await;
+    pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(&stretch, &k).await;
     stretch.finish().await;
 }
 
@@ -533,6 +536,21 @@ async fn pod_states(stretch: &Stretch) -> BTreeMap<String, (String, i32, bool)> 
     out
 }
 
+/// Creates `name` with the replicas of each partition as `replicas` lists them.
+async fn placed_topic(bootstrap: &str, name: &str, replicas: &[&[i32]]) {
+    let topic = rdkafka::admin::NewTopic::new(
+        name,
+        replicas.len() as i32,
+        rdkafka::admin::TopicReplication::Variable(replicas),
+    );
+    let admin = kstretch_tests::kafka::admin(bootstrap);
+    let created = admin
+        .create_topics([&topic], &rdkafka::admin::AdminOptions::new())
+        .await
+        .unwrap();
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+}
+
 /// Waits until every partition of `topic` has all three replicas in its ISR.
 async fn full_isr(bootstrap: &str, topic: &str) {
     wait_for(
@@ -578,8 +596,8 @@ async fn wait_for_acks(load: &Load, more_than: usize) {
     .await
 }
 
-/// Stops the producer and checks every send succeeded and every acknowledged key is there.
-async fn no_loss(load: Load, bootstrap: &str, topic: &str) {
+/// Stops the producer and checks that every send succeeded.
+async fn all_sent(load: Load) -> kstretch_tests::load::Sent {
     let sent = load.stop().await;
     assert!(
         sent.failed.is_empty(),
@@ -587,6 +605,12 @@ async fn no_loss(load: Load, bootstrap: &str, topic: &str) {
         sent.failed.len(),
         &sent.failed[..sent.failed.len().min(5)]
     );
+    sent
+}
+
+/// Stops the producer and checks every send succeeded and every acknowledged key is there.
+async fn no_loss(load: Load, bootstrap: &str, topic: &str) {
+    let sent = all_sent(load).await;
     let lost = missing(bootstrap, topic, 3, &sent, Duration::from_secs(90)).await;
     assert!(
         lost.is_empty(),
@@ -849,18 +873,7 @@ async fn beta_is_drained_and_undrained_and_a_scale_down_waits_until_the_replicas
     assert_eq!(brokers.len(), 4, "{brokers:?}");
     let others: Vec<i32> = brokers.into_iter().filter(|n| *n != id).collect();
     let with_it = [id, others[0], others[1]];
-    let assignment: [&[i32]; 2] = [&with_it, &others];
-    let topic = rdkafka::admin::NewTopic::new(
-        "moving",
-        2,
-        rdkafka::admin::TopicReplication::Variable(&assignment),
-    );
-    let admin = kstretch_tests::kafka::admin(&bootstrap);
-    let created = admin
-        .create_topics([&topic], &rdkafka::admin::AdminOptions::new())
-        .await
-        .unwrap();
-    assert!(created.iter().all(Result::is_ok), "{created:?}");
+    placed_topic(&bootstrap, "moving", &[&with_it, &others]).await;
     full_isr(&bootstrap, "moving").await;
 
     pools
@@ -961,6 +974,239 @@ async fn beta_is_drained_and_undrained_and_a_scale_down_waits_until_the_replicas
     assert!(warning(&k, "ScaleDownBlocked").is_none());
     assert!(!k.status.unwrap().registered_node_ids.contains(&id));
     stretch.finish().await;
+}
+
+/// A broker pool moves from alpha to beta and back, then beta's combined pool (a controller of
+/// the quorum) to alpha and back, each time by changing its
+/// `strimzi.io/stretch-cluster-alias`, under an idempotent producer (`acks=all`) and a consumer
+/// group member reading the whole time: new nodes with new IDs start where the pool now
+/// belongs, central drains the leaving brokers with a `KafkaOperation` of its own, and each
+/// leaving node stops (and is unregistered) once it holds no replica. No send fails, the
+/// consumer sees every acknowledged record exactly once, and the longest produce stall is
+/// printed.
+/// (Part of the stretched Kafka's test: each new Kafka costs minutes on two cores.)
+async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
+    stretch: &Stretch,
+    k: &Kafka,
+) {
+    let mut moving = pool("m", 1, ALPHA, json!({"type": "ephemeral"}));
+    moving["spec"]["roles"] = json!(["broker"]);
+    stretch.apply(moving).await;
+    let bootstrap = all_brokers(k);
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    let first = stretch
+        .wait_in_alpha("m", "pool m's node", START_TIMEOUT, |p: &KafkaNodePool| {
+            p.status.as_ref().is_some_and(|s| s.node_ids.len() == 1)
+        })
+        .await
+        .status
+        .unwrap()
+        .node_ids;
+    wait_for("pool m's broker to register", START_TIMEOUT, || async {
+        match broker_ids(&bootstrap) {
+            Ok(brokers) if brokers.contains(&first[0]) => Seen::Done(()),
+            other => Seen::NotYet(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    // Every partition has a replica on the pool's broker, one of them its leader.
+    let m = first[0];
+    placed_topic(&bootstrap, "moved", &[&[m, 0, 2], &[1, m, 2], &[2, 1, m]]).await;
+    full_isr(&bootstrap, "moved").await;
+    let load = Load::start(&bootstrap, "moved", Duration::from_millis(20));
+    let reader = Reader::start(&bootstrap, "moved", "move-readers");
+    wait_for_acks(&load, 50).await;
+
+    let in_beta = pool_moved(stretch, &bootstrap, "m", &first, BETA).await;
+    // The drain put the replicas wherever they fit best; a topic on the new brokers gives the
+    // way back something to move.
+    let n = in_beta[0];
+    placed_topic(&bootstrap, "back", &[&[n, 0, 2], &[1, n, 2]]).await;
+    full_isr(&bootstrap, "back").await;
+    let records: Vec<(String, String)> = (0..100)
+        .map(|i| (format!("k{i:03}"), format!("v{i}")))
+        .collect();
+    produce(&bootstrap, "back", &records).await;
+    pool_moved(stretch, &bootstrap, "m", &in_beta, ALPHA).await;
+    // Then the pool of beta's controller (a combined node, a voter): the new node in alpha
+    // joins the voters before the old one leaves them, and back.
+    let b = pools.get("b").await.unwrap().status.unwrap().node_ids;
+    let in_alpha = pool_moved(stretch, &bootstrap, "b", &b, ALPHA).await;
+    pool_moved(stretch, &bootstrap, "b", &in_alpha, BETA).await;
+    let (all, topic) = (bootstrap.clone(), "back");
+    let read =
+        tokio::task::spawn_blocking(move || consume(&all, topic, 2, 100, Duration::from_secs(60)))
+            .await
+            .unwrap();
+    assert_eq!(
+        read.len(),
+        100,
+        "what the pool's brokers held in beta is served from alpha"
+    );
+
+    let sent = all_sent(load).await;
+    let (lost, twice) = reader.finish(&sent, Duration::from_secs(90)).await;
+    assert!(
+        lost.is_empty() && twice.is_empty(),
+        "of {} acknowledged records the consumer group missed {} (e.g. {:?}) and saw {} twice (e.g. {:?})",
+        sent.acked.len(),
+        lost.len(),
+        &lost[..lost.len().min(5)],
+        twice.len(),
+        &twice[..twice.len().min(5)]
+    );
+    // Straight to standard error, past the test harness's capture: the figure is wanted in
+    // every run's output.
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "pool moves (broker pool alpha → beta → alpha, controller pool beta → alpha → beta): {} records acknowledged, none lost or duplicated; longest produce stall {:?}",
+        sent.acked.len(),
+        sent.longest_wait
+    );
+}
+
+/// Points pool `name` (whose nodes are `from_ids`) at cluster `to` and waits until the move
+/// is done: new nodes there (voters, for a controller pool, as Kafka's tool lists them), a
+/// drain of the old brokers completed if they held replicas, the old nodes stopped and
+/// unregistered. Returns the pool's new node IDs.
+async fn pool_moved(
+    stretch: &Stretch,
+    bootstrap: &str,
+    name: &str,
+    from_ids: &[i32],
+    to: &str,
+) -> Vec<i32> {
+    let held = kstretch_tests::kafka::placement(bootstrap).unwrap();
+    let holds = held
+        .values()
+        .any(|(replicas, _)| replicas.iter().any(|r| from_ids.contains(r)));
+    let started_at = std::time::Instant::now();
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    let controllers = pools
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .roles
+        .contains(&kstretch_api::ProcessRole::Controller);
+    let alias = if to == ALPHA { Value::Null } else { json!(to) };
+    pools
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": alias}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let started = stretch
+        .wait_in_alpha(
+            name,
+            "the move to start",
+            START_TIMEOUT,
+            |p: &KafkaNodePool| {
+                p.status.as_ref().is_some_and(|s| {
+                    s.cluster_alias.as_deref() == Some(to)
+                        && s.leaving.as_ref().is_some_and(|l| l.node_ids == from_ids)
+                })
+            },
+        )
+        .await;
+    let status = started.status.unwrap();
+    let new: Vec<i32> = status
+        .node_ids
+        .iter()
+        .filter(|id| !from_ids.contains(id))
+        .copied()
+        .collect();
+    assert_eq!(new.len(), from_ids.len(), "{status:?}");
+    let ops: Api<KafkaOperation> = stretch.api(ALPHA);
+    let ids: Vec<String> = from_ids.iter().map(i32::to_string).collect();
+    let drain = format!("live-{name}-move-{}", ids.join("-"));
+    wait_for(
+        &format!("drain {drain} to complete"),
+        START_TIMEOUT,
+        || async {
+            if !holds {
+                return Seen::Done(());
+            }
+            match ops.get_opt(&drain).await.unwrap() {
+                Some(op)
+                    if op.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Completed") =>
+                {
+                    Seen::Done(())
+                }
+                other => Seen::NotYet(format!("{:?}", other.map(|o| o.status))),
+            }
+        },
+    )
+    .await;
+    let done = stretch
+        .wait_in_alpha(
+            name,
+            "the leaving nodes to go",
+            START_TIMEOUT,
+            |p: &KafkaNodePool| {
+                p.status
+                    .as_ref()
+                    .is_some_and(|s| s.leaving.is_none() && s.node_ids == new)
+            },
+        )
+        .await;
+    assert_eq!(done.status.unwrap().node_ids, new);
+    wait_for(
+        "the old brokers unregistered and their pods gone",
+        START_TIMEOUT,
+        || async {
+            let registered = registered_by_kafkas_tool(bootstrap);
+            let pods = pod_states(stretch).await;
+            let old_pods: Vec<String> = from_ids
+                .iter()
+                .map(|id| format!("live-{name}-{id}"))
+                .collect();
+            let left: Vec<&String> = old_pods.iter().filter(|p| pods.contains_key(*p)).collect();
+            if from_ids.iter().any(|id| registered.contains(id)) || !left.is_empty() {
+                Seen::NotYet(format!("registered {registered:?}, old pods left {left:?}"))
+            } else {
+                Seen::Done(())
+            }
+        },
+    )
+    .await;
+    let there: Api<Pod> = stretch.api(to);
+    for id in &new {
+        let pod = there.get(&format!("live-{name}-{id}")).await.unwrap();
+        assert!(pod_ready(&pod), "live-{name}-{id} runs in {to}");
+    }
+    if controllers {
+        let voters: BTreeSet<i32> = quorum_by_kafkas_tool(bootstrap)
+            .into_iter()
+            .filter(|(_, _, status)| status == "Leader" || status == "Follower")
+            .map(|(id, _, _)| id)
+            .collect();
+        assert!(
+            new.iter().all(|id| voters.contains(id))
+                && from_ids.iter().all(|id| !voters.contains(id)),
+            "the voters are the new controllers, not the old: {voters:?}"
+        );
+    }
+    let placement = kstretch_tests::kafka::placement(bootstrap).unwrap();
+    assert!(
+        placement
+            .values()
+            .all(|(replicas, _)| replicas.iter().all(|r| !from_ids.contains(r))),
+        "no replica left on {from_ids:?}: {placement:?}"
+    );
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "pool {name} moved to {to} (nodes {from_ids:?} → {new:?}) in {:.0} s",
+        started_at.elapsed().as_secs_f64()
+    );
+    new
 }
 
 /// Runs `kstretch` with the central cluster's kubeconfig and the test's namespace, off the
@@ -1139,18 +1385,12 @@ async fn drained_and_undrained(stretch: &mut Stretch, k: &Kafka) {
 async fn spread_across_clusters(stretch: &Stretch, bootstrap: &str, beta: i32) {
     let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
     let alpha = pools.get("a").await.unwrap().status.unwrap().node_ids;
-    let assignment: [&[i32]; 2] = [&[alpha[0], alpha[1]], &[alpha[1], alpha[0]]];
-    let topic = rdkafka::admin::NewTopic::new(
+    placed_topic(
+        bootstrap,
         "confined",
-        2,
-        rdkafka::admin::TopicReplication::Variable(&assignment),
-    );
-    let admin = kstretch_tests::kafka::admin(bootstrap);
-    let created = admin
-        .create_topics([&topic], &rdkafka::admin::AdminOptions::new())
-        .await
-        .unwrap();
-    assert!(created.iter().all(Result::is_ok), "{created:?}");
+        &[&[alpha[0], alpha[1]], &[alpha[1], alpha[0]]],
+    )
+    .await;
     let records: Vec<(String, String)> = (0..200)
         .map(|i| (format!("k{i}"), format!("v{i}")))
         .collect();

@@ -1,5 +1,6 @@
 //! Data safety measured: a steady idempotent producer with `acks=all` that keeps every key Kafka
-//! acknowledged (and every send that failed), and the check that a consumer reading afterwards
+//! acknowledged (and every send that failed, and the longest wait for an acknowledgement), a
+//! consumer group member reading all along, and the check that a consumer reading afterwards
 //! finds each acknowledged key.
 
 use std::collections::BTreeSet;
@@ -18,6 +19,8 @@ pub struct Sent {
     pub acked: BTreeSet<String>,
     /// `key: error` of every send Kafka did not acknowledge.
     pub failed: Vec<String>,
+    /// The longest time a send waited for its acknowledgement (the longest produce stall).
+    pub longest_wait: Duration,
 }
 
 /// A producer sending one record every `interval` until stopped.
@@ -83,13 +86,15 @@ async fn run(
                 let producer = producer.clone();
                 let topic = topic.clone();
                 pending.push(async move {
+                    let sent_at = std::time::Instant::now();
                     let record = FutureRecord::to(&topic).key(&key).payload(&key);
                     let result = producer.send(record, Duration::from_secs(0)).await;
-                    (key, result.map(|_| ()).map_err(|(e, _)| e.to_string()))
+                    (key, sent_at.elapsed(), result.map(|_| ()).map_err(|(e, _)| e.to_string()))
                 });
             }
-            Some((key, result)) = pending.next(), if !pending.is_empty() => match result {
+            Some((key, waited, result)) = pending.next(), if !pending.is_empty() => match result {
                 Ok(()) => {
+                    sent.longest_wait = sent.longest_wait.max(waited);
                     sent.acked.insert(key);
                     acked.fetch_add(1, Ordering::Relaxed);
                 }
@@ -118,4 +123,70 @@ pub async fn missing(
     .expect("the consumer panicked");
     let found: BTreeSet<String> = read.into_iter().map(|(key, _)| key).collect();
     sent.acked.difference(&found).cloned().collect()
+}
+
+/// A consumer group member reading `topic` from the beginning the whole time, as an
+/// application would, committing as it goes.
+#[derive(Debug)]
+pub struct Reader {
+    stop: Arc<AtomicBool>,
+    keys: Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Reader {
+    pub fn start(bootstrap: &str, topic: &str, group: &str) -> Reader {
+        use rdkafka::consumer::{Consumer, StreamConsumer};
+        use rdkafka::message::Message;
+        let consumer: StreamConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", group)
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "true")
+            .create()
+            .unwrap_or_else(|e| panic!("cannot create a consumer for {bootstrap}: {e}"));
+        consumer
+            .subscribe(&[topic])
+            .unwrap_or_else(|e| panic!("cannot subscribe to {topic}: {e}"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let keys = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (stopping, read) = (stop.clone(), keys.clone());
+        let task = tokio::spawn(async move {
+            while !stopping.load(Ordering::Relaxed) {
+                match tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await {
+                    Ok(Ok(message)) => read.lock().unwrap().push(
+                        String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
+                    ),
+                    Ok(Err(e)) => eprintln!("the group consumer: {e}"),
+                    Err(_) => {}
+                }
+            }
+        });
+        Reader { stop, keys, task }
+    }
+
+    /// Reads on until it has seen every key of `sent.acked` (or `timeout` passes), then stops
+    /// and returns the acknowledged keys it never saw and the keys it saw more than once.
+    pub async fn finish(self, sent: &Sent, timeout: Duration) -> (Vec<String>, Vec<String>) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let missing = |keys: &[String]| -> Vec<String> {
+            let seen: BTreeSet<&String> = keys.iter().collect();
+            sent.acked
+                .iter()
+                .filter(|k| !seen.contains(k))
+                .cloned()
+                .collect()
+        };
+        while tokio::time::Instant::now() < deadline
+            && !missing(&self.keys.lock().unwrap()).is_empty()
+        {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.expect("the group consumer panicked");
+        let keys = self.keys.lock().unwrap().clone();
+        let mut seen = BTreeSet::new();
+        let twice = keys.iter().filter(|k| !seen.insert(*k)).cloned().collect();
+        (missing(&keys), twice)
+    }
 }

@@ -110,7 +110,7 @@ pub fn cluster_model(
                     id,
                     pool: pool.name.clone(),
                     roles: pool.roles.clone(),
-                    cluster_alias: pool.alias.clone(),
+                    cluster_alias: pool.alias_of(id).to_owned(),
                     volumes: volumes(pool),
                 })
         })
@@ -192,53 +192,60 @@ pub fn build(
     let mut objects: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut built_nodes = BTreeMap::new();
     for pool in &resolved.pools {
-        let pool_ids = ids.get(&pool.name).cloned().unwrap_or_default();
-        let out = objects.entry(pool.alias.clone()).or_default();
-        let mut pods = Vec::new();
-        for &id in &pool_ids {
-            let Some(config) = configs.get(&id) else {
-                continue;
-            };
-            let node = cluster
-                .node(id)
-                .cloned()
-                .ok_or(ConfigError::NoControllers {
-                    kafka: name.clone(),
-                })?;
-            let text = config.to_properties_text();
-            let pod_name = kraft::pod_name(&name, &pool.name, id);
-            let Some(cert) = certs.nodes.get(&pod_name) else {
-                return Err(ConfigError::CertificatePending { node: id });
-            };
-            let format = kraft::format_arguments(&cluster, &node, initial_voters)?;
-            out.push(config_map(&ctx, pool, &pod_name, &text, &format));
-            out.push(certificate_secret(&ctx, pool, &pod_name, cert, certs));
-            out.extend(claims(&ctx, pool, &pod_name));
-            // A renewed certificate or CA rolls the node, which reads them at start.
-            let mut tls = vec![cert.cert.as_str(), certs.ca_cert.as_str()];
-            tls.extend(certs.clients_ca_cert.as_deref());
-            tls.extend(
-                certs
-                    .listeners
-                    .values()
-                    .flat_map(|p| [p.cert.as_str(), p.key.as_str()]),
-            );
-            let rolling = config.rolling_text();
-            let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &rolling, &tls);
-            pods.push(pod);
-            built_nodes.insert(
-                id,
-                BuiltNode {
-                    id,
-                    pool: pool.name.clone(),
-                    alias: pool.alias.clone(),
-                    pod: pod_name,
-                    roles: pool.roles.clone(),
-                    revision,
-                },
-            );
+        // A moving pool has a pod set in each cluster: its own, and the one it leaves.
+        let mut by_alias: BTreeMap<&str, Vec<i32>> =
+            BTreeMap::from([(pool.alias.as_str(), vec![])]);
+        for &id in ids.get(&pool.name).into_iter().flatten() {
+            by_alias.entry(pool.alias_of(id)).or_default().push(id);
         }
-        out.push(pod_set(&ctx, pool, pods));
+        for (alias, pool_ids) in by_alias {
+            let out = objects.entry(alias.to_owned()).or_default();
+            let mut pods = Vec::new();
+            for &id in &pool_ids {
+                let Some(config) = configs.get(&id) else {
+                    continue;
+                };
+                let node = cluster
+                    .node(id)
+                    .cloned()
+                    .ok_or(ConfigError::NoControllers {
+                        kafka: name.clone(),
+                    })?;
+                let text = config.to_properties_text();
+                let pod_name = kraft::pod_name(&name, &pool.name, id);
+                let Some(cert) = certs.nodes.get(&pod_name) else {
+                    return Err(ConfigError::CertificatePending { node: id });
+                };
+                let format = kraft::format_arguments(&cluster, &node, initial_voters)?;
+                out.push(config_map(&ctx, pool, &pod_name, &text, &format));
+                out.push(certificate_secret(&ctx, pool, &pod_name, cert, certs));
+                out.extend(claims(&ctx, pool, &pod_name));
+                // A renewed certificate or CA rolls the node, which reads them at start.
+                let mut tls = vec![cert.cert.as_str(), certs.ca_cert.as_str()];
+                tls.extend(certs.clients_ca_cert.as_deref());
+                tls.extend(
+                    certs
+                        .listeners
+                        .values()
+                        .flat_map(|p| [p.cert.as_str(), p.key.as_str()]),
+                );
+                let rolling = config.rolling_text();
+                let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &rolling, &tls);
+                pods.push(pod);
+                built_nodes.insert(
+                    id,
+                    BuiltNode {
+                        id,
+                        pool: pool.name.clone(),
+                        alias: alias.to_owned(),
+                        pod: pod_name,
+                        roles: pool.roles.clone(),
+                        revision,
+                    },
+                );
+            }
+            out.push(pod_set(&ctx, pool, pods));
+        }
     }
     for (alias, services) in per_node_services(&name, &namespace, resolved, ids) {
         objects.entry(alias).or_default().extend(services);
@@ -719,7 +726,7 @@ pub fn per_node_services(
                 .collect();
             let mut labels = naming.pool_labels(&pool.name);
             labels.insert(names::NODE_SERVICE.to_owned(), json!("true"));
-            out.entry(pool.alias.clone()).or_default().push(json!({
+            out.entry(pool.alias_of(id).to_owned()).or_default().push(json!({
                 "apiVersion": "v1", "kind": "Service",
                 "metadata": naming.meta(&kraft::per_node_service_name(kafka, &pool.name, id), labels),
                 "spec": {

@@ -9,6 +9,7 @@ pub mod build;
 pub mod checks;
 pub mod error;
 pub mod metrics;
+pub mod moving;
 pub mod quorum;
 pub mod reconcile;
 pub mod resolve;

@@ -20,6 +20,10 @@ const STATIC_MODE: &str = "static";
 /// A voter that fetched, or an observer that caught up with the leader, this recently counts
 /// as live. Controllers fetch every few hundred milliseconds.
 const LIVE_WITHIN_MS: i64 = 30_000;
+/// An observer must also have fetched this recently: Kafka lists a stopped node as an observer
+/// for minutes, caught up as of its last fetch, and a new node reusing its ID must not be
+/// mistaken for it (adding the dead directory as a voter).
+const FETCHING_WITHIN_MS: i64 = 5_000;
 
 /// The quorum the `Kafka` asks for with [`names::CONTROLLER_QUORUM`]; `Err` names a wrong value.
 pub fn wanted(kafka: &Kafka) -> Result<QuorumMode, String> {
@@ -213,14 +217,17 @@ pub async fn advance(
 }
 
 /// The quorum as the planner sees it: voters that fetched recently, and observers that caught
-/// up recently, are live.
+/// up recently and fetch now, are live.
 fn quorum_of(info: &QuorumInfo, now_ms: i64) -> Quorum {
     let leader = Some(info.leader_id).filter(|id| *id >= 0);
-    let recent = |t: Option<i64>| t.is_some_and(|t| t >= 0 && now_ms - t <= LIVE_WITHIN_MS);
+    let within = |t: Option<i64>, ms: i64| t.is_some_and(|t| t >= 0 && now_ms - t <= ms);
+    let recent = |t: Option<i64>| within(t, LIVE_WITHIN_MS);
+    let fetching = |r: &ReplicaState| within(r.last_fetch_timestamp, FETCHING_WITHIN_MS);
     let member = |r: &ReplicaState, live: bool| Member {
         id: r.replica_id,
         directory: r.directory_id.as_u128(),
         live,
+        fetching: live || fetching(r),
     };
     Quorum {
         leader,
@@ -237,7 +244,7 @@ fn quorum_of(info: &QuorumInfo, now_ms: i64) -> Quorum {
         observers: info
             .observers
             .iter()
-            .map(|r| member(r, recent(r.last_caught_up_timestamp)))
+            .map(|r| member(r, recent(r.last_caught_up_timestamp) && fetching(r)))
             .collect(),
     }
 }
@@ -321,6 +328,8 @@ mod tests {
             observers: vec![
                 timed(2, 22, Some(now - 100), Some(now - 100)),
                 timed(3, 23, Some(now - 100), Some(now - 60_000)),
+                // Stopped 20 s ago, caught up as of then: gone, not a node to add.
+                timed(4, 24, Some(now - 20_000), Some(now - 20_000)),
             ],
             ..info(Vec::new(), 0)
         };
@@ -331,8 +340,9 @@ mod tests {
         };
         // The leader reports no fetch of its own; voter 2 stopped fetching.
         assert_eq!(live(&q.voters), [(0, true), (1, true), (2, false)]);
-        // Observer 3 fetches but lags behind.
-        assert_eq!(live(&q.observers), [(2, true), (3, false)]);
+        // Observer 3 fetches but lags behind; 4 stopped fetching.
+        assert_eq!(live(&q.observers), [(2, true), (3, false), (4, false)]);
+        assert!(!q.observers[2].fetching);
         assert_eq!(q.observers[0].directory, 22);
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use kstretch_api::condition::Condition;
 use kstretch_api::kafka::{ListenerAddress, ListenerStatus, UsedNodePoolStatus};
+use kstretch_api::node_pool::LeavingNodes;
 use kstretch_api::{Kafka, KafkaNodePool, KafkaNodePoolStatus, KafkaStatus, names};
 use kstretch_core::kraft::{self, REPLICATION_LISTENER};
 use kstretch_core::node_ids::{self, Assignments, Role};
@@ -23,6 +24,7 @@ use super::build::{self, Built};
 use super::checks::{self, KafkaAccess};
 use super::error::Error;
 use super::metrics::KafkaMetrics;
+use super::moving;
 use super::quorum;
 use super::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Members, Resolved};
 use super::roll::{self, NodeView, Reported, Step};
@@ -42,6 +44,9 @@ const REFUSED_RECHECK: Duration = Duration::from_secs(30);
 /// A scale-down waiting for its brokers' replicas to move is checked against Kafka again this
 /// often: moving them changes nothing central watches.
 const BLOCKED_RECHECK: Duration = Duration::from_secs(30);
+/// A moving pool's leaving nodes are checked again this often: their drain's progress is not
+/// something central watches.
+const MOVE_RECHECK: Duration = Duration::from_secs(10);
 /// Warning reason: partitions whose replicas all sit in one Kubernetes cluster.
 const REPLICAS_IN_ONE_CLUSTER: &str = "ReplicasInOneCluster";
 /// The warning of a scale-down refused while its brokers hold partition replicas.
@@ -327,6 +332,17 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             pool.roles = r.clone();
         }
     }
+    let draining = moving::keep_leaving(
+        &ctx,
+        &kafka,
+        &mut effective,
+        &kafka_status,
+        &connected,
+        bootstrap.as_deref(),
+        &mut ids,
+        &mut warnings,
+    )
+    .await;
 
     // Derived names must fit once the pools have their new IDs.
     if let Some((pool, id)) = effective.pools.iter().find_map(|p| {
@@ -482,6 +498,10 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             node_ids,
             cluster_id: Some(cluster_id.clone()),
             cluster_alias: Some(r.alias.clone()),
+            leaving: r.leaving.as_ref().map(|l| LeavingNodes {
+                cluster_alias: l.alias.clone(),
+                node_ids: l.ids.iter().copied().collect(),
+            }),
             roles: resolve::process_roles(&r.roles),
             label_selector: Some(format!(
                 "{}={},{}={}-kafka,{}=Kafka,{}={name}",
@@ -598,6 +618,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let is_ready = ready.is_true();
     let mut migrating = false;
     if is_ready {
+        moving::ensure_drains(&ctx, &kafka, &pools, &draining, &mut warnings).await?;
         observe_quorum(&ctx, bootstrap.as_deref(), &mut kafka_status).await;
         warnings
             .extend(confined_partitions(&ctx, &kafka, bootstrap.as_deref(), &kafka_status).await);
@@ -618,6 +639,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let scale_down_blocked = warnings
         .iter()
         .any(|(reason, _)| reason == SCALE_DOWN_BLOCKED);
+    let pool_moving = warnings
+        .iter()
+        .any(|(reason, _)| reason == moving::POOL_MOVING);
     let was_ready = kafka_status
         .conditions
         .iter()
@@ -667,6 +691,8 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
     Ok(Action::requeue(if !settled {
         BUSY_REQUEUE
+    } else if pool_moving {
+        MOVE_RECHECK
     } else if scale_down_blocked {
         BLOCKED_RECHECK
     } else {
@@ -1360,7 +1386,7 @@ fn address_nodes(
             ids.get(&p.name).into_iter().flatten().map(|&id| NodeRef {
                 id,
                 pool: p.name.clone(),
-                alias: p.alias.clone(),
+                alias: p.alias_of(id).to_owned(),
             })
         })
         .collect();

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use kstretch_api::common::{JvmOptions, OpaqueObject};
 use kstretch_api::kafka::KafkaListenerType;
 use kstretch_api::storage::Storage;
-use kstretch_api::{Kafka, KafkaNodePool, ProcessRole, names};
+use kstretch_api::{Kafka, KafkaNodePool, KafkaNodePoolStatus, ProcessRole, names};
 use kstretch_core::cluster::{PoolShape, Problem, validate_pools};
 use kstretch_core::kraft::{Addressing, Authorization, Listener, ListenerKind};
 use kstretch_core::node_ids::{PoolIds, Role};
@@ -89,6 +89,26 @@ pub struct ResolvedPool {
     pub cluster_id: Option<String>,
     /// For node-ID assignment.
     pub ids: PoolIds,
+    /// While the pool moves to another member cluster: its nodes still running in the one it
+    /// leaves.
+    pub leaving: Option<Leaving>,
+}
+
+/// Nodes of a moving pool that still run in the member cluster it leaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leaving {
+    pub alias: String,
+    pub ids: BTreeSet<i32>,
+}
+
+impl ResolvedPool {
+    /// The member cluster node `id` of this pool runs in.
+    pub fn alias_of(&self, id: i32) -> &str {
+        match &self.leaving {
+            Some(l) if l.ids.contains(&id) => &l.alias,
+            _ => &self.alias,
+        }
+    }
 }
 
 /// The pools of a valid cluster, sorted by name, and the cluster-wide settings.
@@ -139,10 +159,20 @@ pub enum Invalid {
     )]
     NegativeReplicas { pool: String, replicas: i32 },
     #[error(
-        "KafkaNodePool {pool} runs nodes {ids:?} in Kubernetes cluster {from}, but its annotation {alias_key} now names {to}; changing the annotation would start empty nodes in {to} and stop those in {from} with their data: set it back to {from}, and move the pool by creating a pool in {to}, draining {from} (`kstretch drain {from}`) and then removing this pool",
+        "KafkaNodePool {pool} is moving from Kubernetes cluster {from} to {to}, but its annotation {alias_key} now names {other}; set it to {to} to finish the move, or back to {from} to undo it, and move on from there",
         alias_key = names::STRETCH_CLUSTER_ALIAS
     )]
-    PoolClusterChanged {
+    PoolMoveInProgress {
+        pool: String,
+        from: String,
+        to: String,
+        other: String,
+    },
+    #[error(
+        "KafkaNodePool {pool} runs controllers {ids:?} in Kubernetes cluster {from}, but its annotation {alias_key} now names {to}; controllers move only with a dynamic quorum (KIP-853), which this Kafka does not have yet: set the annotation back to {from}",
+        alias_key = names::STRETCH_CLUSTER_ALIAS
+    )]
+    MoveNeedsDynamicQuorum {
         pool: String,
         ids: Vec<i32>,
         from: String,
@@ -162,7 +192,8 @@ impl Invalid {
             | Self::InvalidNodePortHosts { .. } => "InvalidAddressing",
             Self::InvalidListenerPort { .. } => "InvalidListener",
             Self::NegativeReplicas { .. } => "InvalidReplicas",
-            Self::PoolClusterChanged { .. } => "PoolClusterChanged",
+            Self::PoolMoveInProgress { .. } => "PoolMoveInProgress",
+            Self::MoveNeedsDynamicQuorum { .. } => "MoveNeedsDynamicQuorum",
             Self::Security(p) => p.reason(),
         }
     }
@@ -199,6 +230,10 @@ pub fn resolve(
         });
     }
 
+    let dynamic = kafka
+        .status
+        .as_ref()
+        .is_some_and(|s| super::quorum::mode(s) == kstretch_core::kraft::QuorumMode::Dynamic);
     let mut resolved = Vec::new();
     for pool in pools {
         let name = pool.name_any();
@@ -220,23 +255,19 @@ pub fn resolve(
             .get(names::STRETCH_CLUSTER_ALIAS)
             .cloned()
             .unwrap_or_else(|| members.own.clone());
-        if let Some((from, s)) = status
-            .and_then(|s| Some((s.cluster_alias.as_ref()?, s)))
-            .filter(|(from, s)| **from != alias && !s.node_ids.is_empty())
-        {
-            invalid.push(Invalid::PoolClusterChanged {
-                pool: name.clone(),
-                ids: s.node_ids.clone(),
-                from: from.clone(),
-                to: alias.clone(),
-            });
-        }
-        let current = status.filter(|s| !s.node_ids.is_empty() || s.replicas.is_some());
+        let (current, leaving) = match placement(&name, status, &alias, dynamic) {
+            Ok(placed) => placed,
+            Err(problem) => {
+                invalid.push(problem);
+                (None, None)
+            }
+        };
         resolved.push(ResolvedPool {
             ids: PoolIds {
                 name: name.clone(),
                 replicas,
-                current: current.map(|s| s.node_ids.clone()),
+                current,
+                leaving: leaving.iter().flat_map(|l| l.ids.iter().copied()).collect(),
                 roles: roles.clone(),
                 current_roles,
                 next_node_ids: pool.annotations().get(names::NEXT_NODE_IDS).cloned(),
@@ -260,6 +291,7 @@ pub fn resolve(
             template: pool.spec.template.clone().or_else(|| spec.template.clone()),
             generation: pool.metadata.generation,
             cluster_id: status.and_then(|s| s.cluster_id.clone()),
+            leaving,
         });
     }
 
@@ -304,7 +336,11 @@ pub fn resolve(
             None
         });
 
-    let aliases: BTreeSet<&str> = resolved.iter().map(|p| p.alias.as_str()).collect();
+    let aliases: BTreeSet<&str> = resolved
+        .iter()
+        .flat_map(|p| std::iter::once(&p.alias).chain(p.leaving.iter().map(|l| &l.alias)))
+        .map(String::as_str)
+        .collect();
     let mut per_node = None;
     let addressing = match kafka
         .annotations()
@@ -415,6 +451,64 @@ fn node_port_hosts(
         return Err(format!("no host for cluster(s) {}", missing.join(", ")));
     }
     Ok(hosts)
+}
+
+/// The node IDs that count as the pool's (`None` for a pool never reconciled) and the nodes it
+/// still runs in a member cluster it is leaving, from its status and the member cluster its
+/// annotation names (`alias`). A pool whose nodes run elsewhere than `alias` moves: every node
+/// it has there is leaving, and it gets new nodes in `alias`. Naming the cluster it is leaving
+/// again undoes the move: the roles swap.
+fn placement(
+    pool: &str,
+    status: Option<&KafkaNodePoolStatus>,
+    alias: &str,
+    dynamic: bool,
+) -> Result<(Option<Vec<i32>>, Option<Leaving>), Invalid> {
+    let Some(s) = status.filter(|s| !s.node_ids.is_empty() || s.replicas.is_some()) else {
+        return Ok((None, None));
+    };
+    // Pools recorded before the alias was: they run where their annotation says.
+    let recorded = s.cluster_alias.as_deref().unwrap_or(alias);
+    let ids: BTreeSet<i32> = s.node_ids.iter().copied().collect();
+    let leaving = |alias: &str, ids: BTreeSet<i32>| {
+        (!ids.is_empty()).then(|| Leaving {
+            alias: alias.to_owned(),
+            ids,
+        })
+    };
+    match &s.leaving {
+        None if recorded == alias || ids.is_empty() => Ok((Some(s.node_ids.clone()), None)),
+        None => {
+            if !dynamic && s.roles.contains(&ProcessRole::Controller) {
+                return Err(Invalid::MoveNeedsDynamicQuorum {
+                    pool: pool.to_owned(),
+                    ids: s.node_ids.clone(),
+                    from: recorded.to_owned(),
+                    to: alias.to_owned(),
+                });
+            }
+            Ok((Some(Vec::new()), leaving(recorded, ids)))
+        }
+        Some(l) => {
+            let old: BTreeSet<i32> = l.node_ids.iter().copied().collect();
+            let moved: Vec<i32> = ids.difference(&old).copied().collect();
+            if alias == recorded {
+                Ok((Some(moved), leaving(&l.cluster_alias, old)))
+            } else if alias == l.cluster_alias {
+                Ok((
+                    Some(old.into_iter().collect()),
+                    leaving(recorded, moved.into_iter().collect()),
+                ))
+            } else {
+                Err(Invalid::PoolMoveInProgress {
+                    pool: pool.to_owned(),
+                    from: l.cluster_alias.clone(),
+                    to: recorded.to_owned(),
+                    other: alias.to_owned(),
+                })
+            }
+        }
+    }
 }
 
 fn shape(pool: &ResolvedPool, members: &Members) -> PoolShape {
@@ -632,40 +726,95 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_pool_whose_nodes_run_elsewhere_than_its_annotation_names_is_refused() {
+    fn a_pool_pointed_at_another_cluster_moves_there_and_back() {
         let k = kafka(json!({}));
         let c = pool("controllers", &["controller"], 1, json!({}));
-        let moved = |ids: serde_json::Value| {
+        let brokers = |to: &str, status: serde_json::Value| {
             pool(
                 "brokers",
                 &["broker"],
                 3,
-                json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}},
-                       "status": {"nodeIds": ids, "clusterAlias": "alpha"}}),
+                json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": to}},
+                       "status": status}),
             )
         };
-        let running = moved(json!([3, 4, 5]));
-        let problems = resolve(&k, &[&c, &running], &members()).unwrap_err();
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].reason(), "PoolClusterChanged");
+        let moving = |to: &str, status| {
+            let p = brokers(to, status);
+            let resolved = resolve(&k, &[&c, &p], &members()).unwrap_or_else(|e| panic!("{e:?}"));
+            let r = resolved
+                .pools
+                .into_iter()
+                .find(|p| p.name == "brokers")
+                .unwrap();
+            let leaving = r
+                .leaving
+                .clone()
+                .map(|l| (l.alias, l.ids.into_iter().collect::<Vec<_>>()));
+            (r.ids.current.clone(), r.ids.leaving.clone(), leaving, r)
+        };
+        // Starts: every node it has is leaving alpha, none counts as the pool's yet.
+        let start = json!({"nodeIds": [3, 4, 5], "clusterAlias": "alpha", "roles": ["broker"]});
+        let (current, reserved, leaving, r) = moving("beta", start);
+        assert_eq!(current, Some(vec![]));
+        assert_eq!(reserved, vec![3, 4, 5]);
+        assert_eq!(leaving, Some(("alpha".to_owned(), vec![3, 4, 5])));
+        assert_eq!((r.alias_of(3), r.alias_of(6)), ("alpha", "beta"));
+        // Under way: the new nodes are the pool's, the old ones still leaving.
+        let under_way = json!({"nodeIds": [3, 4, 5, 6, 7, 8], "clusterAlias": "beta",
+                               "leaving": {"clusterAlias": "alpha", "nodeIds": [3, 4, 5]}});
+        let (current, _, leaving, _) = moving("beta", under_way.clone());
+        assert_eq!(current, Some(vec![6, 7, 8]));
+        assert_eq!(leaving, Some(("alpha".to_owned(), vec![3, 4, 5])));
+        // Set back: the roles swap.
+        let (current, _, leaving, _) = moving("alpha", under_way.clone());
+        assert_eq!(current, Some(vec![3, 4, 5]));
+        assert_eq!(leaving, Some(("beta".to_owned(), vec![6, 7, 8])));
+        // Where it was recorded, and the annotation agrees: nothing moves.
+        let stays = json!({"nodeIds": [3, 4, 5], "clusterAlias": "alpha"});
+        let (current, _, leaving, _) = moving("alpha", stays);
+        assert_eq!((current, leaving), (Some(vec![3, 4, 5]), None));
+        // A third cluster mid-move is refused, naming both ways out.
+        let members = Members {
+            own: "alpha".into(),
+            all: ["alpha".into(), "beta".into(), "gamma".into()].into(),
+        };
+        let third = brokers("gamma", under_way);
+        let problems = resolve(&k, &[&c, &third], &members).unwrap_err();
+        assert_eq!(problems[0].reason(), "PoolMoveInProgress", "{problems:?}");
         let message = problems[0].to_string();
-        for says in [
-            "nodes [3, 4, 5] in Kubernetes cluster alpha",
-            "set it back to alpha",
-        ] {
-            assert!(message.contains(says), "{message}");
-        }
-        // A pool with no nodes has nothing to lose: it simply starts in the other cluster.
-        let empty = moved(json!([]));
-        assert!(resolve(&k, &[&c, &empty], &members()).is_ok());
-        // Where it was recorded, and the annotation agrees: nothing to say.
-        let stays = pool(
-            "brokers",
-            &["broker"],
-            3,
-            json!({"status": {"nodeIds": [3, 4, 5], "clusterAlias": "alpha"}}),
+        assert!(
+            message.contains("set it to beta to finish the move, or back to alpha"),
+            "{message}"
         );
-        assert!(resolve(&k, &[&c, &stays], &members()).is_ok());
+    }
+
+    #[test]
+    fn controllers_move_only_with_a_dynamic_quorum() {
+        let controllers = |k: &Kafka| {
+            let p = pool(
+                "controllers",
+                &["controller"],
+                1,
+                json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}},
+                       "status": {"nodeIds": [0], "clusterAlias": "alpha", "roles": ["controller"]}}),
+            );
+            let b = pool("brokers", &["broker"], 1, json!({}));
+            resolve(k, &[&p, &b], &members())
+        };
+        let problems = controllers(&kafka(json!({}))).unwrap_err();
+        assert_eq!(
+            problems[0].reason(),
+            "MoveNeedsDynamicQuorum",
+            "{problems:?}"
+        );
+        assert!(
+            problems[0]
+                .to_string()
+                .contains("set the annotation back to alpha")
+        );
+        let dynamic = kafka(json!({"status": {"quorum": {"mode": "dynamic"}}}));
+        let resolved = controllers(&dynamic).unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(resolved.pools.iter().any(|p| p.leaving.is_some()));
     }
 
     #[test]

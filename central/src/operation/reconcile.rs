@@ -19,7 +19,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use super::Context;
-use super::spec::{self, Intent};
+use super::spec::{self, Drained, Intent};
 use super::steps::{self, Observed};
 use crate::kafka::status::{conditions, not_ready, now};
 use crate::topic::clusters::{self, KafkaRef};
@@ -151,7 +151,7 @@ async fn plan(
     status: &KafkaOperationStatus,
 ) -> Result<Result<(Plan, Vec<String>), Refusal>, Error> {
     match intent {
-        Intent::Drain { cluster } => Ok(drain_plan(cluster, observed, status)),
+        Intent::Drain(drained) => Ok(drain_plan(drained, observed, status)),
         Intent::Undrain { drain } => {
             let placement = match recorded_placement(ctx, op, drain).await? {
                 Ok(p) => p,
@@ -200,32 +200,22 @@ async fn drained_meanwhile(ctx: &Context, op: &KafkaOperation) -> Result<Option<
     }))
 }
 
-/// A drain's plan: every replica off the brokers of `cluster` (those recorded when it started,
-/// so a broker that leaves Kafka meanwhile does not change what is drained).
+/// A drain's plan: every replica off the drained brokers (those recorded when it started, so a
+/// broker that leaves Kafka meanwhile does not change what is drained).
 fn drain_plan(
-    cluster: &str,
+    drained: &Drained,
     observed: &Observed,
     status: &KafkaOperationStatus,
 ) -> Result<(Plan, Vec<String>), Refusal> {
-    let drained: BTreeSet<i32> = if status.drained_brokers.is_empty() {
-        drained_brokers(cluster, observed)
+    let brokers: BTreeSet<i32> = if status.drained_brokers.is_empty() {
+        drained_brokers(drained, observed)?
     } else {
         status.drained_brokers.iter().copied().collect()
     };
-    if drained.is_empty() {
-        let racks: BTreeSet<&str> = observed.brokers.values().map(String::as_str).collect();
-        let known = racks.into_iter().collect::<Vec<_>>().join(", ");
-        return Err(refusal(
-            "UnknownCluster",
-            format!(
-                "no broker of this Kafka runs in Kubernetes cluster {cluster:?}; its brokers run in: {known}"
-            ),
-        ));
-    }
     let target = observed
         .brokers
         .iter()
-        .filter(|(b, _)| !drained.contains(b))
+        .filter(|(b, _)| !brokers.contains(b))
         .map(|(b, rack)| (*b, rack.clone()))
         .collect();
     match movement::plan(&observed.partitions, &target) {
@@ -235,18 +225,52 @@ fn drain_plan(
         }
         Err(e) => Err(refusal(
             e.reason(),
-            format!("draining {cluster} would leave too few brokers: {e}"),
+            format!("draining {drained} would leave too few brokers: {e}"),
         )),
     }
 }
 
-fn drained_brokers(cluster: &str, observed: &Observed) -> BTreeSet<i32> {
-    observed
-        .brokers
-        .iter()
-        .filter(|(_, rack)| *rack == cluster)
-        .map(|(b, _)| *b)
-        .collect()
+/// The brokers `drained` names, as Kafka lists them now; refused when it names none (or, by
+/// node ID, one that is not a broker of this Kafka).
+fn drained_brokers(drained: &Drained, observed: &Observed) -> Result<BTreeSet<i32>, Refusal> {
+    match drained {
+        Drained::Cluster(cluster) => {
+            let found: BTreeSet<i32> = observed
+                .brokers
+                .iter()
+                .filter(|(_, rack)| *rack == cluster)
+                .map(|(b, _)| *b)
+                .collect();
+            if found.is_empty() {
+                let racks: BTreeSet<&str> = observed.brokers.values().map(String::as_str).collect();
+                let known = racks.into_iter().collect::<Vec<_>>().join(", ");
+                return Err(refusal(
+                    "UnknownCluster",
+                    format!(
+                        "no broker of this Kafka runs in Kubernetes cluster {cluster:?}; its brokers run in: {known}"
+                    ),
+                ));
+            }
+            Ok(found)
+        }
+        Drained::Brokers(ids) => {
+            let unknown: Vec<i32> = ids
+                .iter()
+                .filter(|id| !observed.brokers.contains_key(id))
+                .copied()
+                .collect();
+            if !unknown.is_empty() {
+                let known: Vec<i32> = observed.brokers.keys().copied().collect();
+                return Err(refusal(
+                    "UnknownBroker",
+                    format!(
+                        "node IDs {unknown:?} are not brokers of this Kafka; its brokers are {known:?}"
+                    ),
+                ));
+            }
+            Ok(ids.clone())
+        }
+    }
 }
 
 /// The placement the completed drain `name` recorded, if it is a drain of the same Kafka.
@@ -313,8 +337,8 @@ async fn start(
         write(ctx, op, status, planned).await?;
         return Ok(Action::await_change());
     }
-    if let Intent::Drain { cluster } = intent {
-        let drained = drained_brokers(cluster, observed);
+    if let Intent::Drain(drained) = intent {
+        let drained = drained_brokers(drained, observed).unwrap_or_default();
         let before = observed
             .partitions
             .iter()
@@ -544,10 +568,34 @@ mod tests {
         }
     }
 
+    /// The plan of a drain that has not started yet.
+    fn fresh(drained: &Drained) -> Result<(Plan, Vec<String>), Refusal> {
+        drain_plan(drained, &observed(), &KafkaOperationStatus::default())
+    }
+
+    fn cluster(alias: &str) -> Drained {
+        Drained::Cluster(alias.to_owned())
+    }
+
+    #[test]
+    fn chosen_brokers_are_drained_and_an_unknown_one_is_refused() {
+        let brokers = Drained::Brokers(BTreeSet::from([1]));
+        let (plan, _) = fresh(&brokers).unwrap_or_else(|r| panic!("{}", r.message));
+        assert_eq!(plan.moves.len(), 2, "{plan:?}");
+        assert!(plan.moves.iter().all(|m| !m.to.contains(&1)), "{plan:?}");
+        let unknown = Drained::Brokers(BTreeSet::from([1, 7]));
+        let r = fresh(&unknown).err().unwrap();
+        assert_eq!(r.reason, "UnknownBroker");
+        assert!(
+            r.message.contains("[7]") && r.message.contains("[1, 2, 3]"),
+            "{}",
+            r.message
+        );
+    }
+
     #[test]
     fn a_drain_moves_the_replicas_of_the_clusters_brokers_only() {
-        let (plan, left) = drain_plan("beta", &observed(), &KafkaOperationStatus::default())
-            .unwrap_or_else(|r| panic!("{}", r.message));
+        let (plan, left) = fresh(&cluster("beta")).unwrap_or_else(|r| panic!("{}", r.message));
         assert_eq!(plan.moves.len(), 1);
         assert_eq!(plan.moves[0].to, vec![1, 2]);
         assert!(left.is_empty());
@@ -559,27 +607,27 @@ mod tests {
             drained_brokers: vec![2],
             ..Default::default()
         };
-        let (plan, _) =
-            drain_plan("beta", &observed(), &status).unwrap_or_else(|r| panic!("{}", r.message));
+        let (plan, _) = drain_plan(&cluster("beta"), &observed(), &status)
+            .unwrap_or_else(|r| panic!("{}", r.message));
         assert_eq!(plan.moves.len(), 1);
         assert_eq!(plan.moves[0].partition, 1);
     }
 
     #[test]
     fn a_cluster_without_brokers_or_too_few_left_is_refused_naming_why() {
-        let r = drain_plan("gamma", &observed(), &KafkaOperationStatus::default())
-            .err()
-            .unwrap();
+        let r = fresh(&cluster("gamma")).err().unwrap();
         assert_eq!(r.reason, "UnknownCluster");
         assert!(
             r.message.contains("\"gamma\"") && r.message.contains("alpha, beta"),
             "{}",
             r.message
         );
-        let r = drain_plan("alpha", &observed(), &KafkaOperationStatus::default())
-            .err()
-            .unwrap();
+        let r = fresh(&cluster("alpha")).err().unwrap();
         assert_eq!(r.reason, "NotEnoughBrokers");
-        assert!(r.message.contains("draining alpha"), "{}", r.message);
+        assert!(
+            r.message.contains("draining cluster alpha"),
+            "{}",
+            r.message
+        );
     }
 }

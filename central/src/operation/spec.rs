@@ -1,7 +1,7 @@
 //! What a `KafkaOperation` asks for, read once (pure): its intent, its throttle, and the
 //! placement record a drain keeps for its undrain, in the status's compact text form.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kstretch_api::operation::{KafkaOperation, KafkaOperationStatus};
 use kstretch_core::movement::restore::Placement;
@@ -12,9 +12,7 @@ pub const DEFAULT_THROTTLE: u64 = 50 * 1024 * 1024;
 /// What the operation does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Intent {
-    Drain {
-        cluster: String,
-    },
+    Drain(Drained),
     Undrain {
         drain: String,
     },
@@ -22,6 +20,24 @@ pub enum Intent {
     Spread {
         topics: Vec<String>,
     },
+}
+
+/// What a drain empties.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Drained {
+    /// Every broker of a member cluster, by its alias.
+    Cluster(String),
+    /// These brokers, by node ID.
+    Brokers(BTreeSet<i32>),
+}
+
+impl std::fmt::Display for Drained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Cluster(alias) => write!(f, "cluster {alias}"),
+            Self::Brokers(ids) => write!(f, "brokers {ids:?}"),
+        }
+    }
 }
 
 /// A spec that cannot be carried out as written.
@@ -38,6 +54,10 @@ pub enum Invalid {
         field: &'static str,
         what: &'static str,
     },
+    #[error(
+        ".spec.drain sets both cluster and nodeIds (or neither); name a Kubernetes cluster or the brokers' node IDs"
+    )]
+    DrainTarget,
     #[error(".spec.replicationThrottle is {0}; it must be a positive number of bytes per second")]
     Throttle(i64),
 }
@@ -67,11 +87,8 @@ pub fn read(op: &KafkaOperation) -> Result<(Intent, u64), Invalid> {
         },
         (None, None) => return Err(Invalid::NoIntent),
         (Some(_), Some(_)) => return Err(Invalid::SeveralIntents(set.join(" and "))),
-        (Some(d), None) if d.cluster.trim().is_empty() => {
-            return Err(Invalid::Empty {
-                field: ".spec.drain.cluster",
-                what: "Kubernetes cluster alias",
-            });
+        (Some(d), None) if d.cluster.trim().is_empty() == d.node_ids.is_empty() => {
+            return Err(Invalid::DrainTarget);
         }
         (None, Some(u)) if u.drain.trim().is_empty() => {
             return Err(Invalid::Empty {
@@ -79,9 +96,10 @@ pub fn read(op: &KafkaOperation) -> Result<(Intent, u64), Invalid> {
                 what: "completed drain operation",
             });
         }
-        (Some(d), None) => Intent::Drain {
-            cluster: d.cluster.clone(),
-        },
+        (Some(d), None) if d.node_ids.is_empty() => {
+            Intent::Drain(Drained::Cluster(d.cluster.trim().to_owned()))
+        }
+        (Some(d), None) => Intent::Drain(Drained::Brokers(d.node_ids.iter().copied().collect())),
         (None, Some(u)) => Intent::Undrain {
             drain: u.drain.clone(),
         },
@@ -141,6 +159,7 @@ mod tests {
     fn drain(cluster: &str) -> Option<Drain> {
         Some(Drain {
             cluster: cluster.to_owned(),
+            ..Default::default()
         })
     }
 
@@ -151,13 +170,20 @@ mod tests {
             ..Default::default()
         }))
         .unwrap();
+        assert_eq!(intent, Intent::Drain(Drained::Cluster("beta".into())));
+        assert_eq!(throttle, DEFAULT_THROTTLE);
+        let (intent, _) = read(&op(KafkaOperationSpec {
+            drain: Some(Drain {
+                node_ids: vec![4, 3],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+        .unwrap();
         assert_eq!(
             intent,
-            Intent::Drain {
-                cluster: "beta".into()
-            }
+            Intent::Drain(Drained::Brokers(BTreeSet::from([3, 4])))
         );
-        assert_eq!(throttle, DEFAULT_THROTTLE);
         let (intent, throttle) = read(&op(KafkaOperationSpec {
             undrain: Some(Undrain {
                 drain: "drain-beta".into(),
@@ -213,7 +239,17 @@ mod tests {
                     drain: drain(" "),
                     ..Default::default()
                 },
-                ".spec.drain.cluster",
+                ".spec.drain sets both cluster and nodeIds (or neither)",
+            ),
+            (
+                KafkaOperationSpec {
+                    drain: Some(Drain {
+                        cluster: "beta".into(),
+                        node_ids: vec![3],
+                    }),
+                    ..Default::default()
+                },
+                "name a Kubernetes cluster or the brokers' node IDs",
             ),
             (
                 KafkaOperationSpec {

@@ -152,14 +152,23 @@ pub async fn start_batch(
 }
 
 /// Removes the throttle settings from `topics` and `brokers` (a topic deleted meanwhile has
-/// nothing left to remove).
+/// nothing left to remove, and a broker that left the cluster cannot be asked: its rate
+/// applies to no throttled replica any more).
 pub async fn unthrottle(
     admin: &AdminClient,
     topics: &[String],
     brokers: &[i32],
 ) -> Result<(), Error> {
+    let present: BTreeSet<i32> = admin
+        .describe_cluster(false)
+        .await?
+        .brokers
+        .iter()
+        .map(|b| b.id)
+        .collect();
     let mut changes: Vec<ConfigChange> = brokers
         .iter()
+        .filter(|b| present.contains(b))
         .map(|b| ConfigChange {
             resource: ConfigResource::Broker(*b),
             ops: vec![

@@ -21,7 +21,8 @@ member-cluster objects reach the agents over the link.
   verbs: ["update"]
 - apiGroups: ["kstretch.io"]
   resources: ["kafkaoperations"]
-  verbs: ["get", "list", "watch"]
+  # create/delete: the drains of moving pools' leaving brokers.
+  verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: ["kstretch.io"]
   resources: ["kafkaoperations/status"]
   verbs: ["get", "patch", "update"]

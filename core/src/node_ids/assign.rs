@@ -20,8 +20,12 @@ pub struct PoolIds {
     pub name: String,
     /// `spec.replicas`.
     pub replicas: u32,
-    /// `status.nodeIds`; `None` for a pool that has never been reconciled.
+    /// `status.nodeIds`; `None` for a pool that has never been reconciled. Without the
+    /// leaving nodes.
     pub current: Option<Vec<i32>>,
+    /// Nodes the pool still runs in the Kubernetes cluster it is moving away from: their IDs
+    /// are taken (by this pool) but not counted toward its replicas.
+    pub leaving: Vec<i32>,
     /// `spec.roles`.
     pub roles: BTreeSet<Role>,
     /// `status.roles`, the roles the nodes run with today.
@@ -92,7 +96,7 @@ pub fn assign(pools: &[PoolIds]) -> Result<Assignments, AssignmentError> {
     let mut in_use: BTreeMap<i32, &str> = BTreeMap::new();
     for pool in pools {
         let mut seen = BTreeSet::new();
-        for &id in pool.current.iter().flatten() {
+        for &id in pool.current.iter().flatten().chain(&pool.leaving) {
             if id < 0 {
                 return Err(AssignmentError::NegativeNodeId {
                     id,
@@ -273,6 +277,7 @@ mod tests {
             },
             next_node_ids: None,
             remove_node_ids: None,
+            leaving: Vec::new(),
         }
     }
 
@@ -286,6 +291,18 @@ mod tests {
         assert_eq!(result.pools["a"].desired, set(&[0, 1, 2]));
         assert_eq!(result.pools["b"].desired, set(&[3, 4]));
         assert!(result.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_moving_pool_gets_new_ids_while_its_leaving_ones_stay_taken() {
+        let mut moving = pool("a", 2, Some(&[]));
+        moving.leaving = vec![0, 1];
+        let result = assign(&[moving.clone(), pool("b", 1, Some(&[2]))]).unwrap();
+        assert_eq!(result.pools["a"].desired, set(&[3, 4]));
+        assert_eq!(result.pools["a"].to_remove, set(&[]));
+        // Another pool cannot hold a leaving ID either.
+        let e = assign(&[moving, pool("b", 1, Some(&[1]))]).unwrap_err();
+        assert_eq!(e.reason(), "DuplicateNodeId");
     }
 
     #[test]
@@ -465,6 +482,7 @@ mod tests {
                             current,
                             next_node_ids: next,
                             remove_node_ids: remove,
+                            leaving: Vec::new(),
                         }
                     })
                     .collect()

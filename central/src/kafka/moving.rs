@@ -1,0 +1,372 @@
+//! A `KafkaNodePool` moving to another member cluster (its `strimzi.io/stretch-cluster-alias`
+//! changed while it has nodes): which of the nodes it leaves behind are still needed, and the
+//! drain (a `KafkaOperation` central creates) that moves their partition replicas away.
+//!
+//! The pool gets new nodes, with new IDs, in the cluster it moves to ([`super::resolve`]); a
+//! leaving node stops only once it holds no replica and is no voter of the quorum, which the
+//! quorum reconciliation changes by adding the new controllers before removing old ones.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kstretch_api::condition::READY;
+use kstretch_api::operation::{Drain, KafkaOperationSpec, phase};
+use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, names};
+use kstretch_core::node_ids::Role;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+
+use super::checks;
+use super::error::Error;
+use super::reconcile::Context;
+use super::resolve::Resolved;
+
+/// Warning reason while a pool moves.
+pub const POOL_MOVING: &str = "PoolMoving";
+
+/// Keeps, of each moving pool's leaving nodes, those still needed, and drops the rest (they
+/// stop, and are unregistered once gone): all while their cluster's agent is away (nothing
+/// there can be changed), brokers that hold partition replicas (or when that cannot be
+/// checked), and controllers that are voters. Kept nodes join `ids` and stay in the pool's
+/// `leaving`. Returns, by pool, the brokers that hold replicas.
+#[allow(clippy::too_many_arguments)]
+pub async fn keep_leaving(
+    ctx: &Context,
+    kafka: &Kafka,
+    effective: &mut Resolved,
+    kafka_status: &KafkaStatus,
+    connected: &BTreeSet<String>,
+    bootstrap: Option<&str>,
+    ids: &mut BTreeMap<String, BTreeSet<i32>>,
+    warnings: &mut Vec<(String, String)>,
+) -> BTreeMap<String, BTreeSet<i32>> {
+    let leaving_brokers: BTreeSet<i32> = effective
+        .pools
+        .iter()
+        .filter(|p| p.ids.current_roles.contains(&Role::Broker))
+        .filter_map(|p| p.leaving.as_ref())
+        .filter(|l| connected.contains(&l.alias))
+        .flat_map(|l| l.ids.iter().copied())
+        .collect();
+    let holding = if leaving_brokers.is_empty() {
+        Ok(BTreeSet::new())
+    } else {
+        holding_replicas(ctx, bootstrap, &leaving_brokers).await
+    };
+    let (holding, in_drains) = if leaving_brokers.is_empty() {
+        (holding, BTreeSet::new())
+    } else {
+        // Not knowing which drains run is as good as not knowing what the brokers hold.
+        match in_running_drains(ctx, kafka).await {
+            Ok(brokers) => (holding, brokers),
+            Err(e) => (Err(e), BTreeSet::new()),
+        }
+    };
+    let voters: BTreeSet<i32> = kafka_status
+        .quorum
+        .iter()
+        .flat_map(|q| q.voters.iter().map(|v| v.id))
+        .collect();
+
+    let mut draining = BTreeMap::new();
+    for pool in &mut effective.pools {
+        let Some(leaving) = pool.leaving.as_ref() else {
+            continue;
+        };
+        let roles = &pool.ids.current_roles;
+        let needed = needed(
+            &leaving.ids,
+            connected.contains(&leaving.alias),
+            roles.contains(&Role::Broker).then_some(holding.as_ref()),
+            &in_drains,
+            &if roles.contains(&Role::Controller) {
+                voters.clone()
+            } else {
+                BTreeSet::new()
+            },
+        );
+        if !needed.draining.is_empty() {
+            draining.insert(pool.name.clone(), needed.draining.clone());
+        }
+        if !needed.kept.is_empty() {
+            warnings.push((
+                POOL_MOVING.to_owned(),
+                format!(
+                    "KafkaNodePool {} moves from Kubernetes cluster {} to {}: nodes {:?} in {} stop once {}",
+                    pool.name,
+                    leaving.alias,
+                    pool.alias,
+                    needed.kept,
+                    leaving.alias,
+                    needed.waits_for.join(" and ")
+                ),
+            ));
+            ids.entry(pool.name.clone())
+                .or_default()
+                .extend(&needed.kept);
+        }
+        pool.leaving = pool.leaving.take().and_then(|mut l| {
+            l.ids = needed.kept;
+            (!l.ids.is_empty()).then_some(l)
+        });
+    }
+    draining
+}
+
+/// Which leaving nodes are still needed, and why.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Needed {
+    kept: BTreeSet<i32>,
+    /// Brokers kept because they hold replicas: what a drain must empty.
+    draining: BTreeSet<i32>,
+    waits_for: Vec<String>,
+}
+
+/// Of `leaving` (nodes of one pool in the cluster it leaves, `connected` or not), those still
+/// needed: all while the cluster's agent is away; brokers (`holding`: the brokers that hold
+/// replicas, or why that is unknown; `None` for nodes without the broker role) that hold
+/// replicas or cannot be checked; and `voters`.
+fn needed(
+    leaving: &BTreeSet<i32>,
+    connected: bool,
+    holding: Option<Result<&BTreeSet<i32>, &String>>,
+    in_drains: &BTreeSet<i32>,
+    voters: &BTreeSet<i32>,
+) -> Needed {
+    let mut needed = Needed::default();
+    if !connected {
+        needed.kept = leaving.clone();
+        needed
+            .waits_for
+            .push("the agent of their cluster is connected again".to_owned());
+        return needed;
+    }
+    match holding {
+        None => {}
+        Some(Ok(holding)) => {
+            needed.draining = leaving.intersection(holding).copied().collect();
+            if !needed.draining.is_empty() {
+                needed.waits_for.push(format!(
+                    "brokers {:?} hold no partition replica (a drain moves them)",
+                    needed.draining
+                ));
+            }
+            let finishing: BTreeSet<i32> = leaving
+                .intersection(in_drains)
+                .filter(|b| !needed.draining.contains(b))
+                .copied()
+                .collect();
+            if !finishing.is_empty() {
+                needed
+                    .waits_for
+                    .push(format!("the drain of brokers {finishing:?} has ended"));
+                needed.kept.extend(finishing);
+            }
+        }
+        Some(Err(e)) => {
+            needed.kept.extend(leaving);
+            needed
+                .waits_for
+                .push(format!("their partitions can be checked ({e})"));
+        }
+    }
+    needed.kept.extend(&needed.draining);
+    let voting: BTreeSet<i32> = leaving.intersection(voters).copied().collect();
+    if !voting.is_empty() {
+        needed.waits_for.push(format!(
+            "controllers {voting:?} have left the quorum's voters (after the new controllers joined)"
+        ));
+        needed.kept.extend(voting);
+    }
+    needed
+}
+
+/// The brokers that drains of this `Kafka` which have not ended name (a drain still removes
+/// its throttle from them at the end).
+async fn in_running_drains(ctx: &Context, kafka: &Kafka) -> Result<BTreeSet<i32>, String> {
+    let api: Api<KafkaOperation> =
+        Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
+    let same_kafka =
+        ListParams::default().labels(&format!("{}={}", names::CLUSTER, kafka.name_any()));
+    let ops = api
+        .list(&same_kafka)
+        .await
+        .map_err(|e| format!("cannot list its operations: {e}"))?;
+    Ok(ops
+        .items
+        .iter()
+        .filter(|o| {
+            let p = o.status.as_ref().and_then(|s| s.phase.as_deref());
+            !phase::ended(p) && p != Some(phase::REFUSED)
+        })
+        .filter_map(|o| o.spec.drain.as_ref())
+        .flat_map(|d| d.node_ids.iter().copied())
+        .collect())
+}
+
+async fn holding_replicas(
+    ctx: &Context,
+    bootstrap: Option<&str>,
+    brokers: &BTreeSet<i32>,
+) -> Result<BTreeSet<i32>, String> {
+    let Some(bootstrap) = bootstrap else {
+        return Err("no bootstrap address for the admin client".to_owned());
+    };
+    let admin = ctx
+        .kafka
+        .client(bootstrap)
+        .await
+        .map_err(|e| e.to_string())?;
+    match checks::brokers_holding_replicas(&admin, brokers).await {
+        Ok(holding) => Ok(holding.into_keys().collect()),
+        Err(e) => {
+            ctx.kafka.forget(bootstrap);
+            Err(e.to_string())
+        }
+    }
+}
+
+/// The name of the drain that empties `brokers` of moving pool `pool`.
+pub fn drain_name(kafka: &str, pool: &str, brokers: &BTreeSet<i32>) -> String {
+    let ids: Vec<String> = brokers.iter().map(i32::to_string).collect();
+    format!("{kafka}-{pool}-move-{}", ids.join("-"))
+}
+
+/// Makes sure a drain runs for the leaving brokers of each moving pool that still hold
+/// replicas (`draining`, by pool), once the cluster is ready (the new brokers run, so the plan
+/// can use them). A completed drain whose brokers hold replicas again (a topic created
+/// meanwhile) is replaced; one that was aborted or refused is left to the user, and the move
+/// waits, saying so.
+pub async fn ensure_drains(
+    ctx: &Context,
+    kafka: &Kafka,
+    pools: &[&KafkaNodePool],
+    draining: &BTreeMap<String, BTreeSet<i32>>,
+    warnings: &mut Vec<(String, String)>,
+) -> Result<(), Error> {
+    let namespace = kafka.namespace().unwrap_or_default();
+    let api: Api<KafkaOperation> = Api::namespaced(ctx.client.clone(), &namespace);
+    for (pool_name, brokers) in draining {
+        let Some(pool) = pools.iter().find(|p| p.name_any() == *pool_name) else {
+            continue;
+        };
+        let name = drain_name(&kafka.name_any(), pool_name, brokers);
+        let existing = api.get_opt(&name).await?;
+        let status = existing.as_ref().and_then(|o| o.status.clone());
+        match status.as_ref().and_then(|s| s.phase.as_deref()) {
+            None if existing.is_none() => {
+                api.create(
+                    &PostParams::default(),
+                    &drain_of(kafka, pool, &name, brokers),
+                )
+                .await?;
+                tracing::info!(operation = %name, pool = %pool_name, ?brokers, "drain of a moving pool's leaving brokers created");
+            }
+            Some(phase::COMPLETED) => {
+                api.delete(&name, &DeleteParams::default()).await?;
+            }
+            Some(p @ (phase::ABORTED | phase::REFUSED)) => {
+                let said = status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .find(|c| c.type_ == READY)
+                    .and_then(|c| c.message.clone())
+                    .unwrap_or_default();
+                warnings.push((
+                    "PoolMoveStalled".to_owned(),
+                    format!(
+                        "KafkaNodePool {pool_name}: operation {name}, which drains its leaving brokers {brokers:?}, is {p} ({said}); delete it to try again, or set {} back to undo the move",
+                        names::STRETCH_CLUSTER_ALIAS
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A drain of `brokers`, labelled for the `Kafka`, owned by the pool (it goes with it).
+fn drain_of(
+    kafka: &Kafka,
+    pool: &KafkaNodePool,
+    name: &str,
+    brokers: &BTreeSet<i32>,
+) -> KafkaOperation {
+    let mut op = KafkaOperation::new(
+        name,
+        KafkaOperationSpec {
+            drain: Some(Drain {
+                node_ids: brokers.iter().copied().collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    );
+    op.metadata.namespace = kafka.namespace();
+    op.metadata.labels = Some(BTreeMap::from([
+        (names::CLUSTER.to_owned(), kafka.name_any()),
+        (names::POOL_NAME.to_owned(), pool.name_any()),
+    ]));
+    op.metadata.owner_references = pool.controller_owner_ref(&()).map(|mut r| {
+        r.controller = Some(false);
+        r.block_owner_deletion = Some(false);
+        vec![r]
+    });
+    op
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[i32]) -> BTreeSet<i32> {
+        ids.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_leaving_node_is_kept_while_it_holds_replicas_votes_or_cannot_be_seen() {
+        let leaving = set(&[3, 4]);
+        // Brokers: the one holding replicas stays, and is drained.
+        let holding = set(&[4, 7]);
+        let n = needed(&leaving, true, Some(Ok(&holding)), &set(&[]), &set(&[]));
+        assert_eq!((n.kept.clone(), n.draining.clone()), (set(&[4]), set(&[4])));
+        assert!(
+            n.waits_for[0].contains("brokers {4} hold no partition replica"),
+            "{n:?}"
+        );
+        // Emptied, but the drain still has to take its throttle off them.
+        let n = needed(&leaving, true, Some(Ok(&set(&[]))), &set(&[3]), &set(&[]));
+        assert_eq!((n.kept.clone(), n.draining.clone()), (set(&[3]), set(&[])));
+        assert!(
+            n.waits_for[0].contains("drain of brokers {3} has ended"),
+            "{n:?}"
+        );
+        // Nothing to hold: nothing kept, they stop now.
+        let n = needed(&leaving, true, Some(Ok(&set(&[]))), &set(&[]), &set(&[]));
+        assert_eq!(n, Needed::default());
+        // Unknown counts as holding, without a drain (there is nothing to plan it from).
+        let e = "timed out".to_owned();
+        let n = needed(&leaving, true, Some(Err(&e)), &set(&[]), &set(&[]));
+        assert_eq!(
+            (n.kept.clone(), n.draining.clone()),
+            (leaving.clone(), set(&[]))
+        );
+        assert!(n.waits_for[0].contains("timed out"), "{n:?}");
+        // Controllers: voters stay until the quorum let them go.
+        let n = needed(&leaving, true, None, &set(&[]), &set(&[0, 3]));
+        assert_eq!(n.kept, set(&[3]));
+        assert!(n.waits_for[0].contains("controllers {3}"), "{n:?}");
+        // Their cluster's agent away: everything stays, whatever else is true.
+        let n = needed(&leaving, false, Some(Ok(&set(&[]))), &set(&[]), &set(&[]));
+        assert_eq!(n.kept, leaving);
+        assert!(n.waits_for[0].contains("connected again"), "{n:?}");
+    }
+
+    #[test]
+    fn a_drain_is_named_after_its_kafka_pool_and_brokers() {
+        assert_eq!(
+            drain_name("live", "brokers", &BTreeSet::from([4, 3])),
+            "live-brokers-move-3-4"
+        );
+    }
+}
