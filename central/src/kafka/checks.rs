@@ -128,6 +128,25 @@ impl KafkaAccess {
 }
 
 /// Of `brokers`, those holding at least one partition replica, with a few of the partitions.
+/// [`brokers_holding_replicas`] through the cached client for `bootstrap`; the error in words
+/// (a failed client is dropped, so the next call connects afresh).
+pub async fn holding_replicas_at(
+    access: &KafkaAccess,
+    bootstrap: Option<&str>,
+    brokers: &BTreeSet<i32>,
+) -> Result<BTreeMap<i32, Vec<String>>, String> {
+    let Some(bootstrap) = bootstrap else {
+        return Err("no bootstrap address for the admin client".to_owned());
+    };
+    let admin = access.client(bootstrap).await.map_err(|e| e.to_string())?;
+    brokers_holding_replicas(&admin, brokers)
+        .await
+        .map_err(|e| {
+            access.forget(bootstrap);
+            e.to_string()
+        })
+}
+
 pub async fn brokers_holding_replicas(
     admin: &AdminClient,
     brokers: &BTreeSet<i32>,

@@ -47,14 +47,13 @@ pub async fn keep_leaving(
         .filter(|l| connected.contains(&l.alias))
         .flat_map(|l| l.ids.iter().copied())
         .collect();
-    let holding = if leaving_brokers.is_empty() {
-        Ok(BTreeSet::new())
-    } else {
-        holding_replicas(ctx, bootstrap, &leaving_brokers).await
-    };
     let (holding, in_drains) = if leaving_brokers.is_empty() {
-        (holding, BTreeSet::new())
+        (Ok(BTreeSet::new()), BTreeSet::new())
     } else {
+        let holding = checks::holding_replicas_at(&ctx.kafka, bootstrap, &leaving_brokers)
+            .await
+            .map(BTreeMap::into_keys)
+            .map(BTreeSet::from_iter);
         // Not knowing which drains run is as good as not knowing what the brokers hold.
         match in_running_drains(ctx, kafka).await {
             Ok(brokers) => (holding, brokers),
@@ -67,6 +66,7 @@ pub async fn keep_leaving(
         .flat_map(|q| q.voters.iter().map(|v| v.id))
         .collect();
 
+    let no_voters = BTreeSet::new();
     let mut draining = BTreeMap::new();
     for pool in &mut effective.pools {
         let Some(leaving) = pool.leaving.as_ref() else {
@@ -78,10 +78,10 @@ pub async fn keep_leaving(
             connected.contains(&leaving.alias),
             roles.contains(&Role::Broker).then_some(holding.as_ref()),
             &in_drains,
-            &if roles.contains(&Role::Controller) {
-                voters.clone()
+            if roles.contains(&Role::Controller) {
+                &voters
             } else {
-                BTreeSet::new()
+                &no_voters
             },
         );
         if !needed.draining.is_empty() {
@@ -201,28 +201,6 @@ async fn in_running_drains(ctx: &Context, kafka: &Kafka) -> Result<BTreeSet<i32>
         .filter_map(|o| o.spec.drain.as_ref())
         .flat_map(|d| d.node_ids.iter().copied())
         .collect())
-}
-
-async fn holding_replicas(
-    ctx: &Context,
-    bootstrap: Option<&str>,
-    brokers: &BTreeSet<i32>,
-) -> Result<BTreeSet<i32>, String> {
-    let Some(bootstrap) = bootstrap else {
-        return Err("no bootstrap address for the admin client".to_owned());
-    };
-    let admin = ctx
-        .kafka
-        .client(bootstrap)
-        .await
-        .map_err(|e| e.to_string())?;
-    match checks::brokers_holding_replicas(&admin, brokers).await {
-        Ok(holding) => Ok(holding.into_keys().collect()),
-        Err(e) => {
-            ctx.kafka.forget(bootstrap);
-            Err(e.to_string())
-        }
-    }
 }
 
 /// The name of the drain that empties `brokers` of moving pool `pool`.

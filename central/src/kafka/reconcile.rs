@@ -1269,18 +1269,7 @@ async fn guard_removals(
         return;
     }
     let all: BTreeSet<i32> = to_check.values().flatten().copied().collect();
-    let holding = match bootstrap {
-        Some(bootstrap) => match ctx.kafka.client(bootstrap).await {
-            Ok(admin) => checks::brokers_holding_replicas(&admin, &all)
-                .await
-                .map_err(|e| {
-                    ctx.kafka.forget(bootstrap);
-                    e.to_string()
-                }),
-            Err(e) => Err(e.to_string()),
-        },
-        None => Err("no bootstrap address for the admin client".to_owned()),
-    };
+    let holding = checks::holding_replicas_at(&ctx.kafka, bootstrap, &all).await;
     for (pool_name, brokers) in to_check {
         let Some(pool) = resolved.pools.iter().find(|p| p.name == pool_name) else {
             continue;
