@@ -7,3 +7,4 @@ pub mod movement;
 pub mod node_ids;
 pub mod quorum;
 pub mod topics;
+pub mod versions;

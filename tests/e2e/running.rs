@@ -20,8 +20,9 @@ use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation};
 use kstretch_tests::TestEnv;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
 use kstretch_tests::kafka::{
-    broker_ids, consume, create_topic, kafka_tool, kraft_version_by_kafkas_tool, produce,
-    quorum_by_kafkas_tool, registered_by_kafkas_tool, run_kafka_tool,
+    broker_ids, consume, create_topic, finalized_by_kafkas_tool, kafka_tool,
+    kraft_version_by_kafkas_tool, produce, quorum_by_kafkas_tool, registered_by_kafkas_tool,
+    run_kafka_tool,
 };
 use kstretch_tests::load::{Load, Reader, missing};
 use kstretch_tests::ready::kafka_ready as is_ready;
@@ -655,8 +656,9 @@ async fn rolled_one_at_a_time(stretch: &Stretch, before: &BTreeMap<String, (Stri
 /// KIP-853 support, kept by the annotation `kstretch.io/controller-quorum: static`): central is
 /// killed (every pod keeps running and serving, nothing restarts when it returns); the
 /// annotation is removed and central migrates the quorum to a dynamic one, which rolls every
-/// node one at a time onto `controller.quorum.bootstrap.servers`; then a deleted pod and a
-/// killed Kafka process come back on their data. No send fails, and a consumer reading
+/// node one at a time onto `controller.quorum.bootstrap.servers`; Kafka is upgraded to the
+/// environment's next version (another roll, then `metadata.version` raised) and a downgrade
+/// past it is refused; then a deleted pod and a killed Kafka process come back on their data. No send fails, and a consumer reading
 /// afterwards finds every acknowledged record. (One Kafka for all of it: each costs minutes to
 /// start on two cores.)
 #[tokio::test]
@@ -703,11 +705,138 @@ async fn a_kafka_outlives_central_rolls_and_restarts_without_losing_an_acknowled
     shown_quorum_is_kafkas(&stretch, &k, None).await;
     assert_eq!(kraft_version_by_kafkas_tool(&bootstrap), "1");
 
+    upgraded_and_not_downgraded(&stretch, &bootstrap, &load).await;
     a_deleted_pod_and_a_killed_process_keep_their_data(&stretch, &bootstrap).await;
     let acked = load.acked();
     wait_for_acks(&load, acked + 50).await;
     no_loss(load, &bootstrap, "rolled").await;
     stretch.finish().await;
+}
+
+/// Kafka upgraded under the producer: `spec.kafka.version` set to the environment's next
+/// version rolls every node one at a time onto that version's image; once all run it, central
+/// raises `metadata.version` (as Kafka's own tool of that version reads it) and the status
+/// shows both versions. Going back to the old version is then refused, since Kafka cannot lower
+/// the metadata version, and restarts nobody; asking for the new one again clears it.
+async fn upgraded_and_not_downgraded(stretch: &Stretch, bootstrap: &str, load: &Load) {
+    let (next, next_libs) = TestEnv::get().kafka_next();
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let set_version = |version: String| {
+        let kafkas = kafkas.clone();
+        async move {
+            let patch = json!({"spec": {"kafka": {"version": version}}});
+            kafkas
+                .patch("live", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+        }
+    };
+    let k = kafkas.get("live").await.unwrap();
+    let status = k.status.clone().unwrap_or_default();
+    let old = status
+        .kafka_version
+        .clone()
+        .expect("the status shows the version");
+    let old_metadata = status
+        .kafka_metadata_version
+        .clone()
+        .expect("and the metadata version");
+    assert_ne!(old, next, "the environment's next Kafka version is its own");
+
+    let before = pod_states(stretch).await;
+    set_version(next.clone()).await;
+    rolled_one_at_a_time(stretch, &before).await;
+    let release = next.rsplit_once('.').map_or(next.as_str(), |(r, _)| r);
+    let k: Kafka = stretch
+        .wait_in_alpha(
+            "live",
+            "upgraded, metadata.version raised",
+            START_TIMEOUT,
+            |k: &Kafka| {
+                let s = k.status.clone().unwrap_or_default();
+                is_ready(k)
+                    && s.kafka_version.as_deref() == Some(next.as_str())
+                    && s.kafka_metadata_version
+                        .as_deref()
+                        .is_some_and(|mv| mv.starts_with(&format!("{release}-")))
+            },
+        )
+        .await;
+    let shown = k.status.unwrap().kafka_metadata_version.unwrap();
+    let finalized = finalized_by_kafkas_tool(&next_libs, bootstrap, "metadata.version");
+    assert_eq!(finalized, shown, "Kafka's metadata.version and the status");
+    for alias in [ALPHA, BETA] {
+        let pods: Api<Pod> = stretch.api(alias);
+        for pod in pods.list(&ListParams::default()).await.unwrap() {
+            let image = pod.spec.as_ref().unwrap().containers[0]
+                .image
+                .clone()
+                .unwrap();
+            assert!(
+                image.ends_with(&format!(":{next}")),
+                "{} runs {image}",
+                pod.name_any()
+            );
+        }
+    }
+    eprintln!("upgraded from Kafka {old} ({old_metadata}) to {next} ({shown})");
+    let acked = load.acked();
+    wait_for_acks(load, acked + 50).await;
+
+    let before = pod_states(stretch).await;
+    set_version(old.clone()).await;
+    let k: Kafka = stretch
+        .wait_in_alpha(
+            "live",
+            "the downgrade refused",
+            START_TIMEOUT,
+            |k: &Kafka| refused_because(k).as_deref() == Some("KafkaDowngradeRefused"),
+        )
+        .await;
+    let message = k
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Ready");
+    let message = message.and_then(|c| c.message).unwrap_or_default();
+    assert!(
+        message.contains(&shown) && message.contains(&old),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        pod_states(stretch).await,
+        before,
+        "pods changed on a refused downgrade"
+    );
+    set_version(next).await;
+    stretch
+        .wait_in_alpha(
+            "live",
+            "Ready again at the new version",
+            START_TIMEOUT,
+            is_ready,
+        )
+        .await;
+    assert_eq!(
+        pod_states(stretch).await,
+        before,
+        "pods changed when the refusal cleared"
+    );
+}
+
+/// The reason of a `Ready=False` condition.
+fn refused_because(k: &Kafka) -> Option<String> {
+    let ready = k
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    (ready.status == "False")
+        .then(|| ready.reason.clone())
+        .flatten()
 }
 
 /// Central killed: every pod keeps running and serving, produce goes on, and nothing restarts

@@ -195,23 +195,28 @@ build_local_path() (
 )
 
 # ---------------------------------------------------------------- kafka
-KAFKA_DIR=$CACHE/kafka-$KSTRETCH_KAFKA_VERSION
+# The jars of each Kafka version: the environment's own (local processes and the default image)
+# and the one Kafka upgrades go to (only its image).
+KAFKA_VERSIONS=("$KSTRETCH_KAFKA_VERSION" "$KSTRETCH_KAFKA_NEXT_VERSION")
+kafka_dir() { echo "$CACHE/kafka-$1"; }
 
 kafka_complete() {
-  [[ -f $KAFKA_DIR/.complete ]] && compgen -G "$KAFKA_DIR/libs/kafka_2.13-$KSTRETCH_KAFKA_VERSION.jar" >/dev/null
+  local dir
+  dir=$(kafka_dir "$1")
+  [[ -f $dir/.complete ]] && compgen -G "$dir/libs/kafka_2.13-$1.jar" >/dev/null
 }
 
 build_kafka() {
-  local work
-  work=$(tmpdir kafka)
+  local version=$1 work
+  work=$(tmpdir "kafka-$version")
   mkdir -p "$work/out/libs"
   # (sed: Maven 3.8's -q still prints bare ANSI resets)
-  mvn -q -B -Dstyle.color=never -f "$ENV_DIR/kafka/pom.xml" -Dkafka.version="$KSTRETCH_KAFKA_VERSION" \
+  mvn -q -B -Dstyle.color=never -f "$ENV_DIR/kafka/pom.xml" -Dkafka.version="$version" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$work/out/libs" \
     -Dmdep.overWriteReleases=true 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g' -e '/^[[:space:]]*$/d' >&2
-  [[ -s $work/out/libs/kafka_2.13-$KSTRETCH_KAFKA_VERSION.jar ]] || die "kafka jar missing after mvn"
+  [[ -s $work/out/libs/kafka_2.13-$version.jar ]] || die "kafka $version jar missing after mvn"
   date -u +%FT%TZ >"$work/out/.complete"
-  publish "$work/out" "$KAFKA_DIR"
+  publish "$work/out" "$(kafka_dir "$version")"
   rm -rf "$work"
 }
 
@@ -219,14 +224,15 @@ build_kafka() {
 # The images real nodes run, built without an engine or a registry (tests/env/image/):
 #   pause-image-<hash>/          OCI layout of containerd's sandbox image
 #   debian-jre-<suite>-17/rootfs.tar   Debian minbase + openjdk-17-jre-headless + appuser (1000)
-#   kafka-image-<v>-<hash>/      OCI layout of apache/kafka:<v>: that rootfs plus /opt/kafka
+#   kafka-image-<v>-<hash>/      OCI layout of apache/kafka:<v>: that rootfs plus /opt/kafka,
+#                                for each of KAFKA_VERSIONS
 # The hash covers tests/env/image, so a changed script gives a new image directory.
 IMAGE_SRC=$ENV_DIR/image
 IMAGE_HASH=$(image_hash "$IMAGE_SRC")
 PAUSE_IMAGE_DIR=$CACHE/pause-image-$IMAGE_HASH
 JRE_SUITE=bookworm
 JRE_DIR=$CACHE/debian-jre-$JRE_SUITE-17
-KAFKA_IMAGE_DIR=$CACHE/kafka-image-$KSTRETCH_KAFKA_VERSION-$IMAGE_HASH
+kafka_image_dir() { echo "$CACHE/kafka-image-$1-$IMAGE_HASH"; }
 
 build_pause_image() {
   local work
@@ -262,17 +268,17 @@ build_jre_rootfs() {
 }
 
 build_kafka_image() {
-  local work
-  work=$(tmpdir kafka-image)
+  local version=$1 work
+  work=$(tmpdir "kafka-image-$version")
   mkdir -p "$work/root/opt/kafka/libs" "$work/root/opt/kafka/plugins"
   cp -r "$IMAGE_SRC/kafka/bin" "$IMAGE_SRC/kafka/config" "$work/root/opt/kafka/"
-  cp "$KAFKA_DIR"/libs/*.jar "$work/root/opt/kafka/libs/"
+  cp "$(kafka_dir "$version")"/libs/*.jar "$work/root/opt/kafka/libs/"
   tar --numeric-owner --owner=1000 --group=0 -C "$work/root" -cf "$work/layer.tar" opt
-  python3 "$IMAGE_SRC/oci.py" --name "docker.io/apache/kafka:$KSTRETCH_KAFKA_VERSION" \
+  python3 "$IMAGE_SRC/oci.py" --name "docker.io/apache/kafka:$version" \
     --layer "$JRE_DIR/rootfs.tar" --layer "$work/layer.tar" --user 1000 --workdir /opt/kafka \
     --env PATH=/opt/kafka/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 --out "$work/out"
-  publish "$work/out" "$KAFKA_IMAGE_DIR"
+  publish "$work/out" "$(kafka_image_dir "$version")"
   rm -rf "$work"
 }
 
@@ -286,10 +292,12 @@ TOTAL_START=$(date +%s)
 # Maven is network/IO bound: run it in the background, overlapping the Go builds.
 KAFKA_PID=
 if want kafka; then
-  if kafka_complete; then
-    log "cached kafka-$KSTRETCH_KAFKA_VERSION"
-  else
-    timed "kafka-$KSTRETCH_KAFKA_VERSION" build_kafka &
+  missing=()
+  for version in "${KAFKA_VERSIONS[@]}"; do
+    if kafka_complete "$version"; then log "cached kafka-$version"; else missing+=("$version"); fi
+  done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    (for version in "${missing[@]}"; do timed "kafka-$version" build_kafka "$version"; done) &
     KAFKA_PID=$!
   fi
 fi
@@ -328,10 +336,12 @@ if want images; then
   else timed "pause image" build_pause_image; fi
   if have "$JRE_DIR" rootfs.tar; then log "cached debian-jre-$JRE_SUITE-17"
   else timed "debian-jre-$JRE_SUITE-17" build_jre_rootfs; fi
-  if have "$KAFKA_IMAGE_DIR" index.json; then log "cached kafka-image-$KSTRETCH_KAFKA_VERSION"
-  else
-    kafka_complete || die "the Kafka image needs the Kafka jars: install.sh kafka"
-    timed "kafka-image-$KSTRETCH_KAFKA_VERSION" build_kafka_image
-  fi
+  for version in "${KAFKA_VERSIONS[@]}"; do
+    if have "$(kafka_image_dir "$version")" index.json; then log "cached kafka-image-$version"
+    else
+      kafka_complete "$version" || die "the Kafka $version image needs its jars: install.sh kafka"
+      timed "kafka-image-$version" build_kafka_image "$version"
+    fi
+  done
 fi
 log "install done in $(($(date +%s) - TOTAL_START))s (cache: $CACHE)"

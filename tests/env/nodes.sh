@@ -28,7 +28,8 @@ LOG_TAG=nodes
 NODE_BIN_DIR=$CACHE/k8s-node-$KSTRETCH_K8S_VERSION
 LOCAL_PATH_BIN=$CACHE/local-path-$KSTRETCH_LOCAL_PATH_VERSION/local-path-provisioner
 IMAGE_HASH=$(image_hash "$ENV_DIR/image")
-IMAGE_DIRS=("$CACHE/pause-image-$IMAGE_HASH" "$CACHE/kafka-image-$KSTRETCH_KAFKA_VERSION-$IMAGE_HASH")
+IMAGE_DIRS=("$CACHE/pause-image-$IMAGE_HASH" "$CACHE/kafka-image-$KSTRETCH_KAFKA_VERSION-$IMAGE_HASH"
+  "$CACHE/kafka-image-$KSTRETCH_KAFKA_NEXT_VERSION-$IMAGE_HASH")
 FORWARD_SAVED=$STATE/nodes/ip_forward.before
 
 ctr_node() { ctr --address "$(node_dir "$CUR_C")/containerd.sock" --namespace k8s.io "$@"; }

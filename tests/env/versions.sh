@@ -8,6 +8,7 @@ KSTRETCH_ETCD_VERSION=v3.6.16     # go.etcd.io/etcd/server/v3
 KSTRETCH_KWOK_VERSION=v0.8.0      # sigs.k8s.io/kwok
 KSTRETCH_HELM_VERSION=v4.3.1      # helm.sh/helm/v4
 KSTRETCH_KAFKA_VERSION=4.1.2      # org.apache.kafka (Maven Central), see kafka/pom.xml
+KSTRETCH_KAFKA_NEXT_VERSION=4.3.1 # the version Kafka upgrades are tested to (its image only)
 KSTRETCH_LOCAL_PATH_VERSION=v0.0.30  # github.com/rancher/local-path-provisioner (real nodes' claims)
 
 KSTRETCH_CACHE=${KSTRETCH_CACHE:-$HOME/.cache/kstretch}
@@ -29,7 +30,8 @@ KSTRETCH_KAFKA_NODELETE_PORT=19095             # its broker listener (PLAINTEXT)
 KSTRETCH_KAFKA_NODELETE_CONTROLLER_PORT=19096  # its controller listener
 
 export KSTRETCH_K8S_VERSION KSTRETCH_ETCD_VERSION KSTRETCH_KWOK_VERSION \
-  KSTRETCH_HELM_VERSION KSTRETCH_KAFKA_VERSION KSTRETCH_LOCAL_PATH_VERSION KSTRETCH_CACHE KSTRETCH_STATE_DIR KSTRETCH_CLUSTERS
+  KSTRETCH_HELM_VERSION KSTRETCH_KAFKA_VERSION KSTRETCH_KAFKA_NEXT_VERSION \
+  KSTRETCH_LOCAL_PATH_VERSION KSTRETCH_CACHE KSTRETCH_STATE_DIR KSTRETCH_CLUSTERS
 
 # Real nodes (one per cluster, beside the kwok nodes): the sandbox image containerd uses.
 KSTRETCH_PAUSE_IMAGE=registry.k8s.io/pause:3.10

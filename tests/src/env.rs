@@ -34,6 +34,9 @@ pub struct TestEnv {
     pub kafka_libs: Option<PathBuf>,
     /// `KSTRETCH_BIN_DIR`: `kafka-run-class`, `kubectl` and the other environment binaries.
     pub bin_dir: Option<PathBuf>,
+    /// `KSTRETCH_KAFKA_NEXT_VERSION` and `KSTRETCH_KAFKA_NEXT_LIBS`: the Kafka version whose
+    /// image the real nodes also hold (upgrades go to it), and its jars (its own tools).
+    pub kafka_next: Option<(String, PathBuf)>,
 }
 
 const HOW_TO_START: &str = "start the real test environment first: `tests/env/up.sh` \
@@ -106,6 +109,10 @@ impl TestEnv {
             log_dir: PathBuf::from(get("KSTRETCH_LOG_DIR")?),
             kafka_libs: vars.get("KSTRETCH_KAFKA_LIBS").map(PathBuf::from),
             bin_dir: vars.get("KSTRETCH_BIN_DIR").map(PathBuf::from),
+            kafka_next: vars
+                .get("KSTRETCH_KAFKA_NEXT_VERSION")
+                .zip(vars.get("KSTRETCH_KAFKA_NEXT_LIBS"))
+                .map(|(v, libs)| (v.to_string(), PathBuf::from(libs))),
         })
     }
 
@@ -115,6 +122,17 @@ impl TestEnv {
         self.kafka_libs.clone().unwrap_or_else(|| {
             panic!(
                 "{} names no KSTRETCH_KAFKA_LIBS\n{HOW_TO_START}",
+                self.file.display()
+            )
+        })
+    }
+
+    /// The Kafka version upgrades go to, and its jars; panics with the command to run when
+    /// the environment file does not name them (an environment from before they existed).
+    pub fn kafka_next(&self) -> (String, PathBuf) {
+        self.kafka_next.clone().unwrap_or_else(|| {
+            panic!(
+                "{} names no KSTRETCH_KAFKA_NEXT_VERSION/KSTRETCH_KAFKA_NEXT_LIBS\n{HOW_TO_START}",
                 self.file.display()
             )
         })

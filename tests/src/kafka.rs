@@ -2,6 +2,7 @@
 //! Kafka client.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
@@ -164,7 +165,11 @@ pub fn run_kafka_tool(class: &str, args: &[&str]) -> String {
 /// Runs one of Kafka's own command-line tools on the host: its standard output, or, when it
 /// fails, its standard output and error.
 pub fn kafka_tool(class: &str, args: &[&str]) -> Result<String, String> {
-    let libs = crate::TestEnv::get().kafka_libs();
+    kafka_tool_of(&crate::TestEnv::get().kafka_libs(), class, args)
+}
+
+/// [`kafka_tool`] of the Kafka whose jars are in `libs`.
+pub fn kafka_tool_of(libs: &Path, class: &str, args: &[&str]) -> Result<String, String> {
     let output = std::process::Command::new("java")
         .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"])
         .arg(format!("{}/*", libs.display()))
@@ -183,17 +188,25 @@ pub fn kafka_tool(class: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// The `kraft.version` level Kafka's own `kafka-features describe` reports (1: a dynamic
-/// quorum).
+/// Kafka's own `kafka-features describe`: the finalized `kraft.version`.
 pub fn kraft_version_by_kafkas_tool(bootstrap: &str) -> String {
-    let text = run_kafka_tool(
-        "org.apache.kafka.tools.FeatureCommand",
-        &["--bootstrap-server", bootstrap, "describe"],
-    );
+    finalized_by_kafkas_tool(
+        &crate::TestEnv::get().kafka_libs(),
+        bootstrap,
+        "kraft.version",
+    )
+}
+
+/// Kafka's own `kafka-features describe` from the jars in `libs` (a tool names only the
+/// metadata versions its own release knows): the finalized level of `feature`.
+pub fn finalized_by_kafkas_tool(libs: &Path, bootstrap: &str, feature: &str) -> String {
+    let args = ["--bootstrap-server", bootstrap, "describe"];
+    let text = kafka_tool_of(libs, "org.apache.kafka.tools.FeatureCommand", &args)
+        .unwrap_or_else(|e| panic!("FeatureCommand {args:?} failed: {e}"));
     let line = text
         .lines()
-        .find(|l| l.contains("Feature: kraft.version"))
-        .unwrap_or_else(|| panic!("no kraft.version in:\n{text}"));
+        .find(|l| l.split_whitespace().nth(1) == Some(feature))
+        .unwrap_or_else(|| panic!("no {feature} in:\n{text}"));
     line.split("FinalizedVersionLevel:")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())

@@ -16,6 +16,7 @@ pub mod resolve;
 pub mod roll;
 pub mod security;
 pub mod status;
+pub mod version;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

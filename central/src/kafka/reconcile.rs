@@ -29,6 +29,7 @@ use super::quorum;
 use super::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Members, Resolved};
 use super::roll::{self, NodeView, Reported, Step};
 use super::status;
+use super::version;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
 use crate::link::{AgentRecord, Agents, Owner, OwnerKind, Owners, Part};
 use crate::pki::{self, CaKind, CertError};
@@ -216,6 +217,14 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     {
         return Ok(action);
     }
+    // Refused before anything is built: a version Kafka cannot take never reaches a pod.
+    let target = match version::target(&kafka, &kafka_status) {
+        Ok(target) => target,
+        Err(e) => {
+            let message = e.to_string();
+            return refuser.refuse(kafka_status, e.reason(), &message).await;
+        }
+    };
     let wanted_quorum = match quorum::wanted(&kafka) {
         Ok(mode) => mode,
         Err(message) => {
@@ -616,7 +625,15 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         ),
     };
     let is_ready = ready.is_true();
+    if step == Step::Done {
+        kafka_status.kafka_version = Some(built.kafka_version.clone());
+    }
+    warnings.extend(version::changing(
+        kafka_status.kafka_version.as_deref(),
+        &target,
+    ));
     let mut migrating = false;
+    let mut raising = false;
     if is_ready {
         moving::ensure_drains(&ctx, &kafka, &pools, &draining, &mut warnings).await?;
         observe_quorum(&ctx, bootstrap.as_deref(), &mut kafka_status).await;
@@ -633,9 +650,21 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             )
             .await;
         }
+        raising = version::raise_metadata(
+            &ctx,
+            &kafka,
+            bootstrap.as_deref(),
+            &target,
+            &mut kafka_status,
+            &mut warnings,
+        )
+        .await;
     }
-    let settled =
-        is_ready && pending_unregistration.is_empty() && quorum_busy.is_none() && !migrating;
+    let settled = is_ready
+        && pending_unregistration.is_empty()
+        && quorum_busy.is_none()
+        && !migrating
+        && !raising;
     let scale_down_blocked = warnings
         .iter()
         .any(|(reason, _)| reason == SCALE_DOWN_BLOCKED);
@@ -680,11 +709,6 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         })
         .collect();
     kafka_status.listeners = listener_statuses(&built);
-    kafka_status.kafka_version = Some(built.kafka_version.clone());
-    kafka_status.kafka_metadata_version = built
-        .metadata_version
-        .clone()
-        .or_else(|| default_metadata_version(&built.kafka_version));
     if is_ready {
         kafka_status.operator_last_successful_version = Some(env!("CARGO_PKG_VERSION").to_owned());
     }
@@ -1743,20 +1767,6 @@ fn listener_statuses(built: &Built) -> Vec<ListenerStatus> {
         .collect()
 }
 
-/// The metadata version a Kafka version formats new clusters with, when the `Kafka` does not
-/// set one.
-fn default_metadata_version(version: &str) -> Option<String> {
-    let mut parts = version.split('.');
-    let major = parts.next()?;
-    let minor = parts.next()?;
-    Some(match (major, minor) {
-        ("4", "1") => "4.1-IV1".to_owned(),
-        ("4", "0") => "4.0-IV3".to_owned(),
-        ("3", "9") => "3.9-IV0".to_owned(),
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -1796,14 +1806,5 @@ mod tests {
         let resolved = resolve::resolve(&by_node_port, &pools, &members()).unwrap();
         // Not an empty list, which the admin client would take for an address.
         assert_eq!(admin_bootstrap(&by_node_port, &resolved), None);
-    }
-
-    #[test]
-    fn metadata_versions_default_by_kafka_version() {
-        assert_eq!(
-            default_metadata_version("4.1.2").as_deref(),
-            Some("4.1-IV1")
-        );
-        assert_eq!(default_metadata_version("9.9.9"), None);
     }
 }
