@@ -122,6 +122,9 @@ pub const CONTROLLER_QUORUM: &str = "kstretch.io/controller-quorum";
 /// `KafkaNodePool` annotation naming the Kubernetes cluster the pool runs in (from Strimzi's
 /// stretch-cluster proposal); no annotation means the central cluster itself.
 pub const STRETCH_CLUSTER_ALIAS: &str = "strimzi.io/stretch-cluster-alias";
+/// `KafkaNodePool` annotation: the replication throttle (bytes per second per broker) of the
+/// drain central runs when the pool moves to another cluster; without it, operations' default.
+pub const MOVE_THROTTLE: &str = "kstretch.io/move-throttle";
 /// Legacy `Kafka` annotation (Strimzi before 0.46) enabling node pools; accepted and ignored,
 /// node pools are always used.
 pub const NODE_POOLS: &str = "strimzi.io/node-pools";

@@ -726,7 +726,8 @@ async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
 
 /// Central restarted while a `Kafka` is invalid: its pods are kept (central does not know
 /// what it wants, so nothing is deleted), while other clusters are served; a pool pointed at
-/// another cluster starts moving there, keeping its old nodes; deleting the `Kafka`
+/// another cluster whose agent is away is refused, and once the agent is back starts moving
+/// there, keeping its old nodes; deleting the `Kafka`
 /// removes its pods and services but keeps claims without `deleteClaim`.
 #[tokio::test]
 async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_cleans_up() {
@@ -778,6 +779,9 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
     .await;
     assert_eq!(node_ids(&dual), [0, 1]);
     let alias = |value: Value| json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": value}}});
+    // Toward a cluster whose agent is away, the move does not start (its new nodes could not):
+    // refused, nothing marked leaving; it starts once the agent is back.
+    stretch.stop_agent(BETA);
     pools
         .patch(
             "dual",
@@ -786,6 +790,29 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
         )
         .await
         .unwrap();
+    let k = wait_kafka(
+        &stretch,
+        "the move to a disconnected cluster refused",
+        |k| ready_reason(k).as_deref() == Some("PoolMoveTargetUnreachable"),
+    )
+    .await;
+    let message = condition(&kafka_conditions(&k), "Ready")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
+    assert!(
+        message.contains("the agent of beta is not connected"),
+        "{message}"
+    );
+    let dual = pools.get("dual").await.unwrap();
+    let status = dual.status.unwrap();
+    assert_eq!(
+        (status.leaving, status.cluster_alias.as_deref()),
+        (None, Some(ALPHA))
+    );
+    assert_eq!(uid(pods.get("my-cluster-dual-0").await.unwrap()), before);
+    stretch.start_agent(BETA);
     let leaving = |p: &KafkaNodePool| {
         p.status.as_ref().and_then(|s| {
             let l = s.leaving.as_ref()?;

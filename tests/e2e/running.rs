@@ -744,6 +744,7 @@ async fn upgraded_and_not_downgraded(stretch: &Stretch, bootstrap: &str, load: &
     assert_ne!(old, next, "the environment's next Kafka version is its own");
 
     let before = pod_states(stretch).await;
+    let started = std::time::Instant::now();
     set_version(next.clone()).await;
     rolled_one_at_a_time(stretch, &before).await;
     let release = next.rsplit_once('.').map_or(next.as_str(), |(r, _)| r);
@@ -779,7 +780,14 @@ async fn upgraded_and_not_downgraded(stretch: &Stretch, bootstrap: &str, load: &
             );
         }
     }
-    eprintln!("upgraded from Kafka {old} ({old_metadata}) to {next} ({shown})");
+    // Straight to standard error, past the test harness's capture: wanted in every run.
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "upgraded {} nodes from Kafka {old} ({old_metadata}) to {next} ({shown}) in {:.0} s under the producer",
+        before.len(),
+        started.elapsed().as_secs_f64()
+    );
     let acked = load.acked();
     wait_for_acks(load, acked + 50).await;
 
@@ -910,8 +918,21 @@ fn pod_processes(uid: &str, comm: &str) -> Vec<i32> {
 /// claim (the same segment file, not a copy fetched again) and rejoin the ISR.
 async fn a_deleted_pod_and_a_killed_process_keep_their_data(stretch: &Stretch, bootstrap: &str) {
     create_topic(bootstrap, "kept", 3, 3).await;
+    // 32 KiB of hex noise each, 1.6 MiB a partition: more than a follower's first fetch takes
+    // (1 MiB a partition), so a drain throttled to a byte a second cannot finish it.
+    let mut noise: u64 = 0x2545_F491_4F6C_DD1D;
     let records: Vec<(String, String)> = (0..100)
-        .map(|i| (format!("k{i:03}"), format!("v{i}")))
+        .map(|i| {
+            let value: String = (0..2048)
+                .map(|_| {
+                    noise ^= noise << 13;
+                    noise ^= noise >> 7;
+                    noise ^= noise << 17;
+                    format!("{:016x}", noise)
+                })
+                .collect();
+            (format!("k{i:03}"), format!("v{i}-{value}"))
+        })
         .collect();
     produce(bootstrap, "kept", &records).await;
     let (claim_uid, dir) = claim_dir(stretch, BETA, "live-b-2").await;
@@ -1111,7 +1132,9 @@ async fn beta_is_drained_and_undrained_and_a_scale_down_waits_until_the_replicas
 /// group member reading the whole time: new nodes with new IDs start where the pool now
 /// belongs, central drains the leaving brokers with a `KafkaOperation` of its own, and each
 /// leaving node stops (and is unregistered) once it holds no replica. Central is killed once
-/// the first move's drain exists; the move completes after it returns. No send fails, the
+/// the first move's drain exists; the move completes after it returns. The way back's drain
+/// crawls and is aborted mid-move: the cluster stays consistent, and once the drain is deleted
+/// central starts another and the move completes. No send fails, the
 /// consumer sees every acknowledged record exactly once, and the longest produce stall is
 /// printed. (Part of the stretched Kafka's test: each new Kafka costs minutes on two cores.)
 async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
@@ -1147,22 +1170,59 @@ async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
     let reader = Reader::start(&bootstrap, "moved", "move-readers");
     wait_for_acks(&load, 50).await;
 
-    let in_beta = pool_moved(stretch, &bootstrap, "m", &first, BETA, true).await;
+    let in_beta = pool_moved(
+        stretch,
+        &bootstrap,
+        "m",
+        &first,
+        BETA,
+        Interruption::Central,
+    )
+    .await;
     // The drain put the replicas wherever they fit best; a topic on the new brokers gives the
     // way back something to move.
     let n = in_beta[0];
     placed_topic(&bootstrap, "back", &[&[n, 0, 2], &[1, n, 2]]).await;
     full_isr(&bootstrap, "back").await;
+    // 32 KiB of hex noise each, 1.6 MiB a partition: more than a follower's first fetch takes
+    // (1 MiB a partition), so a drain throttled to a byte a second cannot finish it.
+    let mut noise: u64 = 0x2545_F491_4F6C_DD1D;
     let records: Vec<(String, String)> = (0..100)
-        .map(|i| (format!("k{i:03}"), format!("v{i}")))
+        .map(|i| {
+            let value: String = (0..2048)
+                .map(|_| {
+                    noise ^= noise << 13;
+                    noise ^= noise >> 7;
+                    noise ^= noise << 17;
+                    format!("{:016x}", noise)
+                })
+                .collect();
+            (format!("k{i:03}"), format!("v{i}-{value}"))
+        })
         .collect();
     produce(&bootstrap, "back", &records).await;
-    pool_moved(stretch, &bootstrap, "m", &in_beta, ALPHA, false).await;
+    pool_moved(
+        stretch,
+        &bootstrap,
+        "m",
+        &in_beta,
+        ALPHA,
+        Interruption::Abort,
+    )
+    .await;
     // Then the pool of beta's controller (a combined node, a voter): the new node in alpha
     // joins the voters before the old one leaves them, and back.
     let b = pools.get("b").await.unwrap().status.unwrap().node_ids;
-    let in_alpha = pool_moved(stretch, &bootstrap, "b", &b, ALPHA, false).await;
-    pool_moved(stretch, &bootstrap, "b", &in_alpha, BETA, false).await;
+    let in_alpha = pool_moved(stretch, &bootstrap, "b", &b, ALPHA, Interruption::None).await;
+    pool_moved(
+        stretch,
+        &bootstrap,
+        "b",
+        &in_alpha,
+        BETA,
+        Interruption::None,
+    )
+    .await;
     let (all, topic) = (bootstrap.clone(), "back");
     let read =
         tokio::task::spawn_blocking(move || consume(&all, topic, 2, 100, Duration::from_secs(60)))
@@ -1196,6 +1256,18 @@ async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
     );
 }
 
+/// What interrupts a pool move in [`pool_moved`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interruption {
+    None,
+    /// Central is killed and started again once the move's drain exists.
+    Central,
+    /// The move's drain runs at 1 byte/s (`kstretch.io/move-throttle`) and is aborted with
+    /// `kstretch abort` while partitions are in flight; then it is deleted, the throttle
+    /// removed, and the move completes.
+    Abort,
+}
+
 /// Points pool `name` (whose nodes are `from_ids`) at cluster `to` and waits until the move
 /// is done: new nodes there (voters, for a controller pool, as Kafka's tool lists them), a
 /// drain of the old brokers completed if they held replicas, the old nodes stopped and
@@ -1206,7 +1278,7 @@ async fn pool_moved(
     name: &str,
     from_ids: &[i32],
     to: &str,
-    restart_central: bool,
+    interruption: Interruption,
 ) -> Vec<i32> {
     let held = kstretch_tests::kafka::placement(bootstrap).unwrap();
     let holds = held
@@ -1222,13 +1294,15 @@ async fn pool_moved(
         .roles
         .contains(&kstretch_api::ProcessRole::Controller);
     let alias = if to == ALPHA { Value::Null } else { json!(to) };
+    let mut annotations = json!({"strimzi.io/stretch-cluster-alias": alias});
+    if interruption == Interruption::Abort {
+        annotations["kstretch.io/move-throttle"] = json!("1");
+    }
     pools
         .patch(
             name,
             &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": alias}}}),
-            ),
+            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
         )
         .await
         .unwrap();
@@ -1256,7 +1330,11 @@ async fn pool_moved(
     let ops: Api<KafkaOperation> = stretch.api(ALPHA);
     let ids: Vec<String> = from_ids.iter().map(i32::to_string).collect();
     let drain = format!("live-{name}-move-{}", ids.join("-"));
-    if restart_central {
+    if interruption == Interruption::Abort {
+        assert!(holds, "an abort needs replicas to move");
+        aborted_mid_move(stretch, bootstrap, name, &drain).await;
+    }
+    if interruption == Interruption::Central {
         // Central killed mid-move, once it has started the drain: the move goes on from what
         // the pool's status and the operation's record.
         wait_for(
@@ -1355,6 +1433,223 @@ async fn pool_moved(
         started_at.elapsed().as_secs_f64()
     );
     new
+}
+
+/// The move's drain `drain`, crawling at 1 byte/s, is aborted with `kstretch abort` while it
+/// has partitions in flight: the cluster is left consistent (every partition of the test's
+/// topics at replication factor 3 and fully in sync, no reassignment left running, the same
+/// voters) and the `Kafka` says the move stalled. Then the throttle goes and the drain is
+/// deleted, so that central starts another and the move can complete.
+async fn aborted_mid_move(stretch: &Stretch, bootstrap: &str, pool: &str, drain: &str) {
+    let ops: Api<KafkaOperation> = stretch.api(ALPHA);
+    let voters = || {
+        quorum_by_kafkas_tool(bootstrap)
+            .into_iter()
+            .filter(|(_, _, status)| status == "Leader" || status == "Follower")
+            .map(|(id, _, _)| id)
+            .collect::<BTreeSet<i32>>()
+    };
+    let voters_before = voters();
+    wait_for(
+        &format!("drain {drain} to have partitions in flight"),
+        START_TIMEOUT,
+        || async {
+            let op = ops.get_opt(drain).await.unwrap();
+            let status = op.and_then(|o| o.status);
+            match &status {
+                Some(s) if s.phase.as_deref() == Some("Running") && !s.in_flight.is_empty() => {
+                    Seen::Done(())
+                }
+                _ => Seen::NotYet(format!("{status:?}")),
+            }
+        },
+    )
+    .await;
+    let (ok, out) = kstretch(stretch, &["abort", drain]).await;
+    assert!(ok, "{out}");
+    wait_for(&format!("drain {drain} aborted"), START_TIMEOUT, || async {
+        let status = ops.get_opt(drain).await.unwrap().and_then(|o| o.status);
+        match &status {
+            Some(s) if s.phase.as_deref() == Some("Aborted") && s.in_flight.is_empty() => {
+                Seen::Done(())
+            }
+            _ => Seen::NotYet(format!("{status:?}")),
+        }
+    })
+    .await;
+    stretch
+        .wait_in_alpha(
+            "live",
+            "the move shown stalled",
+            START_TIMEOUT,
+            |k: &Kafka| warning(k, "PoolMoveStalled").is_some_and(|m| m.contains(drain)),
+        )
+        .await;
+    let listed = run_kafka_tool(
+        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+        &["--bootstrap-server", bootstrap, "--list"],
+    );
+    assert!(
+        listed.contains("No partition reassignments found"),
+        "reassignments left running after the abort:\n{listed}"
+    );
+    for topic in ["moved", "back"] {
+        full_isr(bootstrap, topic).await;
+    }
+    let placement = kstretch_tests::kafka::placement(bootstrap).unwrap();
+    let short: Vec<_> = placement
+        .iter()
+        .filter(|((topic, _), (replicas, _))| {
+            ["moved", "back"].contains(&topic.as_str()) && replicas.len() != 3
+        })
+        .collect();
+    assert!(short.is_empty(), "partitions not at 3 replicas: {short:?}");
+    assert_eq!(voters(), voters_before, "the voters after the abort");
+
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    let no_throttle = json!({"metadata": {"annotations": {"kstretch.io/move-throttle": null}}});
+    pools
+        .patch(pool, &PatchParams::default(), &Patch::Merge(no_throttle))
+        .await
+        .unwrap();
+    ops.delete(drain, &Default::default()).await.unwrap();
+}
+
+/// Benchmark, not a test (`scripts/bench-move.sh` runs it): a one-broker pool in alpha holds
+/// one replica of every partition of a topic filled with `KSTRETCH_BENCH_MOVE_MIB` MiB
+/// (default 1024) of incompressible records over `KSTRETCH_BENCH_MOVE_PARTITIONS` partitions
+/// (default 12, replication factor 2); it moves to beta with its drain at
+/// `KSTRETCH_BENCH_MOVE_THROTTLE` bytes/s per broker (default 50 MiB/s). Prints the drain's
+/// plan (bytes, the seconds the copying alone takes at the throttle), the drain's own time and
+/// the whole move's.
+#[tokio::test]
+#[ignore = "benchmark: scripts/bench-move.sh"]
+async fn bench_pool_move() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let setting = |name: &str, default: u64| {
+        std::env::var(name).ok().map_or(default, |v| {
+            v.parse()
+                .unwrap_or_else(|e| panic!("{name}={v:?} is not a number: {e}"))
+        })
+    };
+    let mib = setting("KSTRETCH_BENCH_MOVE_MIB", 1024);
+    let partitions = setting("KSTRETCH_BENCH_MOVE_PARTITIONS", 12) as i32;
+    let throttle = setting("KSTRETCH_BENCH_MOVE_THROTTLE", 50 * 1024 * 1024);
+    let mut moving = pool("m", 1, ALPHA, persistent());
+    moving["spec"]["roles"] = json!(["broker"]);
+    moving["metadata"]["annotations"]["kstretch.io/move-throttle"] = json!(throttle.to_string());
+    let (mut stretch, k) = live_kafka_with("bench-move", persistent(), vec![moving]).await;
+    let bootstrap = all_brokers(&k);
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    let m = pools.get("m").await.unwrap().status.unwrap().node_ids[0];
+    let replicas: Vec<[i32; 2]> = (0..partitions).map(|p| [m, p % 3]).collect();
+    let replicas: Vec<&[i32]> = replicas.iter().map(|r| &r[..]).collect();
+    placed_topic(&bootstrap, "bulk", &replicas).await;
+    let filled_at = std::time::Instant::now();
+    let (servers, total) = (bootstrap.clone(), mib * 1024 * 1024);
+    tokio::task::spawn_blocking(move || fill(&servers, "bulk", partitions, total))
+        .await
+        .unwrap();
+    let fill_secs = filled_at.elapsed().as_secs_f64();
+
+    let started = std::time::Instant::now();
+    pool_moved(
+        &mut stretch,
+        &bootstrap,
+        "m",
+        &[m],
+        BETA,
+        Interruption::None,
+    )
+    .await;
+    let move_secs = started.elapsed().as_secs_f64();
+    let ops: Api<KafkaOperation> = stretch.api(ALPHA);
+    let drain = ops
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|o| o.name_any().starts_with("live-m-move-"))
+        .and_then(|o| o.status)
+        .expect("the move's drain");
+    let plan = drain.plan.clone().unwrap_or_default();
+    let at = |t: &Option<String>| {
+        let text = t.as_deref().expect("drain times");
+        epoch_seconds(text)
+    };
+    let drain_secs = at(&drain.completed_at) - at(&drain.started_at);
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "bench-move: {mib} MiB over {partitions} partitions (filled in {fill_secs:.0} s); drain throttle {throttle} B/s per broker; plan: {} partitions, {} bytes, {} s of copying at the throttle; drain took {drain_secs:.0} s; whole move (new broker started, drain, old broker stopped and unregistered) {move_secs:.0} s",
+        plan.partitions,
+        plan.bytes,
+        plan.seconds_at_throttle
+    );
+    stretch.finish().await;
+}
+
+/// Seconds since the epoch of an RFC 3339 time as central writes it (`2026-11-25T06:17:03Z`).
+fn epoch_seconds(text: &str) -> f64 {
+    let parsed: k8s_openapi::jiff::Timestamp = text
+        .parse()
+        .unwrap_or_else(|e| panic!("{text:?} is not a time: {e}"));
+    parsed.as_millisecond() as f64 / 1000.0
+}
+
+/// Produces `total` bytes of incompressible 64 KiB records round-robin over `partitions`
+/// partitions of `topic` (`acks=1`: a fill, not a test of durability).
+fn fill(bootstrap: &str, topic: &str, partitions: i32, total: u64) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "1")
+        .set("compression.type", "none")
+        .set("linger.ms", "20")
+        .set("batch.size", "1048576")
+        .set("queue.buffering.max.kbytes", "262144")
+        .create()
+        .unwrap();
+    const SIZE: usize = 64 * 1024;
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut value = vec![0u8; SIZE];
+    let mut sent = 0u64;
+    let mut n = 0i32;
+    while sent < total {
+        for chunk in value.chunks_mut(8) {
+            // xorshift64: bytes no compression shrinks.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+        }
+        let mut record = BaseRecord::<(), [u8]>::to(topic)
+            .payload(&value[..])
+            .partition(n % partitions);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, back)) => {
+                    assert!(
+                        matches!(
+                            e,
+                            rdkafka::error::KafkaError::MessageProduction(
+                                rdkafka::types::RDKafkaErrorCode::QueueFull
+                            )
+                        ),
+                        "{e}"
+                    );
+                    record = back;
+                    producer.poll(Duration::from_millis(50));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+        sent += SIZE as u64;
+        n += 1;
+    }
+    producer.flush(Duration::from_secs(300)).unwrap();
 }
 
 /// Runs `kstretch` with the central cluster's kubeconfig and the test's namespace, off the

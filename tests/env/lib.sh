@@ -40,12 +40,15 @@ pidfile() { printf '%s/%s.pid' "$PID_DIR" "$1"; }
 # cmdline PID — the process's command line with spaces, or nothing (gone / zombie).
 cmdline() { tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" || true; }
 
-# is_ours PID [MARKER...] — PID is alive, not a zombie, carries our state path in its
+# is_ours PID [MARKER...] — PID is alive, a process (not one of another process's threads:
+# a stale pidfile's number can be a JVM thread's, whose /proc entry shows the JVM's command
+# line, and signalling it would stop the JVM), not a zombie, carries our state path in its
 # command line and every MARKER too.
 is_ours() {
   local pid=$1 cl m
   shift
   [[ $pid =~ ^[0-9]+$ ]] || return 1
+  [[ $(awk '$1 == "Tgid:" {print $2}' "/proc/$pid/status" 2>/dev/null) == "$pid" ]] || return 1
   cl=$(cmdline "$pid")
   [[ -n $cl && $cl == *"$(state_marker)"* ]] || return 1
   for m in "$@"; do [[ $cl == *"$m"* ]] || return 1; done

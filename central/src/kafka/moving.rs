@@ -277,6 +277,8 @@ fn drain_of(
                 node_ids: brokers.iter().copied().collect(),
                 ..Default::default()
             }),
+            // Validated when the pool was resolved.
+            replication_throttle: super::resolve::move_throttle(pool).ok().flatten(),
             ..Default::default()
         },
     );

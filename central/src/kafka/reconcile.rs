@@ -199,7 +199,16 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         owner: &owner,
         now: &now,
     };
-    let mut resolved = match resolve::resolve(&kafka, &pools, &ctx.members) {
+    let connected: BTreeSet<String> = ctx.agents.connected().into_iter().collect();
+    let resolved = resolve::resolve(&kafka, &pools, &ctx.members).and_then(|r| {
+        let unreachable = resolve::moves_to_unreachable(&r, &pools, &connected);
+        if unreachable.is_empty() {
+            Ok(r)
+        } else {
+            Err(unreachable)
+        }
+    });
+    let mut resolved = match resolved {
         Ok(r) => r,
         Err(invalid) => {
             let reason = invalid.first().map_or("Invalid", |i| i.reason());
@@ -271,7 +280,6 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         .map(|w| ("NodeIdAnnotationIgnored".to_owned(), w.clone()))
         .collect();
 
-    let connected: BTreeSet<String> = ctx.agents.connected().into_iter().collect();
     let bootstrap = admin_bootstrap(&kafka, &resolved)
         .or_else(|| running_brokers_bootstrap(&ctx, &kafka, &resolved, &assignments));
     if let Some(b) = &bootstrap {

@@ -178,6 +178,20 @@ pub enum Invalid {
         from: String,
         to: String,
     },
+    #[error(
+        "KafkaNodePool {pool} has annotation {key}={value:?}, which is not a number of bytes per second above 0; fix or remove it",
+        key = names::MOVE_THROTTLE
+    )]
+    InvalidMoveThrottle { pool: String, value: String },
+    #[error(
+        "KafkaNodePool {pool} is to move from Kubernetes cluster {from} to {to}, but the agent of {to} is not connected, so its new nodes could not start there: nothing moves until it is (see `kstretch agents`); or set the annotation {alias_key} back to {from}",
+        alias_key = names::STRETCH_CLUSTER_ALIAS
+    )]
+    MoveTargetUnreachable {
+        pool: String,
+        from: String,
+        to: String,
+    },
     #[error(transparent)]
     Security(#[from] SecurityProblem),
 }
@@ -194,6 +208,8 @@ impl Invalid {
             Self::NegativeReplicas { .. } => "InvalidReplicas",
             Self::PoolMoveInProgress { .. } => "PoolMoveInProgress",
             Self::MoveNeedsDynamicQuorum { .. } => "MoveNeedsDynamicQuorum",
+            Self::MoveTargetUnreachable { .. } => "PoolMoveTargetUnreachable",
+            Self::InvalidMoveThrottle { .. } => "InvalidAnnotation",
             Self::Security(p) => p.reason(),
         }
     }
@@ -255,6 +271,9 @@ pub fn resolve(
             .get(names::STRETCH_CLUSTER_ALIAS)
             .cloned()
             .unwrap_or_else(|| members.own.clone());
+        if let Err(problem) = move_throttle(pool) {
+            invalid.push(problem);
+        }
         let (current, leaving) = match placement(&name, status, &alias, dynamic) {
             Ok(placed) => placed,
             Err(problem) => {
@@ -451,6 +470,46 @@ fn node_port_hosts(
         return Err(format!("no host for cluster(s) {}", missing.join(", ")));
     }
     Ok(hosts)
+}
+
+/// The replication throttle of `pool`'s move drains (`kstretch.io/move-throttle`), if set.
+pub fn move_throttle(pool: &KafkaNodePool) -> Result<Option<i64>, Invalid> {
+    let Some(value) = pool.annotations().get(names::MOVE_THROTTLE) else {
+        return Ok(None);
+    };
+    match value.trim().parse::<i64>() {
+        Ok(bytes) if bytes > 0 => Ok(Some(bytes)),
+        _ => Err(Invalid::InvalidMoveThrottle {
+            pool: pool.name_any(),
+            value: value.clone(),
+        }),
+    }
+}
+
+/// The moves that would start now (the pool's status records none yet) toward a member
+/// cluster whose agent is not `connected`: refused, so that nothing is marked leaving for
+/// nodes that could not be replaced. A move under way goes on (or back) regardless.
+pub fn moves_to_unreachable(
+    resolved: &Resolved,
+    pools: &[&KafkaNodePool],
+    connected: &BTreeSet<String>,
+) -> Vec<Invalid> {
+    resolved
+        .pools
+        .iter()
+        .filter_map(|r| {
+            let leaving = r.leaving.as_ref()?;
+            let pool = pools.iter().find(|p| p.name_any() == r.name)?;
+            let recorded = pool.status.as_ref().and_then(|s| s.leaving.as_ref());
+            (recorded.is_none() && !connected.contains(&r.alias)).then(|| {
+                Invalid::MoveTargetUnreachable {
+                    pool: r.name.clone(),
+                    from: leaving.alias.clone(),
+                    to: r.alias.clone(),
+                }
+            })
+        })
+        .collect()
 }
 
 /// The node IDs that count as the pool's (`None` for a pool never reconciled) and the nodes it
@@ -786,6 +845,73 @@ pub(crate) mod tests {
             message.contains("set it to beta to finish the move, or back to alpha"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_move_throttle_is_a_positive_number_of_bytes() {
+        let with = |value: &str| {
+            pool(
+                "brokers",
+                &["broker"],
+                1,
+                json!({"metadata": {"annotations": {"kstretch.io/move-throttle": value}}}),
+            )
+        };
+        assert_eq!(move_throttle(&with("1024")).unwrap(), Some(1024));
+        assert_eq!(
+            move_throttle(&pool("b", &["broker"], 1, json!({}))).unwrap(),
+            None
+        );
+        for bad in ["0", "-5", "50MiB", ""] {
+            let err = move_throttle(&with(bad)).unwrap_err();
+            assert_eq!(err.reason(), "InvalidAnnotation", "{bad}");
+            assert!(
+                err.to_string().contains("kstretch.io/move-throttle"),
+                "{err}"
+            );
+        }
+        let c = pool("controllers", &["controller"], 1, json!({}));
+        let problems = resolve(&kafka(json!({})), &[&c, &with("fast")], &members()).unwrap_err();
+        assert_eq!(problems[0].reason(), "InvalidAnnotation", "{problems:?}");
+    }
+
+    #[test]
+    fn a_move_starts_only_toward_a_connected_cluster() {
+        let k = kafka(json!({}));
+        let c = pool("controllers", &["controller"], 1, json!({}));
+        let brokers = |status: serde_json::Value| {
+            pool(
+                "brokers",
+                &["broker"],
+                1,
+                json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}},
+                       "status": status}),
+            )
+        };
+        let refused = |status: serde_json::Value, connected: &[&str]| {
+            let b = brokers(status);
+            let resolved = resolve(&k, &[&c, &b], &members()).unwrap_or_else(|e| panic!("{e:?}"));
+            let connected = connected.iter().map(|a| (*a).to_owned()).collect();
+            moves_to_unreachable(&resolved, &[&c, &b], &connected)
+        };
+        let start = json!({"nodeIds": [1], "clusterAlias": "alpha", "roles": ["broker"]});
+        let problems = refused(start.clone(), &["alpha"]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].reason(), "PoolMoveTargetUnreachable");
+        let message = problems[0].to_string();
+        assert!(
+            message.contains("the agent of beta is not connected")
+                && message.contains("back to alpha"),
+            "{message}"
+        );
+        assert!(refused(start, &["alpha", "beta"]).is_empty());
+        // Under way, the move is not refused for an agent that went away meanwhile.
+        let under_way = json!({"nodeIds": [1, 2], "clusterAlias": "beta",
+                               "leaving": {"clusterAlias": "alpha", "nodeIds": [1]}});
+        assert!(refused(under_way, &["alpha"]).is_empty());
+        // Nothing moves: nothing refused.
+        let stays = json!({"nodeIds": [1], "clusterAlias": "beta", "roles": ["broker"]});
+        assert!(refused(stays, &["alpha"]).is_empty());
     }
 
     #[test]
