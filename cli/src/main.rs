@@ -2,6 +2,7 @@
 
 mod agents;
 mod kubeconfig;
+mod moves;
 mod operations;
 mod status;
 mod unclaimed;
@@ -54,6 +55,10 @@ enum Command {
     /// allows (a partition whose replicas all sit in one cluster is lost with it), under a
     /// replication throttle; leaders stay. With --dry-run, shows what would move.
     Spread(operations::SpreadArgs),
+    /// Moves a KafkaNodePool to another member cluster: new nodes start there, central drains
+    /// the old brokers and moves the quorum's voters, then the old nodes stop. With --wait,
+    /// follows it to the end.
+    MovePool(moves::MoveArgs),
     /// Lists the operations (drains, undrains, spreads) and where each stands.
     Operations(operations::ListArgs),
     /// Stops an operation at a consistent point: reassignments in flight are cancelled.
@@ -91,6 +96,7 @@ async fn main() -> ExitCode {
         Command::Drain(args) => operations::drain(&args).await,
         Command::Undrain(args) => operations::undrain(&args).await,
         Command::Spread(args) => operations::spread(&args).await,
+        Command::MovePool(args) => moves::run(&args).await,
         Command::Operations(args) => operations::list(&args).await,
         Command::Abort(args) => operations::abort(&args).await,
     };
@@ -103,6 +109,17 @@ async fn main() -> ExitCode {
             eprintln!("error: {err}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A Kubernetes error in words for the person at the terminal: RBAC's 403 is a refusal that
+/// says what the command `needs`.
+pub fn refused_by_kubernetes(e: kube::Error, needs: &str) -> CliError {
+    match &e {
+        kube::Error::Api(s) if s.code == 403 => {
+            CliError::Refused(format!("Kubernetes refused: {} ({needs})", s.message))
+        }
+        _ => CliError::Kube(e),
     }
 }
 

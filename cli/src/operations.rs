@@ -340,13 +340,10 @@ async fn follow(
     }
 }
 
-/// Kubernetes' RBAC said no (or something else failed): in words for the person at the terminal.
+/// Kubernetes' RBAC said no (or something else failed).
 fn not_allowed(e: kube::Error) -> CliError {
-    match &e {
-        kube::Error::Api(s) if s.code == 403 => CliError::Refused(format!(
-            "Kubernetes refused: {} (starting, listing and aborting operations needs RBAC on kafkaoperations.kstretch.io in the central cluster)",
-            s.message
-        )),
-        _ => CliError::Kube(e),
-    }
+    crate::refused_by_kubernetes(
+        e,
+        "starting, listing and aborting operations needs RBAC on kafkaoperations.kstretch.io in the central cluster",
+    )
 }

@@ -200,7 +200,9 @@ fn kstretch_as(kubeconfig: &std::path::Path, namespace: &str, args: &[&str]) -> 
 
 /// Who may start, list or abort an operation is Kubernetes' RBAC in the central cluster: a
 /// caller allowed only to read gets a refusal in words for `drain` and `abort`, and nothing is
-/// created; listing works. An undrain without a completed drain is refused by the CLI.
+/// created; listing works. An undrain without a completed drain is refused by the CLI, and so
+/// are moves of a pool the caller may not change, of a pool that does not exist, or with a
+/// throttle of nothing.
 #[tokio::test]
 async fn operations_are_started_only_by_callers_rbac_allows() {
     let env = TestEnv::get();
@@ -247,6 +249,22 @@ async fn operations_are_started_only_by_callers_rbac_allows() {
     let ops: Api<kstretch_api::KafkaOperation> = ns.api();
     let left = ops.list(&Default::default()).await.unwrap().items;
     assert!(left.is_empty(), "nothing is created: {left:?}");
+
+    // Moving a pool is a change to the pool: RBAC on kafkanodepools decides, and the CLI
+    // refuses what it can see is wrong before changing anything.
+    let (ok, out) = kstretch_as(&reader, &ns.name, &["move-pool", "brokers", "--to", "beta"]);
+    assert!(
+        !ok && out.contains("Kubernetes refused") && out.contains("kafkanodepools"),
+        "{out}"
+    );
+    let (ok, out) = kstretch_as(admin, &ns.name, &["move-pool", "nosuch", "--to", "beta"]);
+    assert!(
+        !ok && out.contains("there is no KafkaNodePool nosuch in namespace"),
+        "{out}"
+    );
+    let args = ["move-pool", "nosuch", "--to", "beta", "--throttle", "0"];
+    let (ok, out) = kstretch_as(admin, &ns.name, &args);
+    assert!(!ok && out.contains("--throttle must be"), "{out}");
     let _ = std::fs::remove_file(reader);
     ns.delete().await;
 }

@@ -781,15 +781,27 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
     let alias = |value: Value| json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": value}}});
     // Toward a cluster whose agent is away, the move does not start (its new nodes could not):
     // refused, nothing marked leaving; it starts once the agent is back.
+    let output = stretch
+        .kstretch_command(&["move-pool", "dual", "--to", ALPHA])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && said.contains("already runs in alpha: nothing to move"),
+        "{said}"
+    );
+    // Asked as a user would, `kstretch move-pool --wait` says so and fails.
     stretch.stop_agent(BETA);
-    pools
-        .patch(
-            "dual",
-            &PatchParams::default(),
-            &Patch::Merge(alias(json!(BETA))),
-        )
+    let mut command = stretch.kstretch_command(&["move-pool", "dual", "--to", BETA, "--wait"]);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("kstretch runs"))
         .await
         .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success()
+            && said.contains("refused: PoolMoveTargetUnreachable: KafkaNodePool dual is to move"),
+        "{said}"
+    );
     let k = wait_kafka(
         &stretch,
         "the move to a disconnected cluster refused",

@@ -1293,19 +1293,29 @@ async fn pool_moved(
         .spec
         .roles
         .contains(&kstretch_api::ProcessRole::Controller);
-    let alias = if to == ALPHA { Value::Null } else { json!(to) };
-    let mut annotations = json!({"strimzi.io/stretch-cluster-alias": alias});
-    if interruption == Interruption::Abort {
-        annotations["kstretch.io/move-throttle"] = json!("1");
+    // An uninterrupted move is started and followed to its end by `kstretch move-pool --wait`,
+    // as a user would; the others by the annotations, so the test can step in meanwhile.
+    let mut cli = None;
+    if interruption == Interruption::None {
+        let mut command = stretch.kstretch_command(&["move-pool", name, "--to", to, "--wait"]);
+        cli = Some(tokio::task::spawn_blocking(move || {
+            command.output().expect("kstretch runs")
+        }));
+    } else {
+        let alias = if to == ALPHA { Value::Null } else { json!(to) };
+        let mut annotations = json!({"strimzi.io/stretch-cluster-alias": alias});
+        if interruption == Interruption::Abort {
+            annotations["kstretch.io/move-throttle"] = json!("1");
+        }
+        pools
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+            )
+            .await
+            .unwrap();
     }
-    pools
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
-        )
-        .await
-        .unwrap();
     let started = stretch
         .wait_in_alpha(
             name,
@@ -1426,6 +1436,15 @@ async fn pool_moved(
             .all(|(replicas, _)| replicas.iter().all(|r| !from_ids.contains(r))),
         "no replica left on {from_ids:?}: {placement:?}"
     );
+    if let Some(cli) = cli {
+        let output = cli.await.unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success() && text.contains(&format!("moved to {to}: nodes {new:?}")),
+            "kstretch move-pool {name} --to {to} --wait:\n{text}"
+        );
+    }
     use std::io::Write as _;
     let _ = writeln!(
         std::io::stderr(),
@@ -1655,12 +1674,7 @@ fn fill(bootstrap: &str, topic: &str, partitions: i32, total: u64) {
 /// Runs `kstretch` with the central cluster's kubeconfig and the test's namespace, off the
 /// test's runtime (the producer keeps sending meanwhile).
 async fn kstretch(stretch: &Stretch, args: &[&str]) -> (bool, String) {
-    let mut command = std::process::Command::new(kstretch_tests::process::binary("kstretch"));
-    command
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(stretch.kubeconfig(ALPHA))
-        .args(["-n", &stretch.ns]);
+    let mut command = stretch.kstretch_command(args);
     let output = tokio::task::spawn_blocking(move || command.output().expect("kstretch runs"))
         .await
         .unwrap();

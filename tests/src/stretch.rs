@@ -126,6 +126,18 @@ impl Stretch {
         (output.status.success(), text)
     }
 
+    /// The `kstretch` CLI acting with the central cluster's kubeconfig in the test's namespace
+    /// (the commands that read and write resources there, such as `drain` or `move-pool`).
+    pub fn kstretch_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(binary("kstretch"));
+        command
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig(ALPHA))
+            .args(["-n", &self.ns]);
+        command
+    }
+
     /// The agent link's address, as agents are given it.
     pub fn link_url(&self) -> String {
         format!("https://127.0.0.1:{}", self.link_port)
