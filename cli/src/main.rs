@@ -46,7 +46,7 @@ enum Command {
     RemoveUnclaimed(unclaimed::Args),
     /// Moves every partition replica and all leadership off the brokers of a member cluster,
     /// for maintenance (the pods keep running), under a replication throttle. With --dry-run,
-    /// shows what would move.
+    /// shows what would move. With --move-nodes-to, moves the cluster's node pools out instead.
     Drain(operations::DrainArgs),
     /// Puts the partitions the last completed drain of a member cluster moved back where they
     /// were, leaders included.

@@ -63,6 +63,10 @@ pub struct PlannedArgs {
 pub struct DrainArgs {
     /// The member cluster to drain (its alias).
     pub cluster: String,
+    /// Instead of keeping the pods: move every node pool of the Kafka that runs in the cluster
+    /// to this one (new nodes there; the old ones drained, then stopped), as `move-pool` does.
+    #[arg(long, value_name = "CLUSTER", conflicts_with = "dry_run")]
+    pub move_nodes_to: Option<String>,
     #[command(flatten)]
     pub planned: PlannedArgs,
 }
@@ -124,6 +128,17 @@ async fn api(kube: &KubeArgs, namespace: Option<&str>) -> Result<Api<KafkaOperat
 }
 
 pub async fn drain(args: &DrainArgs) -> Result<String, CliError> {
+    if let Some(to) = &args.move_nodes_to {
+        let run = &args.planned.run;
+        return crate::moves::evacuate(
+            &args.planned.kafka,
+            &args.cluster,
+            to,
+            run.throttle,
+            run.wait,
+        )
+        .await;
+    }
     let spec = KafkaOperationSpec {
         drain: Some(Drain {
             cluster: args.cluster.clone(),

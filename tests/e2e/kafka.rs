@@ -14,7 +14,7 @@ use kstretch_tests::events::{describe, wait_event};
 use kstretch_tests::ready::kafka_deployed as is_deployed;
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
-use kube::Api;
+use kube::{Api, ResourceExt};
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -904,6 +904,102 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
         .get("data-0-my-cluster-dual-0")
         .await
         .expect("claims stay without deleteClaim");
+    stretch.finish().await;
+}
+
+/// `kstretch drain beta --move-nodes-to alpha` moves every node pool of the `Kafka` that runs in
+/// beta to alpha (kwok's pods run no Kafka, so the moves only start: new nodes in alpha, the
+/// old ones kept as leaving); a cluster without pools, the drained cluster as the target, and a
+/// dry run of it are refused, changing nothing.
+#[tokio::test]
+async fn draining_a_cluster_with_move_nodes_to_moves_each_of_its_pools() {
+    let stretch = Stretch::start("kafka-evacuate", &[]).await;
+    stretch.apply(kafka(json!({}))).await;
+    stretch
+        .apply(pool("controllers", &["controller"], 1, None, json!({})))
+        .await;
+    for name in ["b1", "b2"] {
+        stretch
+            .apply(pool(name, &["broker"], 1, Some(BETA), json!({})))
+            .await;
+    }
+    wait_kafka(&stretch, "ready", is_deployed).await;
+    for name in ["b1", "b2"] {
+        wait_pool(&stretch, name, "placed in beta", |p| {
+            p.status.as_ref().and_then(|s| s.cluster_alias.as_deref()) == Some(BETA)
+        })
+        .await;
+    }
+    let run = |args: &[&str]| {
+        let output = stretch.kstretch_command(args).output().unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        (output.status.success(), text)
+    };
+    let kafka_args = ["--kafka", "my-cluster"];
+    let (ok, out) = run(&[
+        &["drain", "gamma", "--move-nodes-to", ALPHA][..],
+        &kafka_args,
+    ]
+    .concat());
+    assert!(
+        !ok && out.contains("has no node pool running in cluster gamma (its pools: "),
+        "{out}"
+    );
+    let (ok, out) = run(&[&["drain", BETA, "--move-nodes-to", BETA][..], &kafka_args].concat());
+    assert!(!ok && out.contains("the cluster being drained"), "{out}");
+    let args = ["drain", BETA, "--move-nodes-to", ALPHA, "--dry-run"];
+    let (ok, out) = run(&[&args[..], &kafka_args].concat());
+    assert!(!ok && out.contains("cannot be used with"), "{out}");
+    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
+    for name in ["b1", "b2"] {
+        let p = pools.get(name).await.unwrap();
+        assert!(!p.annotations().contains_key("kstretch.io/move-throttle"));
+        assert_eq!(p.annotations()["strimzi.io/stretch-cluster-alias"], BETA);
+    }
+
+    let args = [
+        "drain",
+        BETA,
+        "--move-nodes-to",
+        ALPHA,
+        "--throttle",
+        "1048576",
+    ];
+    let (ok, out) = run(&[&args[..], &kafka_args].concat());
+    assert!(
+        ok && out.contains("b1, b2 move from beta to alpha"),
+        "{out}"
+    );
+    for name in ["b1", "b2"] {
+        let moving = wait_pool(&stretch, name, "its move to start", |p| {
+            p.status.as_ref().is_some_and(|s| {
+                s.cluster_alias.as_deref() == Some(ALPHA)
+                    && s.leaving.as_ref().is_some_and(|l| l.cluster_alias == BETA)
+            })
+        })
+        .await;
+        assert_eq!(moving.annotations()["kstretch.io/move-throttle"], "1048576");
+    }
+    wait_for("the new nodes' pods in alpha", TIMEOUT, || async {
+        let pods = pod_names(&stretch, ALPHA).await;
+        if pods
+            .iter()
+            .filter(|p| p.starts_with("my-cluster-b"))
+            .count()
+            == 2
+        {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("{pods:?}"))
+        }
+    })
+    .await;
+    assert_eq!(
+        pod_names(&stretch, BETA).await.len(),
+        2,
+        "the old nodes stay"
+    );
     stretch.finish().await;
 }
 
