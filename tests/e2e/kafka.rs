@@ -14,8 +14,8 @@ use kstretch_tests::events::{describe, wait_event};
 use kstretch_tests::ready::kafka_deployed as is_deployed;
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
-use kube::{Api, ResourceExt};
 use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -86,6 +86,13 @@ async fn wait_pool(
 
 fn ready_reason(k: &Kafka) -> Option<String> {
     condition(&kafka_conditions(k), "Ready").and_then(|c| c.reason.clone())
+}
+
+/// The message of the `Ready` condition (there must be one).
+fn ready_message(k: &Kafka) -> String {
+    condition(&kafka_conditions(k), "Ready")
+        .and_then(|c| c.message.clone())
+        .expect("a Ready condition with a message")
 }
 
 fn warning(k: &Kafka, reason: &str) -> Option<String> {
@@ -425,11 +432,7 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
         ready_reason(k).as_deref() == Some("UnknownClusterAlias")
     })
     .await;
-    let message = condition(&kafka_conditions(&k), "Ready")
-        .unwrap()
-        .message
-        .clone()
-        .unwrap();
+    let message = ready_message(&k);
     assert!(
         message.contains("gamma") && message.contains("alpha, beta"),
         "{message}"
@@ -522,11 +525,7 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
         ready_reason(k).as_deref() == Some("DuplicateNodeId")
     })
     .await;
-    let message = condition(&kafka_conditions(&k), "Ready")
-        .unwrap()
-        .message
-        .clone()
-        .unwrap();
+    let message = ready_message(&k);
     assert!(message.contains("node ID 10"), "{message}");
     assert_eq!(
         podset_pods(&stretch, ALPHA, "my-cluster-movers").await,
@@ -550,11 +549,7 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
         ready_reason(k).as_deref() == Some("ClusterIdMismatch")
     })
     .await;
-    let message = condition(&kafka_conditions(&k), "Ready")
-        .unwrap()
-        .message
-        .clone()
-        .unwrap();
+    let message = ready_message(&k);
     assert!(message.contains("AAAAAAAAAAAAAAAAAAAAAA"), "{message}");
     assert_eq!(
         podset_pods(&stretch, ALPHA, "my-cluster-dual").await,
@@ -808,11 +803,7 @@ async fn an_invalid_kafka_keeps_its_pods_across_a_central_restart_and_deletion_c
         |k| ready_reason(k).as_deref() == Some("PoolMoveTargetUnreachable"),
     )
     .await;
-    let message = condition(&kafka_conditions(&k), "Ready")
-        .unwrap()
-        .message
-        .clone()
-        .unwrap();
+    let message = ready_message(&k);
     assert!(
         message.contains("the agent of beta is not connected"),
         "{message}"
@@ -1013,11 +1004,7 @@ async fn invalid_layouts_are_refused_with_every_problem_named() {
         ready_reason(k).as_deref() == Some("NoNodePools")
     })
     .await;
-    let message = condition(&kafka_conditions(&k), "Ready")
-        .unwrap()
-        .message
-        .clone()
-        .unwrap();
+    let message = ready_message(&k);
     assert!(
         message.contains("strimzi.io/cluster=my-cluster"),
         "{message}"
@@ -1164,11 +1151,7 @@ async fn per_node_load_balancers_are_created_first_and_their_addresses_configure
         ready_reason(k).as_deref() == Some("AddressPending")
     })
     .await;
-    let message = condition(&kafka_conditions(&k), "Ready")
-        .unwrap()
-        .message
-        .clone()
-        .unwrap();
+    let message = ready_message(&k);
     assert!(message.contains("per-node Services"), "{message}");
 
     // Brokers pool sorts first: brokers-0 in beta, dual-1 in alpha.
@@ -1271,11 +1254,7 @@ async fn per_node_node_ports_are_advertised_at_the_cluster_host() {
         ready_reason(k).as_deref() == Some("InvalidAddressing")
     })
     .await;
-    let message = condition(&kafka_conditions(&k), "Ready")
-        .unwrap()
-        .message
-        .clone()
-        .unwrap();
+    let message = ready_message(&k);
     assert!(message.contains("no host for cluster(s) beta"), "{message}");
     stretch.finish().await;
 }

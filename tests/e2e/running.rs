@@ -918,21 +918,8 @@ fn pod_processes(uid: &str, comm: &str) -> Vec<i32> {
 /// claim (the same segment file, not a copy fetched again) and rejoin the ISR.
 async fn a_deleted_pod_and_a_killed_process_keep_their_data(stretch: &Stretch, bootstrap: &str) {
     create_topic(bootstrap, "kept", 3, 3).await;
-    // 32 KiB of hex noise each, 1.6 MiB a partition: more than a follower's first fetch takes
-    // (1 MiB a partition), so a drain throttled to a byte a second cannot finish it.
-    let mut noise: u64 = 0x2545_F491_4F6C_DD1D;
     let records: Vec<(String, String)> = (0..100)
-        .map(|i| {
-            let value: String = (0..2048)
-                .map(|_| {
-                    noise ^= noise << 13;
-                    noise ^= noise >> 7;
-                    noise ^= noise << 17;
-                    format!("{:016x}", noise)
-                })
-                .collect();
-            (format!("k{i:03}"), format!("v{i}-{value}"))
-        })
+        .map(|i| (format!("k{i:03}"), format!("v{i}")))
         .collect();
     produce(bootstrap, "kept", &records).await;
     let (claim_uid, dir) = claim_dir(stretch, BETA, "live-b-2").await;
@@ -1186,16 +1173,11 @@ async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
     full_isr(&bootstrap, "back").await;
     // 32 KiB of hex noise each, 1.6 MiB a partition: more than a follower's first fetch takes
     // (1 MiB a partition), so a drain throttled to a byte a second cannot finish it.
-    let mut noise: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut state = 0x2545_F491_4F6C_DD1D;
     let records: Vec<(String, String)> = (0..100)
         .map(|i| {
             let value: String = (0..2048)
-                .map(|_| {
-                    noise ^= noise << 13;
-                    noise ^= noise >> 7;
-                    noise ^= noise << 17;
-                    format!("{:016x}", noise)
-                })
+                .map(|_| format!("{:016x}", noise(&mut state)))
                 .collect();
             (format!("k{i:03}"), format!("v{i}-{value}"))
         })
@@ -1617,6 +1599,14 @@ fn epoch_seconds(text: &str) -> f64 {
     parsed.as_millisecond() as f64 / 1000.0
 }
 
+/// The next number of a xorshift64 sequence: bytes no compression shrinks.
+fn noise(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
 /// Produces `total` bytes of incompressible 64 KiB records round-robin over `partitions`
 /// partitions of `topic` (`acks=1`: a fill, not a test of durability).
 fn fill(bootstrap: &str, topic: &str, partitions: i32, total: u64) {
@@ -1637,11 +1627,7 @@ fn fill(bootstrap: &str, topic: &str, partitions: i32, total: u64) {
     let mut n = 0i32;
     while sent < total {
         for chunk in value.chunks_mut(8) {
-            // xorshift64: bytes no compression shrinks.
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+            chunk.copy_from_slice(&noise(&mut state).to_le_bytes()[..chunk.len()]);
         }
         let mut record = BaseRecord::<(), [u8]>::to(topic)
             .payload(&value[..])
