@@ -34,4 +34,15 @@ impl KubeArgs {
             .map_err(|e| CliError::Kubeconfig(e.to_string()))?;
         kube::Client::try_from(config).map_err(CliError::Kube)
     }
+
+    /// [`Self::client`] and the namespace to act in: `namespace`, else the context's.
+    pub async fn client_in(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<(kube::Client, String), CliError> {
+        let client = self.client().await?;
+        let namespace =
+            namespace.map_or_else(|| client.default_namespace().to_owned(), str::to_owned);
+        Ok((client, namespace))
+    }
 }

@@ -1,7 +1,8 @@
 //! `kstretch move-pool` (and `kstretch drain --move-nodes-to`): points `KafkaNodePool`s at
 //! another member cluster (their `strimzi.io/stretch-cluster-alias`, and the move's drain
-//! throttle) with the caller's own credentials, and with `--wait` follows each move as central reports it in the pool's and the
-//! `Kafka`'s status until the pool runs only there, or central refuses it.
+//! throttle) with the caller's own credentials, and with `--wait` follows each move as central
+//! reports it in the pool's and the `Kafka`'s status until the pool runs only there, or central
+//! refuses it.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -51,11 +52,7 @@ pub struct MoveArgs {
 
 pub async fn run(args: &MoveArgs) -> Result<String, CliError> {
     check_throttle(args.throttle)?;
-    let client = args.kube.client().await?;
-    let namespace = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let (client, namespace) = args.kube.client_in(args.namespace.as_deref()).await?;
     let pools: Api<KafkaNodePool> = Api::namespaced(client.clone(), &namespace);
     let pool = pools
         .get_opt(&args.pool)
@@ -102,11 +99,7 @@ pub async fn evacuate(
             "--move-nodes-to names {to}, the cluster being drained: name the cluster the nodes go to"
         )));
     }
-    let client = kafka.kube.client().await?;
-    let namespace = kafka
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let (client, namespace) = kafka.kube.client_in(kafka.namespace.as_deref()).await?;
     let pools: Api<KafkaNodePool> = Api::namespaced(client.clone(), &namespace);
     let params = ListParams::default().labels(&format!("{}={}", names::CLUSTER, kafka.kafka));
     let all = pools.list(&params).await.map_err(not_allowed)?.items;

@@ -122,8 +122,7 @@ pub struct ListArgs {
 }
 
 async fn api(kube: &KubeArgs, namespace: Option<&str>) -> Result<Api<KafkaOperation>, CliError> {
-    let client = kube.client().await?;
-    let namespace = namespace.map_or_else(|| client.default_namespace().to_owned(), str::to_owned);
+    let (client, namespace) = kube.client_in(namespace).await?;
     Ok(Api::namespaced(client, &namespace))
 }
 

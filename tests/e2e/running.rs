@@ -25,7 +25,7 @@ use kstretch_tests::kafka::{
     run_kafka_tool,
 };
 use kstretch_tests::load::{Load, Reader, missing};
-use kstretch_tests::ready::kafka_ready as is_ready;
+use kstretch_tests::ready::{kafka_ready as is_ready, ready_condition};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::api::{ListParams, LogParams, Patch, PatchParams};
@@ -801,13 +801,9 @@ async fn upgraded_and_not_downgraded(stretch: &Stretch, bootstrap: &str, load: &
             |k: &Kafka| refused_because(k).as_deref() == Some("KafkaDowngradeRefused"),
         )
         .await;
-    let message = k
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "Ready");
-    let message = message.and_then(|c| c.message).unwrap_or_default();
+    let message = ready_condition(&k)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
     assert!(
         message.contains(&shown) && message.contains(&old),
         "{message}"
@@ -836,12 +832,7 @@ async fn upgraded_and_not_downgraded(stretch: &Stretch, bootstrap: &str, load: &
 
 /// The reason of a `Ready=False` condition.
 fn refused_because(k: &Kafka) -> Option<String> {
-    let ready = k
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")?;
+    let ready = ready_condition(k)?;
     (ready.status == "False")
         .then(|| ready.reason.clone())
         .flatten()

@@ -7,7 +7,8 @@ use kstretch_api::Kafka;
 /// not list every broker as live (kwok's pods never do).
 pub const BROKERS_UNAVAILABLE: &str = "BrokersUnavailable";
 
-fn ready_condition(k: &Kafka) -> Option<&kstretch_api::Condition> {
+/// The `Ready` condition central reports, if any.
+pub fn ready_condition(k: &Kafka) -> Option<&kstretch_api::Condition> {
     k.status
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))

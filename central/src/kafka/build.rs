@@ -51,7 +51,6 @@ pub struct Built {
     pub nodes: BTreeMap<i32, BuiltNode>,
     pub warnings: Vec<String>,
     pub kafka_version: String,
-    pub metadata_version: Option<String>,
 }
 
 /// Adds copies of the CA certificate Secrets `cas` (name and data: certificates and trust
@@ -267,7 +266,6 @@ pub fn build(
         nodes: built_nodes,
         warnings,
         kafka_version: version,
-        metadata_version: spec.metadata_version.clone(),
     })
 }
 

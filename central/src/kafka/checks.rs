@@ -127,7 +127,6 @@ impl KafkaAccess {
     }
 }
 
-/// Of `brokers`, those holding at least one partition replica, with a few of the partitions.
 /// [`brokers_holding_replicas`] through the cached client for `bootstrap`; the error in words
 /// (a failed client is dropped, so the next call connects afresh).
 pub async fn holding_replicas_at(
@@ -147,6 +146,7 @@ pub async fn holding_replicas_at(
         })
 }
 
+/// Of `brokers`, those holding at least one partition replica, with a few of the partitions.
 pub async fn brokers_holding_replicas(
     admin: &AdminClient,
     brokers: &BTreeSet<i32>,
