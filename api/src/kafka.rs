@@ -375,3 +375,44 @@ pub struct UsedNodePoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
+
+impl Kafka {
+    /// The member clusters its `kstretch.io/forgotten-clusters` annotation names, as written
+    /// (comma-separated aliases; blanks ignored).
+    pub fn forgotten_clusters(&self) -> std::collections::BTreeSet<String> {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::names::FORGOTTEN_CLUSTERS))
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod forgotten_tests {
+    use super::*;
+
+    #[test]
+    fn the_forgotten_clusters_are_read_as_a_list() {
+        let mut k = Kafka::new("k", KafkaSpec::default());
+        assert!(k.forgotten_clusters().is_empty());
+        k.metadata.annotations = Some(
+            [(
+                crate::names::FORGOTTEN_CLUSTERS.to_owned(),
+                "beta, ,gamma".to_owned(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            k.forgotten_clusters(),
+            ["beta", "gamma"].map(String::from).into()
+        );
+    }
+}

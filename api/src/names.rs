@@ -125,6 +125,11 @@ pub const STRETCH_CLUSTER_ALIAS: &str = "strimzi.io/stretch-cluster-alias";
 /// `KafkaNodePool` annotation: the replication throttle (bytes per second per broker) of the
 /// drain central runs when the pool moves to another cluster; without it, operations' default.
 pub const MOVE_THROTTLE: &str = "kstretch.io/move-throttle";
+/// `Kafka` annotation: the member clusters (aliases, comma-separated) lost for good and
+/// forgotten (`kstretch forget`): their nodes are taken out of Kafka, their partitions get
+/// replicas on the survivors, and the `Kafka`'s objects there are deleted if the cluster ever
+/// comes back.
+pub const FORGOTTEN_CLUSTERS: &str = "kstretch.io/forgotten-clusters";
 /// Legacy `Kafka` annotation (Strimzi before 0.46) enabling node pools; accepted and ignored,
 /// node pools are always used.
 pub const NODE_POOLS: &str = "strimzi.io/node-pools";

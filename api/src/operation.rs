@@ -17,7 +17,7 @@ pub const GROUP: &str = "kstretch.io";
 
 #[allow(clippy::duplicated_attributes)]
 /// What to do to the Kafka named by the `strimzi.io/cluster` label. Exactly one of `drain`,
-/// `undrain` and `spread` is set; the spec is read once, when the operation starts.
+/// `undrain`, `spread` and `forget` is set; the spec is read once, when the operation starts.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "kstretch.io",
@@ -68,6 +68,11 @@ pub struct KafkaOperationSpec {
     /// allows (partitions whose replicas all sit in one cluster are lost with it); leaders stay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread: Option<Spread>,
+    /// Restores the replication factor of every partition that had replicas on the brokers of
+    /// a forgotten Kubernetes cluster (lost for good), on the brokers that survive. Central
+    /// creates it when the `Kafka` names the cluster in `kstretch.io/forgotten-clusters`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forget: Option<Forget>,
     /// Plan only: the status shows what would move, how many bytes and how long at the
     /// throttle; nothing changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -98,6 +103,18 @@ pub mod phase {
     pub fn ended(phase: Option<&str>) -> bool {
         matches!(phase, Some(PLANNED | COMPLETED | ABORTED))
     }
+}
+
+/// The lost cluster whose replicas are replaced.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Forget {
+    /// The alias of the forgotten Kubernetes cluster.
+    pub cluster: String,
+    /// The node IDs its pools had (central records them, so brokers already unregistered or
+    /// never registered are still known as lost).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_ids: Vec<i32>,
 }
 
 /// Drain one member cluster, or chosen brokers (exactly one of the two).

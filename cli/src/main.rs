@@ -1,6 +1,7 @@
 //! `kstretch`: the admin command line for kstretch central.
 
 mod agents;
+mod forget;
 mod kubeconfig;
 mod moves;
 mod operations;
@@ -59,6 +60,9 @@ enum Command {
     /// the old brokers and moves the quorum's voters, then the old nodes stop. With --wait,
     /// follows it to the end.
     MovePool(moves::MoveArgs),
+    /// Forgets a member cluster that is lost for good: its nodes are taken out of the Kafka,
+    /// their partitions get replicas on the survivors, and its voters leave the quorum.
+    Forget(forget::ForgetArgs),
     /// Lists the operations (drains, undrains, spreads) and where each stands.
     Operations(operations::ListArgs),
     /// Stops an operation at a consistent point: reassignments in flight are cancelled.
@@ -97,6 +101,7 @@ async fn main() -> ExitCode {
         Command::Undrain(args) => operations::undrain(&args).await,
         Command::Spread(args) => operations::spread(&args).await,
         Command::MovePool(args) => moves::run(&args).await,
+        Command::Forget(args) => forget::run(&cli.central, timeout, &args).await,
         Command::Operations(args) => operations::list(&args).await,
         Command::Abort(args) => operations::abort(&args).await,
     };

@@ -8,6 +8,7 @@ pub mod answer;
 pub mod build;
 pub mod checks;
 pub mod error;
+pub mod forget;
 pub mod metrics;
 pub mod moving;
 pub mod quorum;

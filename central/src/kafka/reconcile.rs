@@ -23,6 +23,7 @@ use super::answer;
 use super::build::{self, Built};
 use super::checks::{self, KafkaAccess};
 use super::error::Error;
+use super::forget;
 use super::metrics::KafkaMetrics;
 use super::moving;
 use super::quorum;
@@ -221,6 +222,14 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         }
     };
 
+    let forgotten = match forget::forgotten(&kafka, &ctx.members) {
+        Ok(f) => f,
+        Err(message) => {
+            return refuser
+                .refuse(kafka_status, "InvalidAnnotation", &message)
+                .await;
+        }
+    };
     if let Some(action) =
         adopt_what_runs(&ctx, &kafka, &owner, &mut resolved, &mut kafka_status, &now).await?
     {
@@ -266,14 +275,16 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         }
     };
 
+    forget::freeze(&mut resolved, &forgotten);
     let pool_ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
-    let assignments = match node_ids::assign(&pool_ids) {
+    let mut assignments = match node_ids::assign(&pool_ids) {
         Ok(a) => a,
         Err(e) => {
             let message = e.to_string();
             return refuser.refuse(kafka_status, e.reason(), &message).await;
         }
     };
+    let lost = forget::split(&mut resolved, &mut assignments, &forgotten);
     let mut warnings: Vec<(String, String)> = assignments
         .warnings
         .iter()
@@ -533,6 +544,23 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         status::apply_pool(&ctx.client, pool, pool_status).await?;
     }
 
+    let forgotten_done = if forgotten.is_empty() {
+        BTreeSet::new()
+    } else {
+        forget::ensure_operations(&ctx, &kafka, &forgotten, &lost, &mut warnings).await?
+    };
+    for pool in &pools {
+        let name = pool.name_any();
+        let Some(l) = lost.iter().find(|l| l.pool == name) else {
+            continue;
+        };
+        if effective.pools.iter().all(|p| p.name != name) {
+            let done = forgotten_done.contains(&l.alias);
+            let pool_status = forget::pool_status(pool, &lost, done, &now);
+            status::apply_pool(&ctx.client, pool, pool_status).await?;
+        }
+    }
+
     // What each member cluster's agent last reported, read once for this reconciliation.
     let records: BTreeMap<String, AgentRecord> = built
         .objects
@@ -581,7 +609,17 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     )
     .await;
 
-    let all_ids: BTreeSet<i32> = ids.values().flatten().copied().collect();
+    // A forgotten cluster's nodes stay registered until their replicas are replaced.
+    let all_ids: BTreeSet<i32> = ids
+        .values()
+        .flatten()
+        .chain(
+            lost.iter()
+                .filter(|l| !forgotten_done.contains(&l.alias))
+                .flat_map(|l| l.ids.iter()),
+        )
+        .copied()
+        .collect();
     let recorded: BTreeSet<i32> = kafka_status.registered_node_ids.iter().copied().collect();
     // A removal to finish is checked every time; otherwise only now and then (KIP-1073 lists
     // registrations central never recorded, e.g. from before it ran).

@@ -84,6 +84,16 @@ async fn step(
     if op.spec.abort {
         return abort(ctx, op, status, &kafka_ref, &kafka).await;
     }
+    if let Intent::Forget { cluster, .. } = &intent
+        && !kafka.forgotten_clusters().contains(cluster)
+    {
+        let message = format!(
+            "Kafka {kafka_ref} does not name cluster {cluster} in its annotation {}: only a cluster forgotten with `kstretch forget {cluster} --kafka {}` has its replicas replaced",
+            names::FORGOTTEN_CLUSTERS,
+            kafka_ref.name
+        );
+        return refuse(ctx, op, status, refusal("ClusterNotForgotten", message)).await;
+    }
     if !running
         && !op.spec.dry_run
         && let Some(first) = turn(ctx, op, &kafka_ref).await?
@@ -163,6 +173,7 @@ async fn plan(
             left.extend(r.unrestorable);
             Ok(Ok((r.plan, left)))
         }
+        Intent::Forget { cluster, node_ids } => Ok(forget_plan(cluster, node_ids, observed)),
         Intent::Spread { topics } => {
             if let Some(refused) = drained_meanwhile(ctx, op).await? {
                 return Ok(Err(refused));
@@ -226,6 +237,43 @@ fn drain_plan(
         Err(e) => Err(refusal(
             e.reason(),
             format!("draining {drained} would leave too few brokers: {e}"),
+        )),
+    }
+}
+
+/// A forget's plan: the replicas of the forgotten cluster's brokers (those central recorded,
+/// and every registered broker with its rack) replaced on the unfenced survivors; partitions
+/// with no surviving in-sync replica are left, named as lost.
+fn forget_plan(
+    cluster: &str,
+    node_ids: &BTreeSet<i32>,
+    observed: &Observed,
+) -> Result<(Plan, Vec<String>), Refusal> {
+    let lost: BTreeSet<i32> = observed
+        .registered
+        .iter()
+        .filter(|(_, rack)| *rack == cluster)
+        .map(|(b, _)| *b)
+        .chain(node_ids.iter().copied())
+        .collect();
+    let target = observed
+        .brokers
+        .iter()
+        .filter(|(b, _)| !lost.contains(b))
+        .map(|(b, rack)| (*b, rack.clone()))
+        .collect();
+    match movement::replace_lost(&observed.partitions, &lost, &target) {
+        Ok(plan) => {
+            let left = plan
+                .lost_partitions
+                .iter()
+                .map(|p| format!("{p} (lost: no in-sync replica survived)"))
+                .collect();
+            Ok((plan, left))
+        }
+        Err(e) => Err(refusal(
+            e.reason(),
+            format!("the brokers that survive cluster {cluster} cannot hold every partition: {e}"),
         )),
     }
 }
@@ -439,7 +487,11 @@ async fn advance(
     }
     let max_bytes = rate.saturating_mul(BATCH_SECONDS);
     if let Some(batch) = plan.batches(BATCH_PARTITIONS, max_bytes).into_iter().next() {
-        let throttle = throttle(&batch);
+        let mut throttle = throttle(&batch);
+        // A broker that is gone (a forgotten cluster's) copies nothing and cannot be asked.
+        throttle
+            .brokers
+            .retain(|b| observed.brokers.contains_key(b));
         status.throttled_topics = throttle.topics.keys().cloned().collect();
         status.throttled_brokers = throttle.brokers.iter().copied().collect();
         status.in_flight = batch
@@ -465,7 +517,13 @@ async fn advance(
     status.completed_at = Some(now());
     status.partitions_left = Some(0);
     tracing::info!("operation completed");
-    let done = Condition::new(condition::READY, condition::TRUE).with_reason("Completed");
+    let mut done = Condition::new(condition::READY, condition::TRUE).with_reason("Completed");
+    if !plan.lost_partitions.is_empty() {
+        done = done.with_message(format!(
+            "completed; offline because no in-sync replica survived: {}",
+            plan.lost_partitions.join(", ")
+        ));
+    }
     write(ctx, op, status, done).await?;
     Ok(Action::await_change())
 }
@@ -558,14 +616,42 @@ mod tests {
             size: 10,
             min_isr: 1,
         };
+        let brokers = BTreeMap::from([
+            (1, "alpha".to_owned()),
+            (2, "alpha".to_owned()),
+            (3, "beta".to_owned()),
+        ]);
         Observed {
             partitions: vec![partition(0, &[1, 3]), partition(1, &[2, 1])],
-            brokers: BTreeMap::from([
-                (1, "alpha".to_owned()),
-                (2, "alpha".to_owned()),
-                (3, "beta".to_owned()),
-            ]),
+            registered: brokers.clone(),
+            brokers,
         }
+    }
+
+    #[test]
+    fn a_forget_replaces_the_fenced_brokers_of_its_cluster_and_names_what_is_lost() {
+        let mut observed = observed();
+        // Broker 3 (beta) is fenced: registered, not live; broker 4 (beta) was never seen.
+        observed.brokers.remove(&3);
+        observed.partitions.push(Partition {
+            topic: "gone".to_owned(),
+            partition: 0,
+            replicas: vec![3, 4],
+            isr: BTreeSet::from([3]),
+            leader: None,
+            size: 1,
+            min_isr: 1,
+        });
+        let (plan, left) = forget_plan("beta", &BTreeSet::from([4]), &observed)
+            .unwrap_or_else(|r| panic!("{}", r.message));
+        assert_eq!(plan.moves.len(), 1, "{plan:?}");
+        assert_eq!(plan.moves[0].to, vec![1, 2]);
+        assert_eq!(left, ["gone-0 (lost: no in-sync replica survived)"]);
+        // Too few survivors for a partition's replication factor: refused, saying so.
+        observed.brokers.remove(&2);
+        let r = forget_plan("beta", &BTreeSet::new(), &observed).err().unwrap();
+        assert_eq!(r.reason, "NotEnoughBrokers");
+        assert!(r.message.contains("survive cluster beta"), "{}", r.message);
     }
 
     /// The plan of a drain that has not started yet.

@@ -20,6 +20,12 @@ pub enum Intent {
     Spread {
         topics: Vec<String>,
     },
+    /// Replace the replicas lost with a forgotten cluster: its brokers (those with its rack,
+    /// and the node IDs central recorded) are gone for good.
+    Forget {
+        cluster: String,
+        node_ids: BTreeSet<i32>,
+    },
 }
 
 /// What a drain empties.
@@ -44,7 +50,7 @@ impl std::fmt::Display for Drained {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Invalid {
     #[error(
-        "the operation sets none of .spec.drain, .spec.undrain and .spec.spread; set exactly one"
+        "the operation sets none of .spec.drain, .spec.undrain, .spec.spread and .spec.forget; set exactly one"
     )]
     NoIntent,
     #[error("the operation sets {0}; set exactly one of them")]
@@ -74,6 +80,7 @@ pub fn read(op: &KafkaOperation) -> Result<(Intent, u64), Invalid> {
         (op.spec.drain.is_some(), ".spec.drain"),
         (op.spec.undrain.is_some(), ".spec.undrain"),
         (op.spec.spread.is_some(), ".spec.spread"),
+        (op.spec.forget.is_some(), ".spec.forget"),
     ]
     .into_iter()
     .filter_map(|(is_set, field)| is_set.then_some(field))
@@ -82,6 +89,18 @@ pub fn read(op: &KafkaOperation) -> Result<(Intent, u64), Invalid> {
         return Err(Invalid::SeveralIntents(set.join(" and ")));
     }
     let intent = match (&op.spec.drain, &op.spec.undrain) {
+        (None, None) if let Some(forget) = &op.spec.forget => {
+            if forget.cluster.trim().is_empty() {
+                return Err(Invalid::Empty {
+                    field: ".spec.forget.cluster",
+                    what: "forgotten Kubernetes cluster",
+                });
+            }
+            Intent::Forget {
+                cluster: forget.cluster.trim().to_owned(),
+                node_ids: forget.node_ids.iter().copied().collect(),
+            }
+        }
         (None, None) if let Some(spread) = &op.spec.spread => Intent::Spread {
             topics: spread.topics.clone(),
         },
@@ -150,7 +169,7 @@ pub fn decode(status: &KafkaOperationStatus) -> Result<Placement, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kstretch_api::operation::{Drain, KafkaOperationSpec, Spread, Undrain};
+    use kstretch_api::operation::{Drain, Forget, KafkaOperationSpec, Spread, Undrain};
 
     fn op(spec: KafkaOperationSpec) -> KafkaOperation {
         KafkaOperation::new("op", spec)
@@ -212,6 +231,21 @@ mod tests {
                 topics: vec!["orders".into()]
             }
         );
+        let (intent, _) = read(&op(KafkaOperationSpec {
+            forget: Some(Forget {
+                cluster: " beta".into(),
+                node_ids: vec![5, 4],
+            }),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            intent,
+            Intent::Forget {
+                cluster: "beta".into(),
+                node_ids: BTreeSet::from([4, 5])
+            }
+        );
     }
 
     #[test]
@@ -267,6 +301,21 @@ mod tests {
                     ..Default::default()
                 },
                 "replicationThrottle is 0",
+            ),
+            (
+                KafkaOperationSpec {
+                    forget: Some(Forget::default()),
+                    ..Default::default()
+                },
+                ".spec.forget.cluster is empty",
+            ),
+            (
+                KafkaOperationSpec {
+                    forget: Some(Forget::default()),
+                    spread: Some(Spread::default()),
+                    ..Default::default()
+                },
+                ".spec.spread and .spec.forget",
             ),
         ];
         for (spec, says) in cases {

@@ -17,6 +17,9 @@ pub struct Observed {
     pub partitions: Vec<Partition>,
     /// Registered, unfenced brokers and their racks (a broker's rack is its cluster's alias).
     pub brokers: BTreeMap<i32, String>,
+    /// Every registered broker, fenced ones too, and its rack (before KIP-1073 only the
+    /// unfenced ones are known).
+    pub registered: BTreeMap<i32, String>,
 }
 
 pub fn name(topic: &str, partition: i32) -> String {
@@ -27,6 +30,15 @@ pub fn name(topic: &str, partition: i32) -> String {
 /// brokers.
 pub async fn observe(admin: &AdminClient) -> Result<Observed, Error> {
     let brokers = crate::kafka::checks::broker_racks(admin).await?;
+    let registered = match admin.describe_cluster(true).await {
+        Ok(cluster) => cluster
+            .brokers
+            .iter()
+            .map(|b| (b.id, b.rack.clone().unwrap_or_default()))
+            .collect(),
+        Err(Error::Unsupported { .. }) => brokers.clone(),
+        Err(e) => return Err(e),
+    };
     let topics = admin.describe_topics(None).await?;
     let ids: Vec<i32> = brokers.keys().copied().collect();
     let sizes = admin.partition_sizes(&ids).await?;
@@ -64,6 +76,7 @@ pub async fn observe(admin: &AdminClient) -> Result<Observed, Error> {
     Ok(Observed {
         partitions,
         brokers,
+        registered,
     })
 }
 

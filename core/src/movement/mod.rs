@@ -77,6 +77,9 @@ pub struct Plan {
     /// Partitions left where they are because they are below `min.insync.replicas`:
     /// `topic-partition`, for the operator to report.
     pub unsafe_partitions: Vec<String>,
+    /// Partitions whose every in-sync replica was on a lost broker ([`replace_lost`]): offline
+    /// until a lost broker returns, which it never does; `topic-partition`.
+    pub lost_partitions: Vec<String>,
 }
 
 impl Plan {
@@ -170,6 +173,44 @@ impl PlanError {
 /// The plan that moves every partition of `partitions` off the brokers not in `target` (broker
 /// ID to its rack, the alias of its Kubernetes cluster).
 pub fn plan(partitions: &[Partition], target: &BTreeMap<i32, String>) -> Result<Plan, PlanError> {
+    place(partitions, target, &Leaving::NotInTarget)
+}
+
+/// The plan that gives every partition with a replica on a `lost` broker (gone for good: its
+/// Kubernetes cluster was forgotten) its replication factor back on `target`. Unlike a move
+/// off brokers that still run, a partition below `min.insync.replicas` is restored too (its
+/// lost replicas never come back, so waiting would not help), copying from a surviving
+/// in-sync replica; one with none left is lost and only named.
+pub fn replace_lost(
+    partitions: &[Partition],
+    lost: &BTreeSet<i32>,
+    target: &BTreeMap<i32, String>,
+) -> Result<Plan, PlanError> {
+    place(partitions, target, &Leaving::Lost(lost))
+}
+
+/// Which replicas leave.
+enum Leaving<'a> {
+    /// Every replica on a broker outside the target (the broker still runs).
+    NotInTarget,
+    /// The replicas on these brokers (gone); the others stay, in the target or not.
+    Lost(&'a BTreeSet<i32>),
+}
+
+impl Leaving<'_> {
+    fn stays(&self, replica: i32, target: &BTreeMap<i32, String>) -> bool {
+        match self {
+            Leaving::NotInTarget => target.contains_key(&replica),
+            Leaving::Lost(lost) => !lost.contains(&replica),
+        }
+    }
+}
+
+fn place(
+    partitions: &[Partition],
+    target: &BTreeMap<i32, String>,
+    leaving: &Leaving<'_>,
+) -> Result<Plan, PlanError> {
     if target.is_empty() {
         return Err(PlanError::NoTarget);
     }
@@ -184,25 +225,33 @@ pub fn plan(partitions: &[Partition], target: &BTreeMap<i32, String>) -> Result<
             .replicas
             .iter()
             .copied()
-            .filter(|r| target.contains_key(r))
+            .filter(|r| leaving.stays(*r, target))
             .collect();
         if keep.len() == p.replicas.len() {
             continue;
         }
-        if p.replicas.len() > target.len() {
+        let room = keep.len() + target.keys().filter(|b| !keep.contains(b)).count();
+        if p.replicas.len() > room {
             return Err(PlanError::NotEnoughBrokers {
                 topic: p.topic.clone(),
                 partition: p.partition,
                 replicas: p.replicas.len(),
-                brokers: target.len(),
+                brokers: room,
             });
         }
-        if p.isr.len() < p.min_isr {
-            plan.unsafe_partitions
-                .push(format!("{}-{}", p.topic, p.partition));
-            continue;
+        let name = format!("{}-{}", p.topic, p.partition);
+        match leaving {
+            Leaving::NotInTarget if p.isr.len() < p.min_isr => {
+                plan.unsafe_partitions.push(name);
+                continue;
+            }
+            Leaving::Lost(_) if !keep.iter().any(|r| p.isr.contains(r)) => {
+                plan.lost_partitions.push(name);
+                continue;
+            }
+            _ => {}
         }
-        let leader_leaves = p.leader.is_some_and(|l| !target.contains_key(&l));
+        let leader_leaves = p.leader.is_some_and(|l| !leaving.stays(l, target));
         // The new leader: the first staying replica that is in sync.
         let staying_leader = keep.iter().copied().find(|r| p.isr.contains(r));
         if leader_leaves && let Some(new_leader) = staying_leader {
@@ -252,5 +301,6 @@ pub fn plan(partitions: &[Partition], target: &BTreeMap<i32, String>) -> Result<
     plan.leadership
         .sort_by_key(|l| by_name(&l.topic, &l.partition));
     plan.unsafe_partitions.sort();
+    plan.lost_partitions.sort();
     Ok(plan)
 }

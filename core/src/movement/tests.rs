@@ -201,3 +201,63 @@ proptest! {
         prop_assert_eq!(plan.clone(), super::plan(&partitions, &target).unwrap(), "deterministic");
     }
 }
+
+/// Cluster `lost` (brokers 3, 4) is gone for good; brokers 0, 1, 2 survive in `a`.
+#[test]
+fn lost_replicas_are_replaced_on_survivors_even_below_min_isr_and_lost_partitions_are_named() {
+    let shrunk = |topic: &str, id: i32, replicas: &[i32], isr: &[i32]| Partition {
+        isr: isr.iter().copied().collect(),
+        leader: isr.first().copied(),
+        min_isr: 2,
+        ..partition(topic, id, replicas, 10)
+    };
+    let partitions = [
+        // Still at min.insync.replicas: one lost replica to replace.
+        shrunk("orders", 0, &[0, 1, 3], &[0, 1]),
+        // Below it: a move off running brokers would leave it; a lost replica is replaced.
+        shrunk("orders", 1, &[3, 0, 4], &[0]),
+        // Nothing survived in sync: lost, named, left.
+        shrunk("orders", 2, &[3, 4], &[]),
+        // Untouched.
+        shrunk("orders", 3, &[0, 1, 2], &[0, 1, 2]),
+    ];
+    let lost = BTreeSet::from([3, 4]);
+    let target = brokers(&[(0, "a"), (1, "a"), (2, "a")]);
+    let plan = replace_lost(&partitions, &lost, &target).unwrap();
+    let to = |p: i32| {
+        plan.moves
+            .iter()
+            .find(|m| m.partition == p)
+            .map(|m| m.to.clone())
+    };
+    assert_eq!(to(0), Some(vec![0, 1, 2]));
+    let one = to(1).unwrap();
+    assert_eq!(one[0], 0, "the surviving in-sync replica leads");
+    assert_eq!(
+        one.iter().collect::<BTreeSet<_>>(),
+        BTreeSet::from([&0, &1, &2])
+    );
+    assert_eq!(to(2), None);
+    assert_eq!(to(3), None);
+    assert_eq!(plan.lost_partitions, ["orders-2"]);
+    assert!(plan.unsafe_partitions.is_empty(), "{plan:?}");
+    // The same brokers leaving while they still run: orders-1 waits for its ISR instead.
+    let moving = plan_of_running(&partitions, &target);
+    assert_eq!(moving.unsafe_partitions, ["orders-1", "orders-2"]);
+}
+
+fn plan_of_running(partitions: &[Partition], target: &BTreeMap<i32, String>) -> Plan {
+    plan(partitions, target).unwrap()
+}
+
+/// A survivor that is away for a moment (fenced, so not in the target) keeps its replica.
+#[test]
+fn a_surviving_replica_outside_the_target_stays_and_too_few_survivors_are_refused() {
+    let partitions = [partition("logs", 0, &[0, 1, 3], 10)];
+    let lost = BTreeSet::from([3]);
+    let target = brokers(&[(0, "a"), (2, "a")]);
+    let plan = replace_lost(&partitions, &lost, &target).unwrap();
+    assert_eq!(plan.moves[0].to, vec![0, 1, 2]);
+    let err = replace_lost(&partitions, &lost, &brokers(&[(0, "a")])).unwrap_err();
+    assert_eq!(err.reason(), "NotEnoughBrokers");
+}
