@@ -6,8 +6,11 @@
 #      do not use the clusters at all (`kraft_boot` boots Kafka on this machine) beside them;
 #   2. the real-pod tests (`running`), which mostly wait for JVMs in pods, in the background,
 #      while the light binaries (kwok pods, central and agents as processes) run one by one,
-#      and then the one that boots a Kafka cluster on this machine against the clusters.
-# Arguments go to every test binary (e.g. a test name filter). Every binary runs even when one
+#      and then the one that boots a Kafka cluster on this machine against the clusters;
+#   3. alone and last, the real-pod test that loses cluster beta for good (`tests/env/lose.sh`)
+#      and brings it back at its end (ignored by a plain `cargo test`, for that reason).
+# Arguments go to every test binary (e.g. a test name filter); with arguments, phase 3 is
+# left out. Every binary runs even when one
 # fails; the failures are listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,7 @@ readonly ALONE=(absent)
 readonly BESIDE_ALONE=(kraft_boot)
 readonly BACKGROUND=running
 readonly HEAVY=(kafka_nodes)
+readonly LAST=(--ignored --exact beta_is_lost_for_good_and_forgotten_and_its_return_brings_nothing_back)
 
 declare -A exe
 while read -r name path; do
@@ -79,6 +83,9 @@ for name in "${HEAVY[@]}"; do
 done
 collect
 rm -f "$log" "$log.failed"
+if (($# == 0)); then
+  run "$BACKGROUND" "${LAST[@]}"
+fi
 
 if ((${#failed[@]})); then
   echo "e2e: FAILED: ${failed[*]}"

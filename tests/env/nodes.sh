@@ -5,6 +5,8 @@
 #   nodes.sh up     start or keep every real node, wait until each Node is Ready
 #   nodes.sh down   stop them and remove their containers, mounts, cgroups, network
 #                   namespaces and host settings (also of nodes whose processes died)
+#   nodes.sh lose C   stop cluster C's node alone, as if its machine were gone (lose.sh);
+#                   its volumes stay, so up.sh brings its pods back on their old data
 #   nodes.sh leftovers   print what a real node left on the machine (nothing when clean)
 #   nodes.sh import ARCHIVE...   import OCI image archives into every running node
 # Run by up.sh and down.sh (which hold the environment lock); not alone while they run.
@@ -462,10 +464,23 @@ nodes_down() {
   fi
 }
 
+# The node of cluster $1 down; the others, and the host's settings, stay.
+lose_node() {
+  local i
+  for i in "${!CLUSTERS[@]}"; do
+    [[ ${CLUSTERS[$i]} == "$1" ]] || continue
+    CUR_C=$1 CUR_I=$i NODE_DIR=$(node_dir "$1")
+    node_down
+    return 0
+  done
+  die "no cluster $1 in KSTRETCH_CLUSTERS (${CLUSTERS[*]})"
+}
+
 case ${1:-} in
   up) nodes_up ;;
+  lose) lose_node "${2:?usage: nodes.sh lose CLUSTER}" ;;
   down) nodes_down ;;
   leftovers) leftovers ;;
   import) shift && import_archives "$@" ;;
-  *) die "usage: nodes.sh up|down|leftovers|import ARCHIVE..." ;;
+  *) die "usage: nodes.sh up|down|lose CLUSTER|leftovers|import ARCHIVE..." ;;
 esac

@@ -131,6 +131,7 @@ impl Stretch {
     pub fn kstretch_command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(binary("kstretch"));
         command
+            .args(["--central", &self.central_grpc])
             .args(args)
             .arg("--kubeconfig")
             .arg(self.kubeconfig(ALPHA))

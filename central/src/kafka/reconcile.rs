@@ -759,9 +759,10 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         kafka_status.operator_last_successful_version = Some(env!("CARGO_PKG_VERSION").to_owned());
     }
     status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
+    let forgetting = forgotten.iter().any(|c| !forgotten_done.contains(c));
     Ok(Action::requeue(if !settled {
         BUSY_REQUEUE
-    } else if pool_moving {
+    } else if pool_moving || forgetting {
         MOVE_RECHECK
     } else if scale_down_blocked {
         BLOCKED_RECHECK

@@ -649,7 +649,9 @@ mod tests {
         assert_eq!(left, ["gone-0 (lost: no in-sync replica survived)"]);
         // Too few survivors for a partition's replication factor: refused, saying so.
         observed.brokers.remove(&2);
-        let r = forget_plan("beta", &BTreeSet::new(), &observed).err().unwrap();
+        let r = forget_plan("beta", &BTreeSet::new(), &observed)
+            .err()
+            .unwrap();
         assert_eq!(r.reason, "NotEnoughBrokers");
         assert!(r.message.contains("survive cluster beta"), "{}", r.message);
     }
