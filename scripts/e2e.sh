@@ -7,8 +7,8 @@
 #   2. the real-pod tests (`running`), which mostly wait for JVMs in pods, in the background,
 #      while the light binaries (kwok pods, central and agents as processes) run one by one,
 #      and then the one that boots a Kafka cluster on this machine against the clusters;
-#   3. alone and last, the real-pod test that loses cluster beta for good (`tests/env/lose.sh`)
-#      and brings it back at its end (ignored by a plain `cargo test`, for that reason).
+#   3. alone and last, the real-pod tests that lose a whole cluster (`tests/env/lose.sh`) and
+#      bring it back at their end (ignored by a plain `cargo test`, for that reason).
 # Arguments go to every test binary (e.g. a test name filter); with arguments, phase 3 is
 # left out. Every binary runs even when one
 # fails; the failures are listed at the end.
@@ -19,7 +19,7 @@ readonly ALONE=(absent)
 readonly BESIDE_ALONE=(kraft_boot)
 readonly BACKGROUND=running
 readonly HEAVY=(kafka_nodes)
-readonly LAST=(--ignored --exact beta_is_lost_for_good_and_forgotten_and_its_return_brings_nothing_back)
+readonly LAST=(--ignored cluster_lost_)
 
 declare -A exe
 while read -r name path; do

@@ -73,6 +73,12 @@ struct Args {
     #[arg(long, env = "KSTRETCH_LINK_HEARTBEAT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     link_heartbeat_secs: u64,
 
+    /// This central's term (1 or more). Agents obey the central with the highest term they
+    /// have seen and refuse a lower one: a central started to replace one whose cluster was
+    /// lost takes the next term, so the old one cannot drive any agent if it comes back.
+    #[arg(long, env = "KSTRETCH_TERM", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    term: u64,
+
     /// Alias of the Kubernetes cluster central runs in: node pools without the
     /// `strimzi.io/stretch-cluster-alias` annotation run there (through that cluster's agent).
     #[arg(long, env = "KSTRETCH_CLUSTER_ALIAS", default_value = "central")]
@@ -194,6 +200,7 @@ async fn main() -> anyhow::Result<()> {
     let config = LinkConfig {
         heartbeat: Duration::from_secs(args.link_heartbeat_secs),
         resync: Duration::from_secs(args.link_resync_secs),
+        term: args.term,
         ..LinkConfig::default()
     };
     let link = Link::new(desired, link_metrics, config, shutdown.clone());

@@ -201,11 +201,7 @@ async fn follow(
                 }
             ));
         }
-        let now = format!("{phase}: {said}");
-        if now != last {
-            println!("{name}: {now}");
-            last = now;
-        }
+        crate::say_if_changed(&mut last, &name, format!("{phase}: {said}"));
         tokio::time::sleep(POLL).await;
     }
 }

@@ -117,6 +117,15 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Prints `now` for `name` when it differs from what was printed `last` (the progress lines
+/// of `--wait`).
+pub fn say_if_changed(last: &mut String, name: &str, now: String) {
+    if now != *last {
+        println!("{name}: {now}");
+        *last = now;
+    }
+}
+
 /// A Kubernetes error in words for the person at the terminal: RBAC's 403 is a refusal that
 /// says what the command `needs`.
 pub fn refused_by_kubernetes(e: kube::Error, needs: &str) -> CliError {

@@ -230,10 +230,7 @@ async fn follow(
             .find(|c| c.type_ == "Warning" && c.reason.as_deref() == Some("PoolMoving"))
             .and_then(|c| c.message.clone())
             .unwrap_or_else(|| "starting".to_owned());
-        if now != last {
-            println!("{name}: {now}");
-            last = now;
-        }
+        crate::say_if_changed(&mut last, &name, now);
         tokio::time::sleep(POLL).await;
     }
 }

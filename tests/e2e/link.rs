@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kstretch_api::StrimziPodSet;
-use kstretch_central::link::{AgentRecord, DesiredStates};
+use kstretch_central::link::{AgentRecord, DesiredStates, LinkConfig};
 use kstretch_proto::agent::v1::agent_link_client::AgentLinkClient;
 use kstretch_proto::agent::v1::agent_message::Body;
 use kstretch_proto::agent::v1::central_message::Body as CentralBody;
@@ -1182,4 +1182,103 @@ async fn restart_deletes_the_named_pod_once_and_refuses_what_it_must_not_touch()
         uid(&before[1]),
         "the other podset pod was left alone"
     );
+}
+
+/// The term the agent recorded in its namespace (`agent/src/link/term.rs`).
+async fn recorded_term(config_maps: &Api<ConfigMap>, term: &str) {
+    wait_for(
+        &format!("the agent to record term {term}"),
+        TIMEOUT,
+        || async {
+            let found = config_maps.get_opt("kstretch-agent-central").await;
+            let value = found
+                .ok()
+                .flatten()
+                .and_then(|c| c.data)
+                .and_then(|d| d.get("term").cloned());
+            if value.as_deref() == Some(term) {
+                Seen::Done(())
+            } else {
+                Seen::NotYet(format!("recorded: {value:?}"))
+            }
+        },
+    )
+    .await
+}
+
+/// An agent obeys one central at a time: once it has obeyed a central of a newer term (started
+/// to replace one whose cluster was lost), it keeps that term in its cluster, and the old
+/// central, back with a change and the agent pointed at it again (a restarted agent, so the
+/// term comes from the cluster), changes nothing: both sides refuse the stream.
+#[tokio::test]
+async fn a_replaced_central_cannot_drive_an_agent_that_obeys_its_successor() {
+    let ns = setup("link-term").await;
+    let pki = Pki::new("term");
+    let config_maps: Api<ConfigMap> = ns.api();
+    let old_desired = DesiredStates::new();
+    old_desired
+        .set("beta", vec![config_map(&ns.name, "from-old", "1")])
+        .expect("desired");
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let old = InProcessCentral::start(any, &pki, old_desired.clone());
+    let agent = Agent::start(&ns.name, "beta", &pki.agent("beta"), &old.url());
+    wait_applied(&old, "beta", &agent, 1).await;
+    recorded_term(&config_maps, "1").await;
+    drop(agent);
+
+    let new_desired = DesiredStates::new();
+    new_desired
+        .set(
+            "beta",
+            vec![
+                config_map(&ns.name, "from-old", "1"),
+                config_map(&ns.name, "from-new", "2"),
+            ],
+        )
+        .expect("desired");
+    let config = LinkConfig {
+        term: 2,
+        ..kstretch_tests::central::test_config()
+    };
+    let new = InProcessCentral::start_with(any, &pki, new_desired, config);
+    let agent = Agent::start(&ns.name, "beta", &pki.agent("beta"), &new.url());
+    wait_applied(&new, "beta", &agent, 1).await;
+    recorded_term(&config_maps, "2").await;
+    drop(agent);
+
+    // The old central is back and wants from-old changed and from-new gone.
+    old_desired
+        .set("beta", vec![config_map(&ns.name, "from-old", "changed")])
+        .expect("desired");
+    let agent = Agent::start(&ns.name, "beta", &pki.agent("beta"), &old.url());
+    let record = wait_agent(&old, "beta", &agent, "the old central refused", |r| {
+        !r.connected && r.disconnect_reason.contains("older than the term 2")
+    })
+    .await;
+    assert!(record.disconnect_reason.contains("term 1"), "{record:#?}");
+    wait_for("the agent to refuse the old central", TIMEOUT, || async {
+        let log = agent.log_tail();
+        if log.contains("stale-central") || log.contains("older than the term 2") {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(log)
+        }
+    })
+    .await;
+    // Time for an apply, had one been allowed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let from_old = config_maps.get("from-old").await.expect("from-old");
+    assert_eq!(
+        from_old
+            .data
+            .and_then(|d| d.get("server.properties").cloned())
+            .as_deref(),
+        Some("1"),
+        "the old central changed nothing"
+    );
+    assert!(config_maps.get_opt("from-new").await.unwrap().is_some());
+    drop(agent);
+    drop(old);
+    drop(new);
+    ns.delete().await;
 }

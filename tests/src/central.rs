@@ -26,6 +26,7 @@ pub fn test_config() -> LinkConfig {
         heartbeat: Duration::from_secs(1),
         hello_timeout: Duration::from_secs(5),
         resync: Duration::from_secs(300),
+        term: 1,
     }
 }
 
@@ -33,13 +34,23 @@ impl InProcessCentral {
     /// Serves the link on `addr` (use port 0 for any) with central's certificate from `pki`
     /// and `desired` as the desired state.
     pub fn start(addr: SocketAddr, pki: &Pki, desired: DesiredStates) -> InProcessCentral {
+        Self::start_with(addr, pki, desired, test_config())
+    }
+
+    /// [`InProcessCentral::start`] with `config` (e.g. another term).
+    pub fn start_with(
+        addr: SocketAddr,
+        pki: &Pki,
+        desired: DesiredStates,
+        config: LinkConfig,
+    ) -> InProcessCentral {
         let server = pki.server();
         let tls = ServerTls::from_pem(&server.ca_pem, &server.cert_pem, &server.key_pem)
             .expect("server TLS");
         let link = Link::new(
             desired,
             LinkMetrics::default(),
-            test_config(),
+            config,
             CancellationToken::new(),
         );
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();

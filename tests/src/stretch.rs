@@ -83,20 +83,65 @@ impl Stretch {
 
     /// Starts (or restarts) central watching `namespace` instead of the test's namespace.
     pub fn start_central_watching(&mut self, namespace: &str) {
+        let link_port = self.link_port;
+        self.start_central_with(ALPHA, namespace, 1, link_port);
+    }
+
+    /// Starts central as the one of cluster `own` (its kubeconfig; its resources in the test's
+    /// namespace there) with `term`, linking on a port of its own: a central that replaces one
+    /// whose cluster was lost. Agents started from now on connect to it; the central that ran
+    /// is left running (stop it first to lose it).
+    pub fn start_central_in(&mut self, own: &str, term: u64) {
+        let ns = self.ns.clone();
+        self.link_port = free_port();
+        let link_port = self.link_port;
+        self.start_central_with(own, &ns, term, link_port);
+    }
+
+    fn start_central_with(&mut self, own: &str, namespace: &str, term: u64, link_port: u16) {
+        let (http_port, grpc_port) = (free_port(), free_port());
+        let command = self.central_command(own, namespace, term, link_port, http_port, grpc_port);
+        self.central = Some(Spawned::start(&format!("central-{own}-{term}"), command));
+        self.central_http = format!("http://127.0.0.1:{http_port}");
+        self.central_grpc = format!("http://127.0.0.1:{grpc_port}");
+    }
+
+    /// Another central beside the current one (the test owns it): the one of cluster `own`
+    /// with `term`, linking on `link_port` (a replaced central coming back).
+    pub fn spawn_central(&self, own: &str, term: u64, link_port: u16) -> Spawned {
+        let command =
+            self.central_command(own, &self.ns, term, link_port, free_port(), free_port());
+        Spawned::start(&format!("central-{own}-{term}"), command)
+    }
+
+    fn central_command(
+        &self,
+        own: &str,
+        namespace: &str,
+        term: u64,
+        link_port: u16,
+        http_port: u16,
+        grpc_port: u16,
+    ) -> Command {
         let env = TestEnv::get();
+        let kubeconfig = &env
+            .clusters
+            .iter()
+            .find(|c| c.name == own)
+            .unwrap_or_else(|| panic!("no cluster {own}"))
+            .kubeconfig;
         let server = self.pki.server();
-        let http_port = free_port();
-        let grpc_port = free_port();
         let mut command = Command::new(binary("kstretch-central"));
         command
             .arg("--kubeconfig")
-            .arg(&env.clusters[0].kubeconfig)
+            .arg(kubeconfig)
             .args(["--namespace", namespace])
-            .args(["--cluster-alias", ALPHA])
+            .args(["--cluster-alias", own])
             .args(["--member-clusters", &format!("{ALPHA},{BETA}")])
+            .args(["--term", &term.to_string()])
             .args(["--http-addr", &format!("127.0.0.1:{http_port}")])
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc_port}")])
-            .args(["--link-addr", &format!("127.0.0.1:{}", self.link_port)])
+            .args(["--link-addr", &format!("127.0.0.1:{link_port}")])
             .args(["--link-heartbeat-secs", "1"])
             .arg("--tls-ca")
             .arg(&server.ca)
@@ -106,9 +151,17 @@ impl Stretch {
             .arg(&server.key)
             .args(&self.central_args)
             .env("RUST_LOG", "info,kstretch_central=debug");
-        self.central = Some(Spawned::start("central", command));
-        self.central_http = format!("http://127.0.0.1:{http_port}");
-        self.central_grpc = format!("http://127.0.0.1:{grpc_port}");
+        command
+    }
+
+    /// The link port of the central agents connect to now.
+    pub fn link_port(&self) -> u16 {
+        self.link_port
+    }
+
+    /// Points the agents started from now on at the central linking on `port`.
+    pub fn use_link_port(&mut self, port: u16) {
+        self.link_port = port;
     }
 
     /// Runs the `kstretch` CLI against this central; its exit status and its output.
@@ -208,7 +261,12 @@ impl Stretch {
     /// Server-side applies `object` (with its apiVersion and kind) in the test namespace of
     /// alpha, as a user would with `kubectl apply --server-side`.
     pub async fn apply(&self, object: Value) {
-        crate::cluster::apply(&self.clusters[ALPHA].client, &self.ns, object).await;
+        self.apply_in(ALPHA, object).await;
+    }
+
+    /// [`Stretch::apply`] in cluster `alias`.
+    pub async fn apply_in(&self, alias: &str, object: Value) {
+        crate::cluster::apply(&self.clusters[alias].client, &self.ns, object).await;
     }
 
     /// Waits until the `K` `name` in alpha satisfies `check`; on timeout shows it and the
@@ -226,7 +284,25 @@ impl Stretch {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
-        let api: Api<K> = self.api(ALPHA);
+        self.wait_in(ALPHA, name, what, timeout, check).await
+    }
+
+    /// [`Stretch::wait_in_alpha`] in cluster `alias`.
+    pub async fn wait_in<K>(
+        &self,
+        alias: &str,
+        name: &str,
+        what: &str,
+        timeout: std::time::Duration,
+        check: impl Fn(&K) -> bool,
+    ) -> K
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = self.api(alias);
         crate::wait::wait_for(what, timeout, || async {
             match api.get_opt(name).await {
                 Ok(Some(k)) if check(&k) => crate::wait::Seen::Done(k),

@@ -20,6 +20,7 @@ pub mod protocol;
 pub mod restart;
 pub mod session;
 pub mod status;
+pub mod term;
 pub mod tls;
 
 use std::path::PathBuf;
@@ -82,6 +83,12 @@ pub struct LinkArgs {
     #[arg(long, env = "KSTRETCH_TLS_RELOAD_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub tls_reload_secs: u64,
 
+    /// Namespace of the ConfigMap `kstretch-agent-central`, which keeps the term of the
+    /// central the agent obeys across restarts; default: the agent's own pod's namespace
+    /// (`POD_NAMESPACE`), else --namespace.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub state_namespace: Option<String>,
+
     /// Longest wait between two attempts to reach central (`30s`, `2m`, `500ms`).
     #[arg(
         long,
@@ -140,12 +147,30 @@ pub fn start(
     };
     let server_name = args.tls_server_name.clone();
     let max_delay = args.reconnect_max_delay;
+    let state_namespace = args
+        .state_namespace
+        .clone()
+        .or_else(|| identity.namespace.clone());
     async move {
         let Some((url, tls)) = config else {
             tracing::info!("no --central: running without central (nothing is applied or deleted)");
             health.set_ready(CHECK, true, "disabled (no --central)");
             return;
         };
+        let Some(state_namespace) = state_namespace else {
+            // Without a place for the term, a stale central could drive the agent after a
+            // restart: refuse the link rather than run it unguarded.
+            tracing::error!(
+                "no --state-namespace (nor POD_NAMESPACE, nor --namespace): the link to central stays off"
+            );
+            health.set_ready(
+                CHECK,
+                true,
+                "off: no --state-namespace to keep the term of the central it obeys",
+            );
+            return;
+        };
+        let term = term::TermStore::new(client.clone(), &state_namespace);
         let tls = tls::follow(tls);
         tls.report_to(tls_metrics, Some(health.clone()));
         tokio::spawn(tls.clone().watch(tls_reload, shutdown.clone()));
@@ -180,6 +205,7 @@ pub fn start(
                 namespaces: scope.names(),
                 capabilities: vec![EXPLICIT_DELETION.to_owned()],
                 last_applied: None,
+                obeyed_term: 0,
             },
             applier: applier.clone(),
             snapshots: Arc::new(snapshots_tx),
@@ -187,6 +213,7 @@ pub fn start(
             status,
             restarter,
             metrics: metrics.clone(),
+            term,
         };
         tokio::join!(
             apply_loop(applier, snapshots_rx, reports_tx, shutdown.clone()),

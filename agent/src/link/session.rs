@@ -8,7 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 use kstretch_proto::agent::v1::agent_link_client::AgentLinkClient;
 use kstretch_proto::agent::v1::agent_message::Body;
 use kstretch_proto::agent::v1::{
-    AgentMessage, ApplyReport, Heartbeat, Hello, RestartResult, Snapshot, StatusReport, Welcome,
+    AgentMessage, ApplyReport, Heartbeat, Hello, ProtocolError, RestartResult, Snapshot,
+    StatusReport, Welcome,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -19,6 +20,7 @@ use super::metrics::LinkMetrics;
 use super::protocol::{self, FromCentral};
 use super::restart::Restarter;
 use super::status::StatusSource;
+use super::term::{self, Judgement, TermError, TermStore};
 use super::tls::{ClientTls, TlsError};
 
 /// Bound on connecting, and on central's answer to `Hello`.
@@ -42,6 +44,8 @@ pub(crate) struct Ctx {
     pub status: StatusSource,
     pub restarter: Restarter,
     pub metrics: LinkMetrics,
+    /// The term of the central this agent obeys.
+    pub term: TermStore,
 }
 
 /// Why a stream could not be opened.
@@ -63,6 +67,12 @@ pub enum SessionError {
     ClosedInHandshake,
     #[error("stream failed during the handshake: {}", status_text(.0))]
     Handshake(#[source] tonic::Status),
+    #[error(
+        "central's term {central} is older than the term {obeyed} this agent obeys: it was replaced by another central; nothing it sends is applied (point --central at the current one)"
+    )]
+    StaleCentral { central: u64, obeyed: u64 },
+    #[error("cannot tell which central to obey: {0}")]
+    Term(#[from] TermError),
 }
 
 impl SessionError {
@@ -98,6 +108,8 @@ impl SessionError {
             SessionError::Refused { .. } => "refused",
             SessionError::ClosedInHandshake => "closed-in-handshake",
             SessionError::Handshake(_) => "handshake",
+            SessionError::StaleCentral { .. } => "stale-central",
+            SessionError::Term(_) => "term-store",
         }
     }
 }
@@ -164,9 +176,11 @@ pub(crate) async fn run(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
 
+    let obeyed = ctx.term.obeyed().await?;
     let (tx, mut rx) = mpsc::channel::<AgentMessage>(32);
     let hello = Hello {
         last_applied: ctx.applier.last_applied(),
+        obeyed_term: obeyed,
         ..ctx.hello.clone()
     };
     // The channel is empty and has room: this cannot fail.
@@ -214,6 +228,23 @@ pub(crate) async fn run(
     for m in &welcome.mismatches {
         tracing::warn!(field = %m.field, central = %m.central, agent = %m.agent,
             "central reports a mismatch (not fatal)");
+    }
+    match term::judge(obeyed, welcome.term) {
+        Judgement::Same => {}
+        Judgement::Newer(term) => {
+            ctx.term.record(term).await?;
+            tracing::info!(term, previous = obeyed, "obeying central of a newer term");
+        }
+        Judgement::Stale { central, obeyed } => {
+            let refused = SessionError::StaleCentral { central, obeyed };
+            let _ = tx.try_send(AgentMessage {
+                body: Some(Body::Error(ProtocolError {
+                    reason: refused.reason().to_owned(),
+                    message: refused.to_string(),
+                })),
+            });
+            return Err(refused);
+        }
     }
     on_welcome(&welcome);
     let interval = protocol::heartbeat_interval(&welcome);

@@ -111,6 +111,36 @@ pub fn split(
     lost
 }
 
+/// How long after a forgotten cluster's agent connects again its old nodes may still be
+/// registering (a returning node's broker starts as soon as its kubelet does).
+const RETURN_WATCH: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Whether a forgotten cluster came back: its agent connected within [`RETURN_WATCH`], or still
+/// reports podsets of `kafka`. Its old nodes may run, and a broker register again, until the
+/// agent has deleted them.
+pub fn returning(
+    agents: &crate::link::Agents,
+    kafka: &Kafka,
+    forgotten: &BTreeSet<String>,
+) -> bool {
+    let namespace = kafka.namespace().unwrap_or_default();
+    let prefix = format!("{}-", kafka.name_any());
+    forgotten
+        .iter()
+        .filter_map(|alias| agents.get(alias))
+        .any(|r| {
+            let recent = r
+                .connected_since
+                .elapsed()
+                .is_ok_and(|since| since < RETURN_WATCH);
+            let pods = r
+                .podsets
+                .iter()
+                .any(|p| p.namespace == namespace && p.name.starts_with(&prefix));
+            r.connected && (recent || pods)
+        })
+}
+
 /// The name of the operation that replaces the replicas lost with `alias`.
 pub fn operation_name(kafka: &str, alias: &str) -> String {
     format!("{kafka}-forget-{alias}")

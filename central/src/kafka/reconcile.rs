@@ -230,8 +230,16 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
                 .await;
         }
     };
-    if let Some(action) =
-        adopt_what_runs(&ctx, &kafka, &owner, &mut resolved, &mut kafka_status, &now).await?
+    if let Some(action) = adopt_what_runs(
+        &ctx,
+        &kafka,
+        &owner,
+        &mut resolved,
+        &forgotten,
+        &mut kafka_status,
+        &now,
+    )
+    .await?
     {
         return Ok(action);
     }
@@ -623,19 +631,23 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let recorded: BTreeSet<i32> = kafka_status.registered_node_ids.iter().copied().collect();
     // A removal to finish is checked every time; otherwise only now and then (KIP-1073 lists
     // registrations central never recorded, e.g. from before it ran).
-    let pending_unregistration = if recorded != all_ids || ctx.registration_checks.due(&owner) {
-        unregister(
-            &ctx,
-            kafka.as_ref(),
-            bootstrap.as_deref(),
-            &all_ids,
-            &kafka_status.registered_node_ids,
-            &mut warnings,
-        )
-        .await
-    } else {
-        BTreeSet::new()
-    };
+    // A forgotten cluster that came back runs its old nodes until its agent deletes them; a
+    // broker of them that registers again is looked for meanwhile, not at the next idle check.
+    let returned = forget::returning(&ctx.agents, &kafka, &forgotten);
+    let pending_unregistration =
+        if recorded != all_ids || returned || ctx.registration_checks.due(&owner) {
+            unregister(
+                &ctx,
+                kafka.as_ref(),
+                bootstrap.as_deref(),
+                &all_ids,
+                &kafka_status.registered_node_ids,
+                &mut warnings,
+            )
+            .await
+        } else {
+            BTreeSet::new()
+        };
     kafka_status.registered_node_ids = all_ids.union(&pending_unregistration).copied().collect();
 
     for alias in built.objects.keys().filter(|a| !connected.contains(*a)) {
@@ -762,7 +774,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let forgetting = forgotten.iter().any(|c| !forgotten_done.contains(c));
     Ok(Action::requeue(if !settled {
         BUSY_REQUEUE
-    } else if pool_moving || forgetting {
+    } else if pool_moving || forgetting || returned {
         MOVE_RECHECK
     } else if scale_down_blocked {
         BLOCKED_RECHECK
@@ -948,6 +960,7 @@ async fn adopt_what_runs(
     kafka: &Kafka,
     owner: &Owner,
     resolved: &mut Resolved,
+    forgotten: &BTreeSet<String>,
     kafka_status: &mut KafkaStatus,
     now: &str,
 ) -> Result<Option<Action>, Error> {
@@ -955,10 +968,12 @@ async fn adopt_what_runs(
     // handled before): what runs also tells the quorum's mode.
     let status_lost = kafka_status.cluster_id.is_none();
     let unknown_cluster = status_lost && resolved.pools.iter().all(|p| p.cluster_id.is_none());
+    // A forgotten cluster never reports: its pools are not waited for.
     let pools: Vec<_> = resolved
         .pools
         .iter()
         .filter(|p| status_lost || p.ids.current.is_none())
+        .filter(|p| !forgotten.contains(&p.alias))
         .cloned()
         .collect();
     if pools.is_empty() {

@@ -54,6 +54,9 @@ pub struct LinkConfig {
     pub hello_timeout: Duration,
     /// How often the current snapshot is sent again although it did not change.
     pub resync: Duration,
+    /// This central's term: agents obey the highest they have seen and refuse a lower one,
+    /// so a central replaced after its cluster was lost cannot drive them when it returns.
+    pub term: u64,
 }
 
 impl Default for LinkConfig {
@@ -62,6 +65,7 @@ impl Default for LinkConfig {
             heartbeat: Duration::from_secs(10),
             hello_timeout: Duration::from_secs(10),
             resync: Duration::from_secs(300),
+            term: 1,
         }
     }
 }

@@ -52,6 +52,10 @@ pub enum Violation {
     HeartbeatTimeout(std::time::Duration),
     #[error("a newer stream of the same cluster replaced this one")]
     Superseded,
+    #[error(
+        "this central's term {own} is older than the term {obeyed} the agent obeys: it was replaced by another central and sends nothing; closing the stream"
+    )]
+    StaleCentral { own: u64, obeyed: u64 },
 }
 
 impl Violation {
@@ -67,6 +71,7 @@ impl Violation {
             Violation::HelloTimeout(_) => "hello-timeout",
             Violation::HeartbeatTimeout(_) => "heartbeat-timeout",
             Violation::Superseded => "superseded",
+            Violation::StaleCentral { .. } => "stale-central",
         }
     }
 

@@ -179,6 +179,23 @@ pub(crate) async fn run(
     )
     .with_capabilities(hello.capabilities.clone());
     let (stream, superseded) = link.agents.connect(record);
+    if hello.obeyed_term > config.term {
+        // A newer central took over while this one was away: it must not drive the agent (the
+        // agent would refuse it too).
+        let stale = Violation::StaleCentral {
+            own: config.term,
+            obeyed: hello.obeyed_term,
+        };
+        tracing::error!(
+            own_term = config.term,
+            obeyed_term = hello.obeyed_term,
+            "the agent obeys a newer central: this central is stale and sends it nothing"
+        );
+        tx.refuse(&stale).await;
+        link.agents.disconnect(&alias, stream, &stale.to_string());
+        link.refresh();
+        return;
+    }
     link.refresh();
     tracing::info!(
         stream,
@@ -219,6 +236,7 @@ async fn established(
         cluster_alias: alias.to_owned(),
         mismatches,
         heartbeat_interval: prost_types::Duration::try_from(config.heartbeat).ok(),
+        term: config.term,
     };
     if !tx.send(Body::Welcome(welcome)).await {
         return "agent went away during the handshake".into();

@@ -47,6 +47,30 @@ pub(super) async fn user_secret(
     api(client, kafka).get_opt(name).await
 }
 
+/// A CA certificate Secret that an agent applied as a copy (a central now runs in what was a
+/// member cluster, after its own was lost) becomes central's own: without the agent's label,
+/// no snapshot of this cluster (which gets no copies) prunes it.
+async fn take_over_copy(api: &Api<Secret>, cert: &Secret) -> Result<(), kube::Error> {
+    let copied = cert
+        .labels()
+        .get(kstretch_api::owner::MANAGED_BY_LABEL)
+        .is_some_and(|v| v == kstretch_api::owner::MANAGED_BY_VALUE);
+    if !copied {
+        return Ok(());
+    }
+    let unlabel = serde_json::json!({"metadata": {"labels": {
+        kstretch_api::owner::MANAGED_BY_LABEL: null
+    }}});
+    api.patch(
+        &cert.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&unlabel),
+    )
+    .await?;
+    tracing::info!(secret = %cert.name_any(), "took over a CA certificate copy as central's own");
+    Ok(())
+}
+
 /// Key `key` of `secret` as text.
 pub fn text(secret: &Secret, key: &str) -> Option<String> {
     let bytes = secret.data.as_ref()?.get(key)?;
@@ -111,6 +135,9 @@ pub(super) async fn ca(
     let (cert_name, key_name) = (kind.cert_secret(&name), kind.key_secret(&name));
     let api = api(client, kafka);
     let cert = api.get_opt(&cert_name).await?;
+    if let Some(cert) = &cert {
+        take_over_copy(&api, cert).await?;
+    }
     let key = api.get_opt(&key_name).await?;
     match (cert, key) {
         (Some(cert), Some(key)) => {
