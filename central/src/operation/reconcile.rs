@@ -92,7 +92,13 @@ async fn step(
             names::FORGOTTEN_CLUSTERS,
             kafka_ref.name
         );
-        return refuse(ctx, op, status, refusal("ClusterNotForgotten", message)).await;
+        // Waits rather than refuses: central creates this operation on seeing the annotation,
+        // and this controller's copy of the `Kafka` may not show it yet.
+        if !running {
+            status.phase = Some(phase::PENDING.to_owned());
+        }
+        write(ctx, op, status, not_ready("ClusterNotForgotten", message)).await?;
+        return Ok(Action::requeue(WAIT));
     }
     if !running
         && !op.spec.dry_run
