@@ -175,7 +175,7 @@ async fn the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_repl
 ) {
     let bootstrap = all_brokers(k);
     let before = shown_quorum_is_kafkas(stretch, k, None).await;
-    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before.len(), 3, "{before:?}");
 
     let pods: Api<Pod> = stretch.api(BETA);
     let victim = pods.list(&ListParams::default()).await.unwrap().items[0].name_any();
@@ -683,7 +683,7 @@ async fn a_kafka_outlives_central_rolls_and_restarts_without_losing_an_acknowled
     without_central_nothing_restarts(&mut stretch, &load).await;
 
     let before = pod_states(&stretch).await;
-    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before.len(), 3, "{before:?}");
     let kafkas: Api<Kafka> = stretch.api(ALPHA);
     kafkas
         .patch(
