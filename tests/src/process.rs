@@ -21,18 +21,39 @@ pub fn binary(name: &str) -> PathBuf {
 /// A free TCP port on loopback, never the same one twice in one test process (two processes
 /// of one test given the same port would fight over it).
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Below Linux's ephemeral range (32768-60999): a port chosen here cannot be taken, before
+    // its process binds it, by some other process's outgoing connection (seen: a Kafka broker
+    // of kraft_boot failing with "Address already in use").
+    const FIRST: u64 = 20_000;
+    const COUNT: u64 = 10_000;
     static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    if NEXT.load(Ordering::Relaxed) == 0 {
+        // Test binaries run side by side: each starts somewhere else in the range.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::from(d.subsec_nanos()))
+            .unwrap_or_default();
+        let _ = NEXT.compare_exchange(
+            0,
+            (u64::from(std::process::id()) * 7_919 + nanos) | 1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+    for _ in 0..COUNT {
+        let port = (FIRST + NEXT.fetch_add(7_919, Ordering::Relaxed) % COUNT) as u16;
         let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-        if !handed_out.contains(&port) {
+        if handed_out.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             handed_out.push(port);
             return port;
         }
     }
+    panic!("no free port in {FIRST}..{}", FIRST + COUNT);
 }
 
 /// A running child process whose output goes to a log file that is printed if the test fails.
