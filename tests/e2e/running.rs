@@ -2940,15 +2940,7 @@ async fn cluster_lost_beta_is_forgotten_and_its_return_brings_nothing_back() {
         .await;
     let said = warning(&k, "PartitionsLost").unwrap();
     assert!(said.contains("gone-0") && !said.contains("kept"), "{said}");
-    wait_for("beta's broker unregistered", START_TIMEOUT, || async {
-        let registered = registered_by_kafkas_tool(&in_alpha);
-        if registered == alpha {
-            Seen::Done(())
-        } else {
-            Seen::NotYet(format!("registered: {registered:?}"))
-        }
-    })
-    .await;
+    only_registered(&in_alpha, &alpha, "beta's broker unregistered").await;
     wait_for(
         "beta's controller out of the voters",
         START_TIMEOUT,
@@ -2991,21 +2983,22 @@ async fn cluster_lost_beta_is_forgotten_and_its_return_brings_nothing_back() {
         },
     )
     .await;
-    wait_for(
-        "nothing of beta registered again",
-        START_TIMEOUT,
-        || async {
-            let registered = registered_by_kafkas_tool(&in_alpha);
-            if registered == alpha {
-                Seen::Done(())
-            } else {
-                Seen::NotYet(format!("registered: {registered:?}"))
-            }
-        },
-    )
-    .await;
+    only_registered(&in_alpha, &alpha, "nothing of beta registered again").await;
     no_loss(load, &in_alpha, "kept").await;
     stretch.finish().await;
+}
+
+/// Waits until Kafka's own tool lists exactly `brokers` as registered.
+async fn only_registered(bootstrap: &str, brokers: &BTreeSet<i32>, what: &str) {
+    wait_for(what, START_TIMEOUT, || async {
+        let registered = registered_by_kafkas_tool(bootstrap);
+        if registered == *brokers {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("registered: {registered:?}"))
+        }
+    })
+    .await;
 }
 
 /// Name -> (UID, restarts) of the test's pods in cluster `alias`.

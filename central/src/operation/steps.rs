@@ -29,14 +29,22 @@ pub fn name(topic: &str, partition: i32) -> String {
 /// Reads the partitions of every topic with their sizes and `min.insync.replicas`, and the
 /// brokers.
 pub async fn observe(admin: &AdminClient) -> Result<Observed, Error> {
-    let brokers = crate::kafka::checks::broker_racks(admin).await?;
-    let registered = match admin.describe_cluster(true).await {
-        Ok(cluster) => cluster
-            .brokers
-            .iter()
-            .map(|b| (b.id, b.rack.clone().unwrap_or_default()))
-            .collect(),
-        Err(Error::Unsupported { .. }) => brokers.clone(),
+    // One listing gives both, fenced brokers included (KIP-1073); before it, only live ones.
+    let (brokers, registered) = match admin.describe_cluster(true).await {
+        Ok(cluster) => {
+            let rack = |b: &kstretch_kadmin::Broker| (b.id, b.rack.clone().unwrap_or_default());
+            let live = cluster
+                .brokers
+                .iter()
+                .filter(|b| !b.fenced)
+                .map(rack)
+                .collect();
+            (live, cluster.brokers.iter().map(rack).collect())
+        }
+        Err(Error::Unsupported { .. }) => {
+            let live: BTreeMap<i32, String> = crate::kafka::checks::broker_racks(admin).await?;
+            (live.clone(), live)
+        }
         Err(e) => return Err(e),
     };
     let topics = admin.describe_topics(None).await?;
