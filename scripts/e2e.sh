@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # scripts/e2e.sh — owns: running the end-to-end test binaries (what `make test`'s e2e step
-# does), in two phases:
+# does), in three phases:
 #   1. the binaries that change what every test in the clusters relies on (`absent` deletes
 #      and reinstalls the CRDs, which deletes every Kafka in the cluster), with the ones that
 #      do not use the clusters at all (`kraft_boot` boots Kafka on this machine) beside them;
 #   2. the real-pod tests (`running`), which mostly wait for JVMs in pods, in the background,
 #      while the light binaries (kwok pods, central and agents as processes) run one by one,
-#      and then the one that boots a Kafka cluster on this machine against the clusters;
+#      and then the ones that boot Kafka clusters on this machine (`kafka_nodes` against the
+#      clusters, `quorum_recovery` alone);
 #   3. alone and last, the real-pod tests that lose a whole cluster (`tests/env/lose.sh`) and
 #      bring it back at their end (ignored by a plain `cargo test`, for that reason).
 # Arguments go to every test binary (e.g. a test name filter); with arguments, phase 3 is
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 readonly ALONE=(absent)
 readonly BESIDE_ALONE=(kraft_boot)
 readonly BACKGROUND=running
-readonly HEAVY=(kafka_nodes)
+readonly HEAVY=(kafka_nodes quorum_recovery)
 readonly LAST=(--ignored cluster_lost_)
 
 declare -A exe

@@ -7,6 +7,7 @@ use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 
 mod link;
 mod podset;
+mod recover;
 
 /// Agent of kstretch for one member Kubernetes cluster.
 ///
@@ -39,6 +40,9 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some(recover::COMMAND) {
+        return recover::main(std::env::args_os().skip(1));
+    }
     let args = Args::parse();
     kstretch_runtime::telemetry::init(args.observability.log_format, &args.observability.log)?;
     let shutdown = kstretch_runtime::shutdown::signal();

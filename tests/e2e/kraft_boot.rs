@@ -9,92 +9,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kstretch_core::kraft::{
-    Addressing, CERTS_DIR, CONTROLPLANE_LISTENER, KafkaCluster, Listener, ListenerKind, Node,
-    QuorumMode, REPLICATION_LISTENER, Rendered, Volume, render, uuid_text,
+    Addressing, CERTS_DIR, CONTROLPLANE_LISTENER, REPLICATION_LISTENER, Rendered, Volume, render,
+    uuid_text,
 };
 use kstretch_core::node_ids::Role;
 use kstretch_kadmin::{AdminClient, AdminConfig, Error, KRAFT_VERSION, Uuid};
 use kstretch_tests::kafka;
 use kstretch_tests::kraft::{
-    MAPPED_KEYS, PrivateKafka, assert_voters_match_advertised, certs_dir, random_cluster_id,
+    MAPPED_KEYS, PrivateKafka, assert_voters_match_advertised, certs_dir, cluster,
+    make_quorum_dynamic, node,
 };
 
 /// One private cluster at a time: the machine has two cores.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Options a user would put in `Kafka.spec.kafka.config`, sized for a small test machine, plus
-/// one forbidden option that must be dropped.
-fn user_config() -> BTreeMap<String, String> {
-    [
-        ("default.replication.factor", "3"),
-        ("min.insync.replicas", "2"),
-        ("offsets.topic.replication.factor", "3"),
-        ("offsets.topic.num.partitions", "3"),
-        ("transaction.state.log.replication.factor", "3"),
-        ("transaction.state.log.min.isr", "2"),
-        ("transaction.state.log.num.partitions", "3"),
-        ("share.coordinator.state.topic.replication.factor", "3"),
-        ("share.coordinator.state.topic.min.isr", "2"),
-        ("auto.create.topics.enable", "false"),
-        ("group.initial.rebalance.delay.ms", "0"),
-        ("num.network.threads", "2"),
-        ("num.io.threads", "2"),
-        ("background.threads", "2"),
-        ("num.replica.fetchers", "1"),
-        ("num.recovery.threads.per.data.dir", "1"),
-        ("log.segment.bytes", "8388608"),
-        ("log.cleaner.dedupe.buffer.size", "8388608"),
-        ("log.cleaner.threads", "1"),
-        ("metadata.log.segment.bytes", "8388608"),
-        ("broker.session.timeout.ms", "9000"),
-        ("broker.heartbeat.interval.ms", "1000"),
-        ("listeners", "PLAINTEXT://:9092"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect()
-}
-
-fn node(id: i32, pool: &str, alias: &str, roles: &[Role], volumes: &[Volume]) -> Node {
-    Node {
-        id,
-        pool: pool.to_owned(),
-        roles: roles.iter().copied().collect(),
-        cluster_alias: alias.to_owned(),
-        volumes: volumes.to_vec(),
-    }
-}
-
-fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
-    KafkaCluster {
-        name: "boot".into(),
-        namespace: "kafka".into(),
-        cluster_id: random_cluster_id(),
-        listeners: vec![
-            Listener {
-                name: "plain".into(),
-                port: 9092,
-                kind: ListenerKind::Internal,
-                tls: false,
-                authentication: Default::default(),
-                custom_certificate: false,
-            },
-            Listener {
-                name: "tls".into(),
-                port: 9093,
-                kind: ListenerKind::Internal,
-                tls: true,
-                authentication: Default::default(),
-                custom_certificate: false,
-            },
-        ],
-        config: user_config(),
-        addressing,
-        nodes,
-        authorization: None,
-        quorum: QuorumMode::Static,
-    }
-}
 
 /// The loopback mapping touched addresses and directories only: every other property, and
 /// its line in the properties text, is byte for byte what `render` produced.
@@ -322,15 +249,7 @@ async fn voters_change_once_the_quorum_is_dynamic(kafka: &PrivateKafka, cluster_
         .unwrap_err();
     assert!(matches!(refused, Error::Unsupported { .. }), "{refused}");
 
-    // Every voter must first have told the leader its directory: retried until it has.
-    kstretch_tests::wait::wait_for("kraft.version 1", Duration::from_secs(60), || async {
-        match admin.upgrade_feature(KRAFT_VERSION, 1).await {
-            Ok(()) => kstretch_tests::wait::Seen::Done(()),
-            Err(e) => kstretch_tests::wait::Seen::NotYet(e.to_string()),
-        }
-    })
-    .await;
-    assert_eq!(kafka::kraft_version_by_kafkas_tool(&bootstrap), "1");
+    make_quorum_dynamic(&admin, &bootstrap).await;
     let quorum = admin.describe_quorum().await.unwrap();
     let dirs: BTreeMap<i32, Uuid> = quorum
         .voters

@@ -217,10 +217,14 @@ pub fn finalized_by_kafkas_tool(libs: &Path, bootstrap: &str, feature: &str) -> 
 /// Kafka's own `kafka-metadata-quorum describe --replication`: (node ID, directory ID,
 /// status) of every replica of the metadata log.
 pub fn quorum_by_kafkas_tool(bootstrap: &str) -> BTreeSet<(i32, String, String)> {
-    let text = run_kafka_tool(
+    parse_quorum(&run_kafka_tool(
         "org.apache.kafka.tools.MetadataQuorumCommand",
         &["--bootstrap-server", bootstrap, "describe", "--replication"],
-    );
+    ))
+}
+
+/// The replicas of `kafka-metadata-quorum describe --replication`'s output `text`.
+pub fn parse_quorum(text: &str) -> BTreeSet<(i32, String, String)> {
     // Header, then "NodeId DirectoryId LogEndOffset Lag LastFetch LastCaughtUp Status".
     text.lines()
         .skip(1)

@@ -12,8 +12,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use kstretch_core::kraft::{
-    CA_FILE, CERT_FILE, CERTS_DIR, KEY_FILE, NodeConfig, REPLICATION_LISTENER,
+    Addressing, CA_FILE, CERT_FILE, CERTS_DIR, KEY_FILE, KafkaCluster, Listener, ListenerKind,
+    Node, NodeConfig, QuorumMode, REPLICATION_LISTENER, Volume,
 };
+use kstretch_core::node_ids::Role;
+use kstretch_kadmin::{AdminClient, KRAFT_VERSION};
 
 use crate::certs::Pki;
 
@@ -496,6 +499,98 @@ pub fn assert_voters_match_advertised(rendered: &BTreeMap<i32, NodeConfig>) {
             );
         }
     }
+}
+
+// Layouts for tests of private clusters.
+
+/// Options a user would put in `Kafka.spec.kafka.config`, sized for a small test machine, plus
+/// one forbidden option that must be dropped.
+pub fn user_config() -> BTreeMap<String, String> {
+    [
+        ("default.replication.factor", "3"),
+        ("min.insync.replicas", "2"),
+        ("offsets.topic.replication.factor", "3"),
+        ("offsets.topic.num.partitions", "3"),
+        ("transaction.state.log.replication.factor", "3"),
+        ("transaction.state.log.min.isr", "2"),
+        ("transaction.state.log.num.partitions", "3"),
+        ("share.coordinator.state.topic.replication.factor", "3"),
+        ("share.coordinator.state.topic.min.isr", "2"),
+        ("auto.create.topics.enable", "false"),
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("num.network.threads", "2"),
+        ("num.io.threads", "2"),
+        ("background.threads", "2"),
+        ("num.replica.fetchers", "1"),
+        ("num.recovery.threads.per.data.dir", "1"),
+        ("log.segment.bytes", "8388608"),
+        ("log.cleaner.dedupe.buffer.size", "8388608"),
+        ("log.cleaner.threads", "1"),
+        ("metadata.log.segment.bytes", "8388608"),
+        ("broker.session.timeout.ms", "9000"),
+        ("broker.heartbeat.interval.ms", "1000"),
+        ("listeners", "PLAINTEXT://:9092"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// A node of pool `pool` in cluster `alias`.
+pub fn node(id: i32, pool: &str, alias: &str, roles: &[Role], volumes: &[Volume]) -> Node {
+    Node {
+        id,
+        pool: pool.to_owned(),
+        roles: roles.iter().copied().collect(),
+        cluster_alias: alias.to_owned(),
+        volumes: volumes.to_vec(),
+    }
+}
+
+/// A cluster `boot` in namespace `kafka` with a plaintext and a TLS listener, [`user_config`]
+/// and a static quorum (made dynamic with [`make_quorum_dynamic`]).
+pub fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
+    KafkaCluster {
+        name: "boot".into(),
+        namespace: "kafka".into(),
+        cluster_id: random_cluster_id(),
+        listeners: vec![
+            Listener {
+                name: "plain".into(),
+                port: 9092,
+                kind: ListenerKind::Internal,
+                tls: false,
+                authentication: Default::default(),
+                custom_certificate: false,
+            },
+            Listener {
+                name: "tls".into(),
+                port: 9093,
+                kind: ListenerKind::Internal,
+                tls: true,
+                authentication: Default::default(),
+                custom_certificate: false,
+            },
+        ],
+        config: user_config(),
+        addressing,
+        nodes,
+        authorization: None,
+        quorum: QuorumMode::Static,
+    }
+}
+
+/// Raises `kraft.version` to 1: the voters are then records of the metadata log. Every voter
+/// must first have told the leader its directory: retried until it has.
+pub async fn make_quorum_dynamic(admin: &AdminClient, bootstrap: &str) {
+    crate::wait::wait_for("kraft.version 1", Duration::from_secs(60), || async {
+        match admin.upgrade_feature(KRAFT_VERSION, 1).await {
+            Ok(()) => crate::wait::Seen::Done(()),
+            Err(e) => crate::wait::Seen::NotYet(e.to_string()),
+        }
+    })
+    .await;
+    assert_eq!(crate::kafka::kraft_version_by_kafkas_tool(bootstrap), "1");
 }
 
 #[cfg(test)]
