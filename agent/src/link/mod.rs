@@ -13,7 +13,6 @@
 //! with the detail) and the metric `kstretch_agent_link_connected`.
 
 pub mod apply;
-pub mod backoff;
 pub mod metrics;
 pub mod objects;
 pub mod protocol;
@@ -34,7 +33,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use apply::Applier;
-use backoff::Backoff;
+use kstretch_runtime::backoff::Retries;
 use metrics::LinkMetrics;
 use objects::Scope;
 use session::Ctx;
@@ -256,7 +255,7 @@ async fn connect_loop(
     max_delay: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Backoff::new(BASE_DELAY, max_delay);
+    let mut backoff = Retries::new(BASE_DELAY, max_delay);
     let url = ctx.url.clone();
     health.set_ready(CHECK, true, format!("connecting to {url}"));
     loop {

@@ -1,9 +1,6 @@
 //! Errors of one reconciliation, each with a stable reason (condition reason, metric label), and
 //! the retry delays of the error policy.
 
-use std::hash::{BuildHasher, Hasher};
-use std::time::Duration;
-
 use super::plan::{PodFailure, reason};
 
 /// Why a reconciliation did not complete.
@@ -108,25 +105,6 @@ pub fn pod_failure(pod: &str, outcome: RequestOutcome, err: &kube::Error) -> Pod
     }
 }
 
-/// The delay before retry `attempt` (1 for the first retry): exponential from `base`, capped at
-/// `max`, with ±20 % jitter so that podsets failing together (an apiserver outage) do not retry
-/// in lockstep. `jitter` is a uniform sample in `[0, 1)`.
-pub fn backoff_delay(attempt: u32, base: Duration, max: Duration, jitter: f64) -> Duration {
-    let exponent = attempt.saturating_sub(1).min(20);
-    let raw = base.saturating_mul(1u32 << exponent).min(max);
-    let factor = 0.8 + 0.4 * jitter.clamp(0.0, 1.0);
-    raw.mul_f64(factor)
-}
-
-/// A uniform sample in `[0, 1)` from the standard library's randomly seeded hasher; good enough
-/// for jitter, and no extra dependency.
-pub fn jitter_sample() -> f64 {
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(0);
-    // 53 random bits make an exactly representable fraction.
-    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,30 +178,5 @@ mod tests {
         assert_eq!(Error::NotSynced.reason(), "CachesNotSynced");
         assert_eq!(Error::InvalidPodSet("x".into()).reason(), "InvalidPodSet");
         assert_eq!(Error::Pods(vec![]).reason(), reason::KUBERNETES_API_ERROR);
-    }
-
-    #[test]
-    fn backoff_grows_exponentially_to_a_cap_with_jitter() {
-        let base = Duration::from_secs(1);
-        let max = Duration::from_secs(300);
-        assert_eq!(backoff_delay(1, base, max, 0.5), Duration::from_secs(1));
-        assert_eq!(backoff_delay(2, base, max, 0.5), Duration::from_secs(2));
-        assert_eq!(backoff_delay(4, base, max, 0.5), Duration::from_secs(8));
-        assert_eq!(backoff_delay(30, base, max, 0.5), max);
-        assert_eq!(backoff_delay(u32::MAX, base, max, 0.5), max);
-        assert_eq!(backoff_delay(1, base, max, 0.0), Duration::from_millis(800));
-        assert_eq!(
-            backoff_delay(1, base, max, 1.0),
-            Duration::from_millis(1200)
-        );
-        assert_eq!(backoff_delay(0, base, max, 0.5), base);
-    }
-
-    #[test]
-    fn jitter_is_a_fraction() {
-        for _ in 0..100 {
-            let j = jitter_sample();
-            assert!((0.0..1.0).contains(&j), "{j}");
-        }
     }
 }

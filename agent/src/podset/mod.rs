@@ -23,7 +23,7 @@
 //! controller's queue de-duplicates requests per podset, never reconciles one podset twice at a
 //! time, and runs at most `--podset-concurrency` reconciliations at once. Each successful pass
 //! requeues itself after `--resync-interval`; failures are retried with per-podset exponential
-//! backoff ([`error::backoff_delay`]). Reconciliations read only the watch caches and write only
+//! backoff (`kstretch_runtime::backoff`). Reconciliations read only the watch caches and write only
 //! what the plan says; nothing is deleted before both caches have completed their first list
 //! ([`error::Error::NotSynced`]). Pods are trimmed before they enter the cache
 //! ([`plan::trim_pod`]) because the agent watches every pod of its scope.

@@ -21,8 +21,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::error::{
-    Error, RequestOutcome, backoff_delay, classify_change, classify_create, jitter_sample,
-    pod_failure, status_code,
+    Error, RequestOutcome, classify_change, classify_create, pod_failure, status_code,
 };
 use super::health::WatchState;
 use super::metrics::{CauseLabel, Metrics, ReasonLabel, ResultLabel};
@@ -156,11 +155,8 @@ pub fn error_policy(podset: Arc<StrimziPodSet>, error: &Error, ctx: Arc<Context>
         Error::NotSynced => Action::requeue(NOT_SYNCED_RETRY),
         _ => {
             let attempt = ctx.note_failure(ObjectRef::from_obj(&*podset));
-            Action::requeue(backoff_delay(
-                attempt,
-                RETRY_BASE,
-                RETRY_MAX,
-                jitter_sample(),
+            Action::requeue(kstretch_runtime::backoff::delay(
+                attempt, RETRY_BASE, RETRY_MAX,
             ))
         }
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kstretch_api::KafkaConnect;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tokio::sync::watch;
@@ -44,6 +44,7 @@ pub async fn run(
         changes.changed().await.ok().map(|()| ((), changes))
     });
     let releaser = release_and_forget_deleted(store, ctx.clone(), shutdown.clone());
+    let retries = ctx.retries.clone();
     let run = controller
         .reconcile_all_on(agent_ticks)
         .graceful_shutdown_on(shutdown.cancelled_owned())
@@ -63,20 +64,28 @@ pub async fn run(
             error_policy,
             ctx,
         )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "KafkaConnect reconcile result");
+        .for_each(move |result| {
+            let retries = retries.clone();
+            async move {
+                match result {
+                    Ok((object, _)) => retries.succeeded(&object),
+                    Err(e) => tracing::debug!(error = %e, "KafkaConnect reconcile result"),
+                }
             }
         });
     tokio::join!(run, releaser);
 }
+
+/// Transient failures are retried after up to 1 s, 2 s, 4 s... 10 s; what agents report wakes
+/// every `KafkaConnect` sooner anyway.
+pub const RETRY_CAP: Duration = Duration::from_secs(10);
 
 fn error_policy(connect: Arc<KafkaConnect>, error: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(connect = %connect.name_any(), reason = error.reason(), %error, "KafkaConnect reconcile failed; retrying");
     ctx.metrics.error(error.reason());
     // An owner that failed before contributing is retained, so start-up can proceed.
     let _ = reconcile::keep_or_retain(&ctx.owners, &reconcile::owner_of(&connect));
-    Action::requeue(Duration::from_secs(5 + fastrand::u64(0..5)))
+    Action::requeue(ctx.retries.failed(ObjectRef::from_obj(&*connect)))
 }
 
 /// Releases this controller's hold on the desired state once every `KafkaConnect` of the first

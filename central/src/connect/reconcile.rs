@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::{KafkaConnect, KafkaConnectStatus, names};
+use kstretch_runtime::backoff::Backoff;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
@@ -41,6 +43,8 @@ pub struct Context {
     pub restarts: Restarts,
     pub members: Members,
     pub metrics: ConnectMetrics,
+    /// Consecutive failures per `KafkaConnect`, for [`super::error_policy`].
+    pub retries: Arc<Backoff<ObjectRef<KafkaConnect>>>,
 }
 
 impl Context {
@@ -62,6 +66,7 @@ impl Context {
             restarts,
             members,
             metrics,
+            retries: Arc::new(Backoff::new(super::RETRY_CAP)),
         }
     }
 }

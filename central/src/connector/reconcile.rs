@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::connector::{AutoRestartStatus, ConnectorState};
 use kstretch_api::{KafkaConnect, KafkaConnector, KafkaConnectorStatus, names};
+use kstretch_runtime::backoff::Retries;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
@@ -327,13 +328,12 @@ async fn check_config(
 
 /// The connector's status; right after a create Connect may not have one yet (404).
 async fn status_with_backoff(client: &ConnectClient, name: &str) -> Result<Value, RestError> {
-    let mut delay = Duration::from_millis(200);
+    let mut retries = Retries::new(Duration::from_millis(200), Duration::from_secs(10));
     for _ in 0..6 {
         match client.status(name).await {
-            Err(e) if e.is_not_found() => tokio::time::sleep(delay).await,
+            Err(e) if e.is_not_found() => tokio::time::sleep(retries.next_delay()).await,
             other => return other,
         }
-        delay *= 2;
     }
     client.status(name).await
 }

@@ -53,6 +53,7 @@ pub async fn run(
         changes.changed().await.ok().map(|()| ((), changes))
     });
     let opener = open_and_forget_deleted(store, ctx.clone(), shutdown.clone());
+    let retries = ctx.retries.clone();
     let run = controller
         .watches(pools, watcher::Config::default(), |pool| {
             let kafka = pool.labels().get(names::CLUSTER)?;
@@ -76,20 +77,28 @@ pub async fn run(
             error_policy,
             ctx,
         )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "reconcile result");
+        .for_each(move |result| {
+            let retries = retries.clone();
+            async move {
+                match result {
+                    Ok((object, _)) => retries.succeeded(&object),
+                    Err(e) => tracing::debug!(error = %e, "reconcile result"),
+                }
             }
         });
     tokio::join!(run, opener);
 }
+
+/// Transient failures are retried after up to 1 s, 2 s, 4 s... 10 s; what agents report wakes
+/// every `Kafka` sooner anyway.
+pub const RETRY_CAP: Duration = Duration::from_secs(10);
 
 fn error_policy(kafka: Arc<Kafka>, error: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(kafka = %kafka.name_any(), reason = error.reason(), %error, "reconcile failed; retrying");
     ctx.metrics.error(error.reason());
     // An owner that failed before contributing is retained, so start-up can proceed.
     let _ = reconcile::keep_or_retain(&ctx.owners, &reconcile::owner_of(&kafka));
-    Action::requeue(Duration::from_secs(5 + fastrand::u64(0..5)))
+    Action::requeue(ctx.retries.failed(ObjectRef::from_obj(&*kafka)))
 }
 
 /// Opens the desired state to agents once every `Kafka` of the first complete list was

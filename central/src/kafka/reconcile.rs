@@ -68,6 +68,9 @@ pub struct Context {
     pub kafka: KafkaAccess,
     pub metrics: KafkaMetrics,
     pub registration_checks: RegistrationChecks,
+    /// Consecutive failures per `Kafka`, for [`super::error_policy`].
+    pub retries:
+        Arc<kstretch_runtime::backoff::Backoff<kube::runtime::reflector::ObjectRef<Kafka>>>,
 }
 
 /// When each `Kafka`'s registered nodes were last listed: without a removal to finish, Kafka is

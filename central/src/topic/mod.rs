@@ -21,6 +21,7 @@ use futures::StreamExt;
 use kstretch_api::{Kafka, KafkaTopic, names};
 use kstretch_core::topics::ResourceRef;
 use kstretch_runtime::Health;
+use kstretch_runtime::backoff::Backoff;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -44,8 +45,8 @@ pub struct Context {
     pub cluster_ids: ClusterIds,
     /// Per resource, what the last batch saw (see [`fingerprint`]).
     seen: Mutex<HashMap<ResourceRef, u64>>,
-    /// Per resource, consecutive transient failures (for the backoff).
-    attempts: Mutex<HashMap<ResourceRef, u32>>,
+    /// Per resource, consecutive transient failures: 1 s doubling to 60 s.
+    retries: Backoff<ResourceRef>,
 }
 
 impl std::fmt::Debug for Context {
@@ -69,20 +70,15 @@ impl Context {
 
     fn forget(&self, key: &ResourceRef) {
         lock(&self.seen).remove(key);
-        lock(&self.attempts).remove(key);
+        self.retries.succeeded(key);
     }
 
     fn forget_attempts(&self, key: &ResourceRef) {
-        lock(&self.attempts).remove(key);
+        self.retries.succeeded(key);
     }
 
-    /// 1 s doubling to 60 s, with jitter so failed batches do not come back together.
     fn backoff(&self, key: &ResourceRef) -> Duration {
-        let mut attempts = lock(&self.attempts);
-        let n = attempts.entry(key.clone()).or_default();
-        *n = n.saturating_add(1);
-        let secs = 1u64 << (*n - 1).min(6);
-        Duration::from_millis(secs.min(60) * 1000 + fastrand::u64(0..500))
+        self.retries.failed(key.clone())
     }
 }
 
@@ -166,7 +162,7 @@ pub async fn run(
         metrics,
         cluster_ids: ClusterIds::default(),
         seen: Mutex::default(),
-        attempts: Mutex::default(),
+        retries: Backoff::new(Duration::from_secs(60)),
         settings,
     });
     tracing::info!(
