@@ -225,7 +225,9 @@ async fn main() -> anyhow::Result<()> {
         kafka: kafka_access.clone(),
         metrics: kafka_metrics,
         registration_checks: Default::default(),
-        retries: std::sync::Arc::new(kstretch_runtime::backoff::Backoff::new(kafka::RETRY_CAP)),
+        retries: std::sync::Arc::new(kstretch_runtime::backoff::Backoff::new(
+            kstretch_central::owned::RETRY_CAP,
+        )),
     });
     let (kafkas, pools_api) = match args.namespace.as_deref() {
         Some(ns) => (

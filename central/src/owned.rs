@@ -17,6 +17,10 @@ use serde::de::DeserializeOwned;
 use crate::kafka::Error;
 use crate::link::{Agents, Owner, Owners, Part};
 
+/// The error policies of the owning resources' controllers retry a transient failure after up
+/// to 1 s, 2 s, 4 s... 10 s per resource; what agents report wakes every resource sooner anyway.
+pub const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where the deletion of a resource stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deletion {

@@ -97,6 +97,15 @@ impl<K: Eq + Hash> Backoff<K> {
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
     }
+
+    /// Takes one result of a controller's run stream: a success forgets the key's failures
+    /// (the error policy counted them); an error is only logged, as the policy reported it.
+    pub fn observe<A, E: std::fmt::Display>(&self, result: &Result<(K, A), E>) {
+        match result {
+            Ok((key, _)) => self.succeeded(key),
+            Err(e) => tracing::debug!(error = %e, "reconcile result"),
+        }
+    }
 }
 
 #[cfg(test)]

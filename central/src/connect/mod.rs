@@ -65,20 +65,11 @@ pub async fn run(
             ctx,
         )
         .for_each(move |result| {
-            let retries = retries.clone();
-            async move {
-                match result {
-                    Ok((object, _)) => retries.succeeded(&object),
-                    Err(e) => tracing::debug!(error = %e, "KafkaConnect reconcile result"),
-                }
-            }
+            retries.observe(&result);
+            futures::future::ready(())
         });
     tokio::join!(run, releaser);
 }
-
-/// Transient failures are retried after up to 1 s, 2 s, 4 s... 10 s; what agents report wakes
-/// every `KafkaConnect` sooner anyway.
-pub const RETRY_CAP: Duration = Duration::from_secs(10);
 
 fn error_policy(connect: Arc<KafkaConnect>, error: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(connect = %connect.name_any(), reason = error.reason(), %error, "KafkaConnect reconcile failed; retrying");

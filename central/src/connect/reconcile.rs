@@ -66,7 +66,7 @@ impl Context {
             restarts,
             members,
             metrics,
-            retries: Arc::new(Backoff::new(super::RETRY_CAP)),
+            retries: Arc::new(Backoff::new(crate::owned::RETRY_CAP)),
         }
     }
 }
