@@ -33,6 +33,10 @@ pub struct RecoverArgs {
     /// Print what would be written and change nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Also write the line printed to this file (in a pod: `/dev/termination-log`, which
+    /// Kubernetes reports in the container's status).
+    #[arg(long)]
+    termination_log: Option<PathBuf>,
 }
 
 /// Parses `args` (the command's name first) and runs the recovery.
@@ -89,20 +93,34 @@ fn run(args: &RecoverArgs) -> anyhow::Result<()> {
             .and_then(|e| e.get("leaderEpoch")?.as_i64())
             .and_then(|e| i32::try_from(e).ok()),
     };
-    let plan = recovery::plan(&log, now_ms())?;
-    let summary = serde_json::json!({
-        "nodeId": node_id,
-        "votersBefore": plan.voters_before,
-        "voters": [node_id],
-        "logEndOffset": plan.offset,
-        "lastEpoch": plan.last_epoch,
-        "epoch": plan.epoch,
-        "dryRun": args.dry_run,
-    });
-    if !args.dry_run {
-        append(&dir, &plan)?;
-    }
+    let summary = match recovery::plan(&log, now_ms())? {
+        Some(plan) => {
+            if !args.dry_run {
+                append(&dir, &plan)?;
+            }
+            serde_json::json!({
+                "nodeId": node_id,
+                "votersBefore": plan.voters_before,
+                "voters": [node_id],
+                "logEndOffset": plan.offset,
+                "lastEpoch": plan.last_epoch,
+                "epoch": plan.epoch,
+                "dryRun": args.dry_run,
+            })
+        }
+        // Recovered before (a pod that ran the tool was started again): nothing to write.
+        None => serde_json::json!({
+            "nodeId": node_id,
+            "voters": [node_id],
+            "alreadyOnlyVoter": true,
+            "dryRun": args.dry_run,
+        }),
+    };
     println!("{summary}");
+    if let Some(path) = &args.termination_log {
+        fs::write(path, summary.to_string())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     Ok(())
 }
 

@@ -17,7 +17,8 @@ pub const GROUP: &str = "kstretch.io";
 
 #[allow(clippy::duplicated_attributes)]
 /// What to do to the Kafka named by the `strimzi.io/cluster` label. Exactly one of `drain`,
-/// `undrain`, `spread` and `forget` is set; the spec is read once, when the operation starts.
+/// `undrain`, `spread`, `forget` and `recoverQuorum` is set; the spec is read once, when the
+/// operation starts.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "kstretch.io",
@@ -73,6 +74,12 @@ pub struct KafkaOperationSpec {
     /// creates it when the `Kafka` names the cluster in `kstretch.io/forgotten-clusters`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forget: Option<Forget>,
+    /// Rebuilds a dynamic controller quorum whose majority was lost for good with forgotten
+    /// Kubernetes clusters, from one surviving controller, which becomes the only voter. What
+    /// only the lost voters had written is lost; partitions left without a leader get an
+    /// unclean election. Never started by central itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recover_quorum: Option<RecoverQuorum>,
     /// Plan only: the status shows what would move, how many bytes and how long at the
     /// throttle; nothing changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -115,6 +122,15 @@ pub struct Forget {
     /// never registered are still known as lost).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_ids: Vec<i32>,
+}
+
+/// The surviving controller a quorum is rebuilt from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoverQuorum {
+    /// Its node ID; may be left out when exactly one voter survives (central then takes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<i32>,
 }
 
 /// Drain one member cluster, or chosen brokers (exactly one of the two).
@@ -207,10 +223,38 @@ pub struct KafkaOperationStatus {
     /// The brokers a drain emptied (their node IDs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drained_brokers: Vec<i32>,
+    /// A quorum recovery's progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<QuorumRecoveryStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<String>,
+}
+
+/// Where a quorum recovery stands.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuorumRecoveryStatus {
+    /// The surviving controller the quorum is rebuilt from.
+    pub node_id: i32,
+    /// Its Kubernetes cluster and pod.
+    pub cluster: String,
+    pub pod: String,
+    /// The voters lost for good (in forgotten clusters).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_voters: Vec<i32>,
+    /// The UID of the pod that was restarted to run the recovery before Kafka starts; unset
+    /// until central restarts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_pod_uid: Option<String>,
+    /// What the recovery wrote, as its tool reported it (voters before, epoch, offset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<String>,
+    /// `topic-partition` of the partitions that had no leader afterwards and were given one by
+    /// an unclean election (records their new leader had not replicated are lost).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unclean_elections: Vec<String>,
 }
 
 /// What the plan moves.

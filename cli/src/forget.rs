@@ -3,7 +3,6 @@
 //! checking with central that the cluster's agent is away and asking for confirmation; with
 //! `--wait`, follows the operation that replaces the cluster's replicas until its nodes are out.
 
-use std::io::{BufRead, IsTerminal, Write as _};
 use std::time::{Duration, Instant};
 
 use kstretch_api::operation::phase;
@@ -125,36 +124,24 @@ async fn pools_in(
 
 /// Asks the person at the terminal to type the cluster's name.
 fn confirm(kafka: &str, cluster: &str, pools: &[(String, Vec<i32>)]) -> Result<(), CliError> {
-    if !std::io::stdin().is_terminal() {
-        return Err(CliError::Refused(format!(
-            "forgetting cluster {cluster} takes its nodes out of Kafka {kafka} for good; not at a terminal to confirm: add --yes"
-        )));
-    }
     let nodes: Vec<String> = pools
         .iter()
         .map(|(pool, ids)| format!("{pool} {ids:?}"))
         .collect();
-    print!(
-        "Kafka {kafka} forgets Kubernetes cluster {cluster} for good: its nodes ({}) are taken out of Kafka, their partitions get replicas elsewhere, and if the cluster comes back its pods of this Kafka are deleted.\nType the cluster's name to confirm: ",
-        if nodes.is_empty() {
-            "none".to_owned()
-        } else {
-            nodes.join(", ")
-        }
-    );
-    let _ = std::io::stdout().flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| CliError::Refused(format!("cannot read the confirmation: {e}")))?;
-    if answer.trim() != cluster {
-        return Err(CliError::Refused(format!(
-            "not confirmed ({:?} is not {cluster}); nothing changed",
-            answer.trim()
-        )));
-    }
-    Ok(())
+    crate::confirm_by_typing(
+        &format!(
+            "Kafka {kafka} forgets Kubernetes cluster {cluster} for good: its nodes ({}) are taken out of Kafka, their partitions get replicas elsewhere, and if the cluster comes back its pods of this Kafka are deleted.\nType the cluster's name to confirm: ",
+            if nodes.is_empty() {
+                "none".to_owned()
+            } else {
+                nodes.join(", ")
+            }
+        ),
+        cluster,
+        &format!(
+            "forgetting cluster {cluster} takes its nodes out of Kafka {kafka} for good; not at a terminal to confirm: add --yes"
+        ),
+    )
 }
 
 /// Polls the forget's operation and the pools until the cluster's nodes are out, printing

@@ -63,6 +63,10 @@ enum Command {
     /// Forgets a member cluster that is lost for good: its nodes are taken out of the Kafka,
     /// their partitions get replicas on the survivors, and its voters leave the quorum.
     Forget(forget::ForgetArgs),
+    /// Rebuilds a controller quorum whose majority was lost for good with forgotten clusters,
+    /// from one surviving controller, which becomes the only voter; what only the lost voters
+    /// had written is lost, and partitions left without a leader get an unclean election.
+    RecoverQuorum(operations::RecoverArgs),
     /// Lists the operations (drains, undrains, spreads) and where each stands.
     Operations(operations::ListArgs),
     /// Stops an operation at a consistent point: reassignments in flight are cancelled.
@@ -102,6 +106,7 @@ async fn main() -> ExitCode {
         Command::Spread(args) => operations::spread(&args).await,
         Command::MovePool(args) => moves::run(&args).await,
         Command::Forget(args) => forget::run(&cli.central, timeout, &args).await,
+        Command::RecoverQuorum(args) => operations::recover_quorum(&args).await,
         Command::Operations(args) => operations::list(&args).await,
         Command::Abort(args) => operations::abort(&args).await,
     };
@@ -124,6 +129,29 @@ pub fn say_if_changed(last: &mut String, name: &str, now: String) {
         println!("{name}: {now}");
         *last = now;
     }
+}
+
+/// Asks the person at the terminal to confirm by typing `expected` after `prompt`; off a
+/// terminal, refuses with `off_terminal` (which says to add --yes).
+pub fn confirm_by_typing(prompt: &str, expected: &str, off_terminal: &str) -> Result<(), CliError> {
+    use std::io::{BufRead, IsTerminal, Write as _};
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::Refused(off_terminal.to_owned()));
+    }
+    print!("{prompt}");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| CliError::Refused(format!("cannot read the confirmation: {e}")))?;
+    if answer.trim() != expected {
+        return Err(CliError::Refused(format!(
+            "not confirmed ({:?} is not {expected}); nothing changed",
+            answer.trim()
+        )));
+    }
+    Ok(())
 }
 
 /// A Kubernetes error in words for the person at the terminal: RBAC's 403 is a refusal that

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kstretch_api::condition::READY;
 use kstretch_api::operation::{
-    Drain, KafkaOperationSpec, Spread, Undrain, drains_in_effect, phase,
+    Drain, KafkaOperationSpec, RecoverQuorum, Spread, Undrain, drains_in_effect, phase,
 };
 use kstretch_api::{KafkaOperation, names};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -91,6 +91,26 @@ pub struct SpreadArgs {
     pub topics: Vec<String>,
     #[command(flatten)]
     pub planned: PlannedArgs,
+}
+
+/// `kstretch recover-quorum`: the controller quorum rebuilt from one surviving voter.
+#[derive(clap::Args, Debug)]
+pub struct RecoverArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    /// The surviving controller to rebuild from, by node ID (default: the only voter that
+    /// survives; with several, name the most up-to-date).
+    #[arg(long = "from", value_name = "NODE_ID")]
+    pub from: Option<i32>,
+    /// Only show from which node central would rebuild and which voters are lost.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation (needed when not at a terminal).
+    #[arg(long)]
+    pub yes: bool,
+    /// Follow the recovery to its end, printing its progress.
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// `kstretch abort`.
@@ -185,6 +205,34 @@ async fn start(
     started(&api, op, args.run.wait).await
 }
 
+pub async fn recover_quorum(args: &RecoverArgs) -> Result<String, CliError> {
+    let kafka = &args.kafka.kafka;
+    if !args.dry_run && !args.yes {
+        crate::confirm_by_typing(
+            &format!(
+                "The controller quorum of Kafka {kafka} is rebuilt from one surviving controller, which becomes its only voter: whatever only the lost voters had written is lost, and partitions left without a leader get an unclean election (records their new leader had not replicated are lost).\nType the Kafka's name to confirm: "
+            ),
+            kafka,
+            &format!(
+                "rebuilding the quorum of Kafka {kafka} loses what only its lost voters had written; not at a terminal to confirm: add --yes (or see it first with --dry-run)"
+            ),
+        )?;
+    }
+    let spec = KafkaOperationSpec {
+        recover_quorum: Some(RecoverQuorum { node_id: args.from }),
+        ..Default::default()
+    };
+    let planned = PlannedArgs {
+        kafka: args.kafka.clone(),
+        run: RunArgs {
+            throttle: None,
+            wait: args.wait,
+        },
+        dry_run: args.dry_run,
+    };
+    start(&planned, "recover-quorum-", spec).await
+}
+
 pub async fn undrain(args: &UndrainArgs) -> Result<String, CliError> {
     let api = api(&args.kafka.kube, args.kafka.namespace.as_deref()).await?;
     let drain = last_drain(&api, &args.kafka.kafka, &args.cluster).await?;
@@ -254,6 +302,8 @@ fn what(op: &KafkaOperation) -> String {
         (Some(d), _) => format!("drain {}", d.cluster),
         (_, Some(u)) => format!("undrain ({})", u.drain),
         _ if op.spec.spread.is_some() => "spread".to_owned(),
+        _ if let Some(f) = &op.spec.forget => format!("forget {}", f.cluster),
+        _ if op.spec.recover_quorum.is_some() => "recover quorum".to_owned(),
         _ => "-".to_owned(),
     }
 }

@@ -13,6 +13,8 @@ use crate::error::{Error, KafkaError};
 
 /// Kafka's election type for "make the first replica the leader".
 const PREFERRED: i8 = 0;
+/// Kafka's election type for "elect any live replica, in sync or not" (KIP-460).
+const UNCLEAN: i8 = 1;
 
 /// A partition whose preferred leader could not be elected.
 #[derive(Debug, Clone)]
@@ -32,6 +34,26 @@ impl AdminClient {
         &self,
         partitions: &[(String, i32)],
     ) -> Result<Vec<ElectionFailure>, Error> {
+        self.elect(PREFERRED, partitions).await
+    }
+
+    /// Gives each partition that has no leader one of its live replicas, in sync or not: what
+    /// that replica had not replicated is lost. Returns the partitions where no leader was
+    /// elected (no live replica); a partition that has a leader is not a failure.
+    ///
+    /// Retry: every transient failure: a partition that got a leader needs no election again.
+    pub async fn elect_unclean_leaders(
+        &self,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<ElectionFailure>, Error> {
+        self.elect(UNCLEAN, partitions).await
+    }
+
+    async fn elect(
+        &self,
+        election_type: i8,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<ElectionFailure>, Error> {
         if partitions.is_empty() {
             return Ok(Vec::new());
         }
@@ -40,7 +62,7 @@ impl AdminClient {
             topics.entry(topic).or_default().push(*partition);
         }
         let request = ElectLeadersRequest::default()
-            .with_election_type(PREFERRED)
+            .with_election_type(election_type)
             .with_timeout_ms(self.operation_timeout_ms())
             .with_topic_partitions(Some(
                 topics

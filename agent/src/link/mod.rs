@@ -88,6 +88,12 @@ pub struct LinkArgs {
     #[arg(long, env = "POD_NAMESPACE")]
     pub state_namespace: Option<String>,
 
+    /// The container image this agent runs, told to central: central runs the agent's own
+    /// tools (e.g. `recover-quorum` before a controller starts) in pods of this image in this
+    /// cluster. The chart sets it; unset, such tools cannot run here.
+    #[arg(long, env = "KSTRETCH_AGENT_IMAGE")]
+    pub image: Option<String>,
+
     /// Longest wait between two attempts to reach central (`30s`, `2m`, `500ms`).
     #[arg(
         long,
@@ -145,6 +151,7 @@ pub fn start(
         _ => None,
     };
     let server_name = args.tls_server_name.clone();
+    let image = args.image.clone().unwrap_or_default();
     let max_delay = args.reconnect_max_delay;
     let state_namespace = args
         .state_namespace
@@ -205,6 +212,7 @@ pub fn start(
                 capabilities: vec![EXPLICIT_DELETION.to_owned()],
                 last_applied: None,
                 obeyed_term: 0,
+                image,
             },
             applier: applier.clone(),
             snapshots: Arc::new(snapshots_tx),

@@ -20,6 +20,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use crate::podset::Caches;
+use crate::podset::plan::says_something;
 
 /// The report for `podsets`, looking pods up with `pod` (by namespace and name); ordered by
 /// namespace and name.
@@ -63,6 +64,7 @@ pub fn report(
                                 .get(kstretch_api::names::REVISION)
                                 .cloned()
                                 .unwrap_or_default(),
+                            message: containers_say(&p),
                         },
                         None => PodStatus {
                             name: name.to_owned(),
@@ -89,6 +91,53 @@ pub fn report(
         podsets: out,
         services: Vec::new(),
     }
+}
+
+/// What `pod`'s containers report beyond running (`PodStatus.message`): init containers
+/// that ended with a message or failed, and containers waiting for another reason than
+/// starting; `; `-separated, empty when there is nothing to say.
+pub fn containers_say(pod: &Pod) -> String {
+    let Some(status) = &pod.status else {
+        return String::new();
+    };
+    let mut said = Vec::new();
+    let init = status.init_container_statuses.iter().flatten();
+    let main = status.container_statuses.iter().flatten();
+    for (kind, c) in init
+        .map(|c| ("init container", c))
+        .chain(main.map(|c| ("container", c)))
+    {
+        let Some(state) = c.state.as_ref().filter(|s| says_something(s)) else {
+            continue;
+        };
+        if let Some(t) = &state.terminated {
+            let how = t.reason.clone().unwrap_or_else(|| "Terminated".to_owned());
+            let mut line = format!("{kind} {} {how} (exit code {})", c.name, t.exit_code);
+            if let Some(m) = t
+                .message
+                .as_ref()
+                .map(|m| m.trim())
+                .filter(|m| !m.is_empty())
+            {
+                line.push_str(&format!(": {m}"));
+            }
+            said.push(line);
+        } else if let Some(w) = &state.waiting {
+            let reason = w.reason.as_deref().unwrap_or("Waiting");
+            let mut line = format!("{kind} {} {reason}", c.name);
+            if let Some(m) = w.message.as_ref().filter(|m| !m.trim().is_empty()) {
+                line.push_str(&format!(": {}", m.trim()));
+            }
+            // Crash-looping: the last run's message is what says why.
+            if let Some(last) = c.last_state.as_ref().and_then(|s| s.terminated.as_ref())
+                && let Some(m) = last.message.as_ref().filter(|m| !m.trim().is_empty())
+            {
+                line.push_str(&format!("; last run: {}", m.trim()));
+            }
+            said.push(line);
+        }
+    }
+    said.join("; ")
 }
 
 /// Label central puts on per-node Services; only those are watched and reported.
@@ -255,6 +304,42 @@ mod tests {
         .unwrap();
         crate::podset::plan::trim_pod(&mut p);
         Arc::new(p)
+    }
+
+    #[test]
+    fn containers_say_what_failed_or_ended_with_a_message_and_a_healthy_pod_says_nothing() {
+        let mut p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "status": {"phase": "Running",
+                "initContainerStatuses": [
+                    {"name": "recover-quorum", "image": "i", "imageID": "x", "ready": true,
+                     "restartCount": 0, "state": {"terminated": {"exitCode": 0,
+                        "reason": "Completed", "message": "{\"epoch\":7}\n"}}},
+                    {"name": "quiet", "image": "i", "imageID": "x", "ready": true,
+                     "restartCount": 0, "state": {"terminated": {"exitCode": 0}}}],
+                "containerStatuses": [
+                    {"name": "kafka", "image": "i", "imageID": "x", "ready": false,
+                     "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff",
+                        "message": "back-off 40s"}},
+                     "lastState": {"terminated": {"exitCode": 1, "message": "no quorum"}}},
+                    {"name": "starting", "image": "i", "imageID": "x", "ready": false,
+                     "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+        }))
+        .unwrap();
+        crate::podset::plan::trim_pod(&mut p);
+        assert_eq!(
+            containers_say(&p),
+            "init container recover-quorum Completed (exit code 0): {\"epoch\":7}; \
+             container kafka CrashLoopBackOff: back-off 40s; last run: no quorum"
+        );
+        let kept = p.status.as_ref().unwrap();
+        assert_eq!(kept.init_container_statuses.as_ref().unwrap().len(), 1);
+        assert!(
+            kept.container_statuses.as_ref().unwrap()[0]
+                .image
+                .is_empty()
+        );
+        assert_eq!(containers_say(&pod("q", "u", "True")), "");
     }
 
     #[test]

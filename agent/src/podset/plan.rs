@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kstretch_api::common::OpaqueObject;
 use kstretch_api::condition::{self, Condition};
@@ -238,10 +238,48 @@ pub fn trim_pod(pod: &mut Pod) {
                 c
             })
             .collect::<Vec<_>>();
+        // What the link reports of the containers (`link::status::containers_say`), kept
+        // only for those that have something to say: a healthy pod keeps none.
+        let init = saying(status.init_container_statuses.take());
+        let main = saying(status.container_statuses.take());
         *status = Default::default();
         status.phase = phase;
         status.conditions = Some(ready);
+        status.init_container_statuses = init;
+        status.container_statuses = main;
     }
+}
+
+/// Whether a container's state says more than "running" or "starting": it ended with a
+/// message or an error, or waits for another reason than being started.
+pub fn says_something(state: &ContainerState) -> bool {
+    state.terminated.as_ref().is_some_and(|t| {
+        t.exit_code != 0 || t.message.as_ref().is_some_and(|m| !m.trim().is_empty())
+    }) || state.waiting.as_ref().is_some_and(|w| {
+        w.reason
+            .as_deref()
+            .is_some_and(|r| !["ContainerCreating", "PodInitializing"].contains(&r))
+    })
+}
+
+/// The container statuses that say something, with only what is read.
+fn saying(statuses: Option<Vec<ContainerStatus>>) -> Option<Vec<ContainerStatus>> {
+    let kept: Vec<ContainerStatus> = statuses?
+        .into_iter()
+        .filter_map(|c| {
+            let state = c.state?;
+            says_something(&state).then(|| ContainerStatus {
+                name: c.name,
+                state: Some(state),
+                last_state: c.last_state.map(|s| ContainerState {
+                    terminated: s.terminated,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        })
+        .collect();
+    (!kept.is_empty()).then_some(kept)
 }
 
 /// Whether `labels` satisfy `selector`. An empty selector selects nothing, and an unknown

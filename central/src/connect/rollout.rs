@@ -89,6 +89,7 @@ mod tests {
             ready,
             phase: "Running".into(),
             revision: revision.into(),
+            ..Default::default()
         }
     }
 

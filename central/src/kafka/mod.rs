@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod moving;
 pub mod quorum;
 pub mod reconcile;
+pub mod recover;
 pub mod resolve;
 pub mod roll;
 pub mod security;

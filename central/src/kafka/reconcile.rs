@@ -27,6 +27,7 @@ use super::forget;
 use super::metrics::KafkaMetrics;
 use super::moving;
 use super::quorum;
+use super::recover;
 use super::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Members, Resolved};
 use super::roll::{self, NodeView, Reported, Step};
 use super::status;
@@ -286,6 +287,12 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         }
     };
 
+    // A quorum recovery exists only for a Kafka that forgot a cluster holding its majority.
+    let recovering = if forgotten.is_empty() {
+        None
+    } else {
+        recover::running(&ctx, &kafka).await?
+    };
     forget::freeze(&mut resolved, &forgotten);
     let pool_ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
     let mut assignments = match node_ids::assign(&pool_ids) {
@@ -482,6 +489,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             .iter()
             .map(|w| ("ConfigurationIgnored".to_owned(), w.clone())),
     );
+    if let Some(r) = &recovering {
+        recover::equip(&ctx, &kafka, r, &mut built, &mut warnings);
+    }
     ctx.owners
         .put(owner.clone(), Part::Objects(built.objects.clone()))?;
 
@@ -598,16 +608,34 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         .map(|(alias, _)| alias.clone())
         .collect();
     let views = node_views(&records, &kafka, &built, &connected, &applied);
-    let quorum_busy = advance_quorum(
-        &ctx,
-        &kafka,
-        &built.cluster,
-        &desired_controllers,
-        &kafka_status,
-        bootstrap.as_deref(),
-        &mut warnings,
-    )
-    .await;
+    // A recovery holds every other change of the quorum until it is done.
+    let quorum_busy = match &recovering {
+        Some(r) => {
+            let why = recover::advance(
+                &ctx,
+                &kafka,
+                r,
+                &views,
+                bootstrap.as_deref(),
+                &mut kafka_status,
+            )
+            .await?;
+            warnings.push((recover::QUORUM_RECOVERY.to_owned(), why.clone()));
+            Some(why)
+        }
+        None => {
+            advance_quorum(
+                &ctx,
+                &kafka,
+                &built.cluster,
+                &desired_controllers,
+                &kafka_status,
+                bootstrap.as_deref(),
+                &mut warnings,
+            )
+            .await
+        }
+    };
     let step = roll::next(&views, quorum_busy.as_deref());
     let rolled = roll_one(
         &ctx,

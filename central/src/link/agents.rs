@@ -48,6 +48,8 @@ pub struct AgentRecord {
     pub status_at: Option<SystemTime>,
     /// From the agent's `Hello` (e.g. `explicit-deletion`).
     pub capabilities: Vec<String>,
+    /// The image the agent runs, from its `Hello`; empty when it did not say.
+    pub image: String,
 }
 
 impl AgentRecord {
@@ -82,11 +84,17 @@ impl AgentRecord {
             services: Vec::new(),
             status_at: None,
             capabilities: Vec::new(),
+            image: String::new(),
         }
     }
 
     pub fn with_capabilities(mut self, capabilities: Vec<String>) -> Self {
         self.capabilities = capabilities;
+        self
+    }
+
+    pub fn with_image(mut self, image: String) -> Self {
+        self.image = image;
         self
     }
 

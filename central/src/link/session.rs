@@ -177,7 +177,8 @@ pub(crate) async fn run(
         remote,
         mismatches.clone(),
     )
-    .with_capabilities(hello.capabilities.clone());
+    .with_capabilities(hello.capabilities.clone())
+    .with_image(hello.image.clone());
     let (stream, superseded) = link.agents.connect(record);
     if hello.obeyed_term > config.term {
         // A newer central took over while this one was away: it must not drive the agent (the

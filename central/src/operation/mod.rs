@@ -1,10 +1,12 @@
-//! The operation controller: `KafkaOperation`s (drain a member cluster's brokers, undo a drain)
-//! carried out on the Kafka their `strimzi.io/cluster` label names, one safe step per
-//! reconciliation. This file wires the controller; `reconcile` holds the pipeline, `spec` its
-//! pure reading of the spec, `steps` the Kafka side. What moves where is decided in
+//! The operation controller: `KafkaOperation`s (drain a member cluster's brokers, undo a drain,
+//! spread, replace a forgotten cluster's replicas, start a quorum recovery) carried out on the
+//! Kafka their `strimzi.io/cluster` label names, one safe step per reconciliation. This file
+//! wires the controller; `reconcile` holds the pipeline, `spec` its pure reading of the spec,
+//! `steps` the Kafka side, `recover` a recovery's start. What moves where is decided in
 //! `kstretch_core::movement`.
 
 pub mod reconcile;
+pub mod recover;
 pub mod spec;
 pub mod steps;
 

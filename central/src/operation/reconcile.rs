@@ -19,6 +19,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use super::Context;
+use super::recover;
 use super::spec::{self, Drained, Intent};
 use super::steps::{self, Observed};
 use crate::kafka::status::{conditions, not_ready, now};
@@ -37,12 +38,12 @@ pub use crate::controller::Error;
 use crate::controller::key;
 
 /// Why the operation cannot go on as asked: a reason and a message for the user.
-struct Refusal {
-    reason: &'static str,
-    message: String,
+pub(super) struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
 }
 
-fn refusal(reason: &'static str, message: impl Into<String>) -> Refusal {
+pub(super) fn refusal(reason: &'static str, message: impl Into<String>) -> Refusal {
     Refusal {
         reason,
         message: message.into(),
@@ -84,6 +85,10 @@ async fn step(
     if op.spec.abort {
         return abort(ctx, op, status, &kafka_ref, &kafka).await;
     }
+    // A recovery never waits for its turn: the operations before it wait for a quorum.
+    if let Intent::RecoverQuorum { node_id } = &intent {
+        return recover::start(ctx, op, status, &kafka, *node_id).await;
+    }
     if let Intent::Forget { cluster, .. } = &intent
         && !kafka.forgotten_clusters().contains(cluster)
     {
@@ -98,6 +103,15 @@ async fn step(
             status.phase = Some(phase::PENDING.to_owned());
         }
         write(ctx, op, status, not_ready("ClusterNotForgotten", message)).await?;
+        return Ok(Action::requeue(WAIT));
+    }
+    if let Intent::Forget { .. } = &intent
+        && let Some(why) = recover::majority_lost(ctx, &kafka).await?
+    {
+        if !running {
+            status.phase = Some(phase::PENDING.to_owned());
+        }
+        write(ctx, op, status, not_ready("QuorumMajorityLost", why)).await?;
         return Ok(Action::requeue(WAIT));
     }
     if !running
@@ -180,6 +194,10 @@ async fn plan(
             Ok(Ok((r.plan, left)))
         }
         Intent::Forget { cluster, node_ids } => Ok(forget_plan(cluster, node_ids, observed)),
+        Intent::RecoverQuorum { .. } => Ok(Err(refusal(
+            "InvalidOperation",
+            "a quorum recovery moves no partitions",
+        ))),
         Intent::Spread { topics } => {
             if let Some(refused) = drained_meanwhile(ctx, op).await? {
                 return Ok(Err(refused));
@@ -574,7 +592,7 @@ async fn abort(
 /// The operation cannot go on as asked. One that has not started is refused and looked at
 /// again when it changes; a running one keeps what it did and tries again later (a broker
 /// may come back).
-async fn refuse(
+pub(super) async fn refuse(
     ctx: &Context,
     op: &KafkaOperation,
     mut status: KafkaOperationStatus,
@@ -590,15 +608,27 @@ async fn refuse(
     Ok(Action::await_change())
 }
 
-async fn write(
+pub(super) async fn write(
     ctx: &Context,
+    op: &KafkaOperation,
+    status: KafkaOperationStatus,
+    ready: Condition,
+) -> Result<(), kube::Error> {
+    write_status(&ctx.client, op, status, ready).await
+}
+
+/// Writes `op`'s status with `ready` as its `Ready` condition; an operation deleted meanwhile
+/// is not an error. The one writer of operation statuses (the Kafka reconciler writes a
+/// running quorum recovery's through it too).
+pub async fn write_status(
+    client: &kube::Client,
     op: &KafkaOperation,
     mut status: KafkaOperationStatus,
     ready: Condition,
 ) -> Result<(), kube::Error> {
     status.conditions = conditions(&status.conditions, ready, &[], &now());
     status.observed_generation = op.metadata.generation;
-    match crate::status::apply(&ctx.client, op, status, |o| o.status.as_ref()).await {
+    match crate::status::apply(client, op, status, |o| o.status.as_ref()).await {
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         other => other,
     }

@@ -26,6 +26,10 @@ pub enum Intent {
         cluster: String,
         node_ids: BTreeSet<i32>,
     },
+    /// Rebuild the controller quorum from one surviving voter (`None`: the only survivor).
+    RecoverQuorum {
+        node_id: Option<i32>,
+    },
 }
 
 /// What a drain empties.
@@ -50,7 +54,7 @@ impl std::fmt::Display for Drained {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Invalid {
     #[error(
-        "the operation sets none of .spec.drain, .spec.undrain, .spec.spread and .spec.forget; set exactly one"
+        "the operation sets none of .spec.drain, .spec.undrain, .spec.spread, .spec.forget and .spec.recoverQuorum; set exactly one"
     )]
     NoIntent,
     #[error("the operation sets {0}; set exactly one of them")]
@@ -81,6 +85,7 @@ pub fn read(op: &KafkaOperation) -> Result<(Intent, u64), Invalid> {
         (op.spec.undrain.is_some(), ".spec.undrain"),
         (op.spec.spread.is_some(), ".spec.spread"),
         (op.spec.forget.is_some(), ".spec.forget"),
+        (op.spec.recover_quorum.is_some(), ".spec.recoverQuorum"),
     ]
     .into_iter()
     .filter_map(|(is_set, field)| is_set.then_some(field))
@@ -101,6 +106,9 @@ pub fn read(op: &KafkaOperation) -> Result<(Intent, u64), Invalid> {
                 node_ids: forget.node_ids.iter().copied().collect(),
             }
         }
+        (None, None) if let Some(recover) = &op.spec.recover_quorum => Intent::RecoverQuorum {
+            node_id: recover.node_id,
+        },
         (None, None) if let Some(spread) = &op.spec.spread => Intent::Spread {
             topics: spread.topics.clone(),
         },
@@ -169,7 +177,9 @@ pub fn decode(status: &KafkaOperationStatus) -> Result<Placement, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kstretch_api::operation::{Drain, Forget, KafkaOperationSpec, Spread, Undrain};
+    use kstretch_api::operation::{
+        Drain, Forget, KafkaOperationSpec, RecoverQuorum, Spread, Undrain,
+    };
 
     fn op(spec: KafkaOperationSpec) -> KafkaOperation {
         KafkaOperation::new("op", spec)
@@ -246,6 +256,12 @@ mod tests {
                 node_ids: BTreeSet::from([4, 5])
             }
         );
+        let (intent, _) = read(&op(KafkaOperationSpec {
+            recover_quorum: Some(RecoverQuorum { node_id: Some(3) }),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(intent, Intent::RecoverQuorum { node_id: Some(3) });
     }
 
     #[test]
@@ -316,6 +332,14 @@ mod tests {
                     ..Default::default()
                 },
                 ".spec.spread and .spec.forget",
+            ),
+            (
+                KafkaOperationSpec {
+                    forget: Some(Forget::default()),
+                    recover_quorum: Some(RecoverQuorum::default()),
+                    ..Default::default()
+                },
+                ".spec.forget and .spec.recoverQuorum",
             ),
         ];
         for (spec, says) in cases {

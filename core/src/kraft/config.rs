@@ -278,6 +278,13 @@ fn check_listeners(listeners: &[Listener]) -> Result<(), ConfigError> {
 
 /// The node's log directories in volume order, and the KRaft metadata directory if a volume is
 /// marked for it (otherwise Kafka keeps the metadata log in the first log directory).
+/// The directory of `node`'s metadata log: the volume marked for it, else the first log
+/// directory (where Kafka keeps it without `metadata.log.dir`); `None` without volumes.
+pub fn metadata_dir(node: &Node) -> Option<String> {
+    let (dirs, marked) = log_dirs(node).ok()?;
+    marked.or_else(|| dirs.into_iter().next())
+}
+
 fn log_dirs(node: &Node) -> Result<(Vec<String>, Option<String>), ConfigError> {
     if node.volumes.is_empty() {
         return Err(ConfigError::NoVolumes {

@@ -10,6 +10,11 @@
 //! by truncation. KRaft takes the last `VotersRecord` of the log as the voter set, committed or
 //! not, so the node starts as a quorum of one and elects itself. What only the lost voters had
 //! written is gone; the survivor's own uncommitted tail becomes committed.
+//!
+//! [`survivor`] decides whether a quorum may be rebuilt at all, and from which controller: only
+//! when the voters lost for good (those in forgotten member clusters) are the majority.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use thiserror::Error;
 
@@ -36,6 +41,91 @@ pub enum RecoveryError {
     NoSegment,
     #[error("the metadata log cannot be read: {0}")]
     Format(#[from] LogFormatError),
+}
+
+/// Why a quorum is not rebuilt from a survivor (or not from the one named).
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SurvivorError {
+    #[error("the quorum's voters are not known (it is static, or central never saw it formed)")]
+    NoVoters,
+    #[error(
+        "the voters outside forgotten clusters ({survivors:?} of {voters:?}) are a majority, so \
+         none is lost for good: a quorum is rebuilt only when most of its voters ran in \
+         forgotten clusters (`kstretch forget <cluster>` first); a majority that runs elects a \
+         leader by itself, and nothing needs recovering"
+    )]
+    MajoritySurvives {
+        survivors: Vec<i32>,
+        voters: Vec<i32>,
+    },
+    #[error(
+        "every voter ({voters:?}) ran in a forgotten cluster: no controller survives to rebuild \
+         the quorum from"
+    )]
+    NoSurvivor { voters: Vec<i32> },
+    #[error(
+        "several voters survive ({survivors:?}): name the most up-to-date one (the highest epoch, \
+         then end offset, that `kstretch-agent recover-quorum --dry-run` prints on each)"
+    )]
+    SeveralSurvivors { survivors: Vec<i32> },
+    #[error("node {node} is not a surviving voter; the surviving voters are {survivors:?}")]
+    NotASurvivor { node: i32, survivors: Vec<i32> },
+}
+
+impl SurvivorError {
+    /// The stable reason of the condition that reports it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SurvivorError::NoVoters => "QuorumVotersUnknown",
+            SurvivorError::MajoritySurvives { .. } => "QuorumMajoritySurvives",
+            SurvivorError::NoSurvivor { .. } => "NoSurvivingVoter",
+            SurvivorError::SeveralSurvivors { .. } => "SeveralSurvivingVoters",
+            SurvivorError::NotASurvivor { .. } => "NotASurvivingVoter",
+        }
+    }
+}
+
+/// The voter to rebuild the quorum from, given where each voter ran (`None`: no pool places
+/// it, so it is not known to be lost), the clusters forgotten for good and the one `named` by
+/// the user. A quorum is rebuilt only when the voters outside forgotten clusters are fewer than
+/// a majority: a voter that is merely unreachable may come back, and a majority of such voters
+/// elects a leader by itself.
+pub fn survivor(
+    voters: &BTreeMap<i32, Option<String>>,
+    forgotten: &BTreeSet<String>,
+    named: Option<i32>,
+) -> Result<i32, SurvivorError> {
+    if voters.is_empty() {
+        return Err(SurvivorError::NoVoters);
+    }
+    let all: Vec<i32> = voters.keys().copied().collect();
+    let survivors: Vec<i32> = voters
+        .iter()
+        .filter(|(_, cluster)| cluster.as_ref().is_none_or(|c| !forgotten.contains(c)))
+        .map(|(id, _)| *id)
+        .collect();
+    if survivors.len() >= crate::quorum::majority(voters.len()) {
+        return Err(SurvivorError::MajoritySurvives {
+            survivors,
+            voters: all,
+        });
+    }
+    match (named, survivors.as_slice()) {
+        (_, []) => Err(SurvivorError::NoSurvivor { voters: all }),
+        (Some(node), _) if survivors.contains(&node) => Ok(node),
+        (Some(node), _) => Err(SurvivorError::NotASurvivor { node, survivors }),
+        (None, [only]) => Ok(*only),
+        (None, _) => Err(SurvivorError::SeveralSurvivors { survivors }),
+    }
+}
+
+/// Whether the voters outside `forgotten` clusters are fewer than a majority: the quorum
+/// cannot elect a leader until it is rebuilt.
+pub fn majority_lost(voters: &BTreeMap<i32, Option<String>>, forgotten: &BTreeSet<String>) -> bool {
+    !matches!(
+        survivor(voters, forgotten, None),
+        Err(SurvivorError::MajoritySurvives { .. } | SurvivorError::NoVoters)
+    )
 }
 
 /// A snapshot of the metadata log: its ID (the offset it ends before, and its epoch) and bytes.
@@ -87,8 +177,9 @@ pub struct Recovery {
     pub batch: Vec<u8>,
 }
 
-/// Plans the recovery of `log` so that its node is the only voter.
-pub fn plan(log: &MetadataLog<'_>, now_ms: i64) -> Result<Recovery, RecoveryError> {
+/// Plans the recovery of `log` so that its node is the only voter; `None` when the last voter
+/// set already names it alone (recovered before: running the tool again changes nothing).
+pub fn plan(log: &MetadataLog<'_>, now_ms: i64) -> Result<Option<Recovery>, RecoveryError> {
     let last = log.segments.last().ok_or(RecoveryError::NoSegment)?;
     let snapshot_end = log.snapshot.as_ref().map_or(0, |s| s.end_offset);
     let mut voters = match &log.snapshot {
@@ -120,6 +211,9 @@ pub fn plan(log: &MetadataLog<'_>, now_ms: i64) -> Result<Recovery, RecoveryErro
             directory: super::uuid_text(log.directory_id),
             voters: voters_before.clone(),
         })?;
+    if voters.voters.len() == 1 {
+        return Ok(None);
+    }
 
     let (offset, log_epoch) = (end.0.max(last.base_offset), end.1);
     let epoch = log_epoch.max(log.election_epoch.unwrap_or(0)) + 1;
@@ -132,7 +226,7 @@ pub fn plan(log: &MetadataLog<'_>, now_ms: i64) -> Result<Recovery, RecoveryErro
             voters: vec![me],
         },
     );
-    Ok(Recovery {
+    Ok(Some(Recovery {
         voters_before,
         epoch,
         offset,
@@ -140,13 +234,73 @@ pub fn plan(log: &MetadataLog<'_>, now_ms: i64) -> Result<Recovery, RecoveryErro
         segment_base_offset: last.base_offset,
         valid_len,
         batch,
-    })
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kraft::metadata_log::{Voter, voters_batch};
+
+    fn placed(voters: &[(i32, Option<&str>)]) -> BTreeMap<i32, Option<String>> {
+        voters
+            .iter()
+            .map(|(id, c)| (*id, c.map(str::to_owned)))
+            .collect()
+    }
+
+    #[test]
+    fn a_quorum_is_rebuilt_only_from_a_survivor_of_a_majority_lost_in_forgotten_clusters() {
+        let beta: BTreeSet<String> = ["beta".to_owned()].into();
+        let two_in_beta = placed(&[(0, Some("alpha")), (1, Some("beta")), (2, Some("beta"))]);
+        assert_eq!(survivor(&two_in_beta, &beta, None), Ok(0));
+        assert_eq!(survivor(&two_in_beta, &beta, Some(0)), Ok(0));
+        assert!(majority_lost(&two_in_beta, &beta));
+        let e = survivor(&two_in_beta, &beta, Some(1)).unwrap_err();
+        assert_eq!(
+            e,
+            SurvivorError::NotASurvivor {
+                node: 1,
+                survivors: vec![0]
+            }
+        );
+        // Not forgotten: beta may come back, so nothing is lost for good.
+        let none = BTreeSet::new();
+        assert_eq!(
+            survivor(&two_in_beta, &none, None).unwrap_err().reason(),
+            "QuorumMajoritySurvives"
+        );
+        assert!(!majority_lost(&two_in_beta, &none));
+        // The minority lost: the quorum elects a leader without help.
+        let one_in_beta = placed(&[(0, Some("alpha")), (1, Some("alpha")), (2, Some("beta"))]);
+        assert!(!majority_lost(&one_in_beta, &beta));
+        // A voter no pool places is not known to be lost: it counts as surviving.
+        let unplaced = placed(&[
+            (0, Some("alpha")),
+            (1, None),
+            (2, Some("beta")),
+            (3, Some("beta")),
+        ]);
+        let e = survivor(&unplaced, &beta, None).unwrap_err();
+        assert_eq!(
+            e,
+            SurvivorError::SeveralSurvivors {
+                survivors: vec![0, 1]
+            }
+        );
+        assert!(e.to_string().contains("--dry-run"), "{e}");
+        assert_eq!(survivor(&unplaced, &beta, Some(1)), Ok(1));
+        // Everything lost, or nothing known.
+        let all_in_beta = placed(&[(1, Some("beta")), (2, Some("beta"))]);
+        assert_eq!(
+            survivor(&all_in_beta, &beta, None).unwrap_err().reason(),
+            "NoSurvivingVoter"
+        );
+        assert_eq!(
+            survivor(&BTreeMap::new(), &beta, None),
+            Err(SurvivorError::NoVoters)
+        );
+    }
 
     fn voter(id: i32) -> Voter {
         Voter {
@@ -191,6 +345,7 @@ mod tests {
             ),
             1,
         )
+        .unwrap()
         .unwrap();
         assert_eq!(plan.voters_before, vec![0, 1, 2]);
         assert_eq!((plan.offset, plan.last_epoch, plan.epoch), (3, 5, 10));
@@ -201,6 +356,21 @@ mod tests {
             Some((3, record(&[1])))
         );
         assert_eq!(written.batches[0].epoch, 10);
+
+        // Run again on what it wrote: the node is the only voter already, nothing to write.
+        let mut recovered = seg[..whole].to_vec();
+        recovered.extend(&plan.batch);
+        let again = super::plan(
+            &log(
+                vec![Segment {
+                    base_offset: 0,
+                    bytes: &recovered,
+                }],
+                None,
+            ),
+            2,
+        );
+        assert_eq!(again, Ok(None));
     }
 
     #[test]
@@ -231,6 +401,7 @@ mod tests {
             ),
             0,
         )
+        .unwrap()
         .unwrap();
         assert_eq!(from_snapshot.voters_before, vec![0, 1, 2]);
         assert_eq!(
@@ -249,6 +420,7 @@ mod tests {
             ),
             0,
         )
+        .unwrap()
         .unwrap();
         assert_eq!(from_log.voters_before, vec![0, 1]);
         assert_eq!(from_log.offset, 21);

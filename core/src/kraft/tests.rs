@@ -351,6 +351,10 @@ fn jbod_with_kraft_metadata_volume() {
         n.get("metadata.log.dir"),
         Some("/var/lib/kafka/data-1/kafka-log4")
     );
+    assert_eq!(
+        metadata_dir(&c.nodes[0]).as_deref(),
+        Some("/var/lib/kafka/data-1/kafka-log4")
+    );
 
     let mut two = volumes;
     two[0].kraft_metadata = true;
@@ -372,6 +376,10 @@ fn jbod_with_kraft_metadata_volume() {
         vec![node(4, "mixed", "", CB, JBOD0)],
     );
     assert_eq!(render(&c).unwrap().nodes[&4].get("metadata.log.dir"), None);
+    assert_eq!(
+        metadata_dir(&c.nodes[0]).as_deref(),
+        Some("/var/lib/kafka/data-0/kafka-log4")
+    );
 }
 
 #[test]

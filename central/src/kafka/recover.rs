@@ -1,0 +1,577 @@
+//! A running quorum recovery (`KafkaOperation` `.spec.recoverQuorum`, ADR 0021), carried out
+//! by the Kafka reconciler because it needs the pods. The operation controller decided from
+//! which surviving controller (`crate::operation::recover`); here its pod gets an init
+//! container of the agent's image that runs `kstretch-agent recover-quorum` on its metadata
+//! log, central restarts the pod once, and when the node leads the quorum alone and the lost
+//! brokers are fenced, partitions left without a leader get an unclean election and the
+//! operation completes. Quorum changes and controller rolls wait meanwhile.
+
+use std::collections::BTreeSet;
+
+use kstretch_api::condition::{self, Condition};
+use kstretch_api::operation::{KafkaOperationStatus, QuorumRecoveryStatus, phase};
+use kstretch_api::{Kafka, KafkaOperation, KafkaStatus, names};
+use kstretch_core::kraft;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use super::build::Built;
+use super::error::Error;
+use super::quorum;
+use super::reconcile::Context;
+use super::roll::NodeView;
+use super::status::{not_ready, now};
+use crate::link::restart::PodToRestart;
+use crate::operation::reconcile::write_status;
+use crate::operation::steps::{self, Observed};
+use kstretch_proto::agent::v1::PodStatus;
+
+/// The init container that runs the recovery.
+pub const TOOL_CONTAINER: &str = "recover-quorum";
+/// Warning reason on the `Kafka` while a recovery runs.
+pub const QUORUM_RECOVERY: &str = "QuorumRecovery";
+/// How long the agent has to answer the restart.
+const RESTART_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A running recovery and where it stands.
+#[derive(Debug, Clone)]
+pub struct Recovering {
+    pub op: KafkaOperation,
+    pub status: KafkaOperationStatus,
+    pub recovery: QuorumRecoveryStatus,
+}
+
+/// The running recovery of `kafka` (the oldest, should there be two), if any.
+pub async fn running(ctx: &Context, kafka: &Kafka) -> Result<Option<Recovering>, Error> {
+    let api: Api<KafkaOperation> =
+        Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
+    let of_kafka =
+        ListParams::default().labels(&format!("{}={}", names::CLUSTER, kafka.name_any()));
+    let running = api
+        .list(&of_kafka)
+        .await?
+        .items
+        .into_iter()
+        .filter(|o| o.spec.recover_quorum.is_some())
+        .filter_map(|op| {
+            let status = op.status.clone()?;
+            let recovery = status.recovery.clone()?;
+            (status.phase.as_deref() == Some(phase::RUNNING)).then_some(Recovering {
+                op,
+                status,
+                recovery,
+            })
+        })
+        .min_by_key(|r| {
+            (
+                r.op.metadata.creation_timestamp.clone().map(|t| t.0),
+                r.op.name_any(),
+            )
+        });
+    Ok(running)
+}
+
+/// Whether the survivor's pod must carry the tool: until the pod restarted for it has been
+/// replaced (the agent recreates it from the podset it holds then).
+pub fn tool_wanted(recovery: &QuorumRecoveryStatus, reported_uid: Option<&str>) -> bool {
+    match (&recovery.restarted_pod_uid, reported_uid) {
+        (Some(old), Some(now)) => old == now,
+        _ => true,
+    }
+}
+
+/// Adds the tool, run from `image`, as the first init container of the survivor's pod in its
+/// podset. The pod's revision stays (it is computed without it), so nothing rolls when the
+/// tool goes again. `Err` says why it cannot be added.
+pub fn add_tool(
+    built: &mut Built,
+    recovery: &QuorumRecoveryStatus,
+    image: &str,
+) -> Result<(), String> {
+    let node = built
+        .cluster
+        .nodes
+        .iter()
+        .find(|n| n.id == recovery.node_id)
+        .ok_or_else(|| format!("node {} is not built", recovery.node_id))?;
+    let dir = kraft::metadata_dir(node)
+        .ok_or_else(|| format!("node {} has no volume for its metadata log", node.id))?;
+    let pod = built
+        .objects
+        .get_mut(&recovery.cluster)
+        .into_iter()
+        .flatten()
+        .filter(|o| o["kind"] == "StrimziPodSet")
+        .flat_map(|o| o["spec"]["pods"].as_array_mut().into_iter().flatten())
+        .find(|p| p["metadata"]["name"] == recovery.pod.as_str())
+        .ok_or_else(|| {
+            format!(
+                "pod {} is not in a podset of cluster {}",
+                recovery.pod, recovery.cluster
+            )
+        })?;
+    let mounts = pod["spec"]["containers"][0]["volumeMounts"].clone();
+    let tool = tool_container(image, &dir, recovery.node_id, mounts);
+    match pod["spec"]["initContainers"].as_array_mut() {
+        Some(init) => init.insert(0, tool),
+        None => pod["spec"]["initContainers"] = json!([tool]),
+    }
+    Ok(())
+}
+
+/// The init container: the agent's binary, on the node's volumes, as root (it must write the
+/// log files whatever user the Kafka image runs as); its summary is its termination message.
+fn tool_container(image: &str, dir: &str, node_id: i32, mounts: Value) -> Value {
+    json!({
+        "name": TOOL_CONTAINER,
+        "image": image,
+        "args": ["recover-quorum", "--metadata-dir", dir, "--node-id", node_id.to_string(),
+                 "--termination-log", "/dev/termination-log"],
+        "volumeMounts": mounts,
+        "securityContext": {"runAsUser": 0, "runAsNonRoot": false},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    })
+}
+
+/// One step of the recovery; returns what it waits for (the quorum is busy until it is done).
+pub async fn advance(
+    ctx: &Context,
+    kafka: &Kafka,
+    r: &Recovering,
+    views: &[NodeView],
+    bootstrap: Option<&str>,
+    kafka_status: &mut KafkaStatus,
+) -> Result<String, Error> {
+    let rec = &r.recovery;
+    let Some(node) = views.iter().find(|n| n.id == rec.node_id) else {
+        let why = format!(
+            "node {} is not among the nodes central runs for Kafka {}; was its pool deleted or moved?",
+            rec.node_id,
+            kafka.name_any()
+        );
+        return say(ctx, r, r.status.clone(), "SurvivorNotRunning", why).await;
+    };
+    if !node.connected {
+        let why = format!(
+            "waiting for the agent of cluster {} to connect",
+            rec.cluster
+        );
+        return say(ctx, r, r.status.clone(), "Recovering", why).await;
+    }
+    let image = ctx
+        .agents
+        .get(&rec.cluster)
+        .map(|a| a.image)
+        .filter(|i| !i.is_empty());
+    if image.is_none() {
+        let why = format!(
+            "the agent of cluster {} did not say which image it runs (its --image, which the agent chart sets): the recovery runs in a container of that image; start the agent with it",
+            rec.cluster
+        );
+        return say(ctx, r, r.status.clone(), "AgentImageUnknown", why).await;
+    }
+    let reported = node.reported.as_ref();
+    match (&rec.restarted_pod_uid, reported) {
+        (None, _) if !node.applied => {
+            let why = format!(
+                "waiting for cluster {} to apply pod {} with the recovery",
+                rec.cluster, rec.pod
+            );
+            say(ctx, r, r.status.clone(), "Recovering", why).await
+        }
+        (None, None) | (Some(_), None) => {
+            let why = format!("waiting for pod {} to exist", rec.pod);
+            say(ctx, r, r.status.clone(), "Recovering", why).await
+        }
+        (None, Some(pod)) => {
+            // Recorded before it happens: a central that restarts meanwhile does not restart
+            // the recovered pod again.
+            let mut status = r.status.clone();
+            if let Some(s) = status.recovery.as_mut() {
+                s.restarted_pod_uid = Some(pod.uid.clone());
+            }
+            let why = format!("restarting pod {} to run the recovery", rec.pod);
+            say(ctx, r, status, "Recovering", why.clone()).await?;
+            restart(ctx, kafka, rec, &pod.uid).await;
+            Ok(why)
+        }
+        (Some(old), Some(pod)) if pod.uid == *old => {
+            // Until the pod is replaced; the agent deletes only that UID, so asking again is
+            // harmless, and it mends a restart that was lost.
+            restart(ctx, kafka, rec, old).await;
+            let why = format!("waiting for pod {} to be replaced", rec.pod);
+            say(ctx, r, r.status.clone(), "Recovering", why).await
+        }
+        (Some(_), Some(_)) => finish(ctx, kafka, r, bootstrap, kafka_status).await,
+    }
+}
+
+async fn restart(ctx: &Context, kafka: &Kafka, rec: &QuorumRecoveryStatus, uid: &str) {
+    let pod = PodToRestart {
+        namespace: kafka.namespace().unwrap_or_default(),
+        name: rec.pod.clone(),
+        uid: uid.to_owned(),
+        reason: "rebuilding the controller quorum from this node".to_owned(),
+    };
+    if let Err(e) = ctx
+        .restarts
+        .restart(&rec.cluster, pod, RESTART_TIMEOUT)
+        .await
+    {
+        tracing::warn!(pod = %rec.pod, error = %e, "quorum recovery: restart not confirmed");
+    }
+}
+
+/// Once the pod runs again: waits until its node leads the quorum alone and the lost brokers
+/// are fenced, elects leaders uncleanly where none is left, and completes.
+async fn finish(
+    ctx: &Context,
+    kafka: &Kafka,
+    r: &Recovering,
+    bootstrap: Option<&str>,
+    kafka_status: &mut KafkaStatus,
+) -> Result<String, Error> {
+    let rec = &r.recovery;
+    let written = pod_says(ctx, kafka, rec);
+    let waiting = |what: String| {
+        let mut why = format!(
+            "waiting for node {} to lead the quorum alone: {what}",
+            rec.node_id
+        );
+        if !written.is_empty() {
+            why.push_str(&format!("; pod {}: {written}", rec.pod));
+        }
+        why
+    };
+    let Some(bootstrap) = bootstrap else {
+        let why = waiting("no bootstrap address".to_owned());
+        return say(ctx, r, r.status.clone(), "Recovering", why).await;
+    };
+    let admin = match ctx.kafka.client(bootstrap).await {
+        Ok(admin) => admin,
+        Err(e) => {
+            let why = waiting(format!("cannot reach Kafka: {e}"));
+            return say(ctx, r, r.status.clone(), "Recovering", why).await;
+        }
+    };
+    let seen = match quorum::observe(&admin).await {
+        Ok(seen) => seen,
+        Err(e) => {
+            ctx.kafka.forget(bootstrap);
+            let why = waiting(e.to_string());
+            return say(ctx, r, r.status.clone(), "Recovering", why).await;
+        }
+    };
+    let voters: Vec<i32> = seen.voters.iter().map(|v| v.id).collect();
+    if seen.leader_id != Some(rec.node_id) || voters != [rec.node_id] {
+        let why = waiting(format!("leader {:?}, voters {voters:?}", seen.leader_id));
+        return say(ctx, r, r.status.clone(), "Recovering", why).await;
+    }
+    kafka_status.quorum = Some(seen);
+    let observed = match steps::observe(&admin).await {
+        Ok(observed) => observed,
+        Err(e) => {
+            let why = format!(
+                "node {} leads the quorum alone; cannot read the partitions: {e}",
+                rec.node_id
+            );
+            return say(ctx, r, r.status.clone(), "Recovering", why).await;
+        }
+    };
+    let forgotten = kafka.forgotten_clusters();
+    let unfenced: Vec<i32> = observed
+        .brokers
+        .iter()
+        .filter(|(_, rack)| forgotten.contains(*rack))
+        .map(|(id, _)| *id)
+        .collect();
+    if !unfenced.is_empty() {
+        let why = format!(
+            "node {} leads the quorum alone; waiting for Kafka to fence the lost brokers {unfenced:?} (their heartbeats stopped)",
+            rec.node_id
+        );
+        return say(ctx, r, r.status.clone(), "Recovering", why).await;
+    }
+    let leaderless = Leaderless::sort(&observed, &forgotten);
+    if !leaderless.waiting.is_empty() {
+        let why = format!(
+            "node {} leads the quorum alone; waiting for brokers {:?} to be live, to lead {} (they hold its only replicas outside the forgotten clusters)",
+            rec.node_id,
+            leaderless.awaited,
+            leaderless.waiting.join(", ")
+        );
+        return say(ctx, r, r.status.clone(), "Recovering", why).await;
+    }
+    let failed = match admin.elect_unclean_leaders(&leaderless.electable).await {
+        Ok(failed) => failed,
+        Err(e) => {
+            let why = format!(
+                "node {} leads the quorum alone; the unclean elections failed: {e}",
+                rec.node_id
+            );
+            return say(ctx, r, r.status.clone(), "Recovering", why).await;
+        }
+    };
+    let failed_names: Vec<String> = failed
+        .iter()
+        .map(|f| steps::name(&f.topic, f.partition))
+        .collect();
+    let mut elected = rec.unclean_elections.clone();
+    for name in leaderless.electable.iter().map(|(t, p)| steps::name(t, *p)) {
+        if !failed_names.contains(&name) && !elected.contains(&name) {
+            elected.push(name);
+        }
+    }
+    if !failed.is_empty() {
+        let mut status = r.status.clone();
+        if let Some(s) = status.recovery.as_mut() {
+            s.unclean_elections = elected;
+        }
+        let errors: Vec<String> = failed
+            .iter()
+            .map(|f| format!("{}-{}: {}", f.topic, f.partition, f.error))
+            .collect();
+        let why = format!(
+            "node {} leads the quorum alone; unclean elections not done yet, trying again: {}",
+            rec.node_id,
+            errors.join("; ")
+        );
+        return say(ctx, r, status, "Recovering", why).await;
+    }
+    let lost = leaderless.lost;
+    let mut status = r.status.clone();
+    if let Some(s) = status.recovery.as_mut() {
+        s.unclean_elections.clone_from(&elected);
+        s.written = (!written.is_empty()).then(|| written.clone());
+    }
+    status.phase = Some(phase::COMPLETED.to_owned());
+    status.completed_at = Some(now());
+    let mut message = format!(
+        "the controller quorum was rebuilt from node {}, its only voter now; voters {:?} are gone, and with them whatever only they had written",
+        rec.node_id, rec.lost_voters
+    );
+    if !elected.is_empty() {
+        message.push_str(&format!(
+            "; partitions without a leader were given one by an unclean election (records their new leader had not replicated are lost): {}",
+            elected.join(", ")
+        ));
+    }
+    if !lost.is_empty() {
+        message.push_str(&format!(
+            "; every replica was in a forgotten cluster: {} (offline; the forget names them)",
+            lost.join(", ")
+        ));
+    }
+    tracing::info!(%message, "quorum recovery completed");
+    kstretch_runtime::events::about(
+        &ctx.client,
+        "kstretch-central",
+        kafka,
+        true,
+        "QuorumRecovered",
+        "QuorumRecovery",
+        message.clone(),
+    );
+    let done = Condition::new(condition::READY, condition::TRUE)
+        .with_reason("Completed")
+        .with_message(message.clone());
+    write_status(&ctx.client, &r.op, status, done).await?;
+    Ok(message)
+}
+
+/// The partitions without a leader once the quorum is rebuilt, by what can be done for each.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Leaderless {
+    /// A live broker holds a replica: elected uncleanly now.
+    electable: Vec<(String, i32)>,
+    /// No live replica, but one on a registered broker outside the forgotten clusters (the
+    /// survivor still catching up, say): waited for, named as `topic-partition`.
+    waiting: Vec<String>,
+    /// The brokers those wait for.
+    awaited: BTreeSet<i32>,
+    /// Every replica in a forgotten cluster (or on no registered broker): offline for good.
+    lost: Vec<String>,
+}
+
+impl Leaderless {
+    fn sort(observed: &Observed, forgotten: &BTreeSet<String>) -> Leaderless {
+        let mut out = Leaderless::default();
+        for p in observed.partitions.iter().filter(|p| p.leader.is_none()) {
+            let name = steps::name(&p.topic, p.partition);
+            if p.replicas.iter().any(|r| observed.brokers.contains_key(r)) {
+                out.electable.push((p.topic.clone(), p.partition));
+                continue;
+            }
+            let awaited: Vec<i32> = p
+                .replicas
+                .iter()
+                .filter(|r| {
+                    observed
+                        .registered
+                        .get(r)
+                        .is_some_and(|rack| !forgotten.contains(rack))
+                })
+                .copied()
+                .collect();
+            if awaited.is_empty() {
+                out.lost.push(name);
+            } else {
+                out.awaited.extend(awaited);
+                out.waiting.push(name);
+            }
+        }
+        out
+    }
+}
+
+/// What the agent last reported of the survivor's pod.
+fn reported_pod(ctx: &Context, kafka: &Kafka, rec: &QuorumRecoveryStatus) -> Option<PodStatus> {
+    let namespace = kafka.namespace().unwrap_or_default();
+    ctx.agents
+        .get(&rec.cluster)
+        .into_iter()
+        .flat_map(|a| a.podsets)
+        .filter(|s| s.namespace == namespace)
+        .flat_map(|s| s.pods_status)
+        .find(|p| p.name == rec.pod && !p.uid.is_empty())
+}
+
+/// What the survivor's pod reports of its containers (the tool's summary, or why it failed).
+fn pod_says(ctx: &Context, kafka: &Kafka, rec: &QuorumRecoveryStatus) -> String {
+    reported_pod(ctx, kafka, rec)
+        .map(|p| p.message)
+        .unwrap_or_default()
+}
+
+/// Before the desired state is published: the survivor's pod gets the tool while it needs it;
+/// what prevents that is a warning.
+pub fn equip(
+    ctx: &Context,
+    kafka: &Kafka,
+    r: &Recovering,
+    built: &mut Built,
+    warnings: &mut Vec<(String, String)>,
+) {
+    let uid = reported_pod(ctx, kafka, &r.recovery).map(|p| p.uid);
+    if !tool_wanted(&r.recovery, uid.as_deref()) {
+        return;
+    }
+    let image = ctx.agents.get(&r.recovery.cluster).map(|a| a.image);
+    let Some(image) = image.filter(|i| !i.is_empty()) else {
+        // `advance` says so in the operation.
+        return;
+    };
+    if let Err(why) = add_tool(built, &r.recovery, &image) {
+        warnings.push((
+            QUORUM_RECOVERY.to_owned(),
+            format!("the recovery cannot run: {why}"),
+        ));
+    }
+}
+
+/// Writes where the recovery stands into its operation and returns it.
+async fn say(
+    ctx: &Context,
+    r: &Recovering,
+    status: KafkaOperationStatus,
+    reason: &str,
+    why: String,
+) -> Result<String, Error> {
+    let shown = r
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == condition::READY && c.message.as_deref() == Some(why.as_str()));
+    if !shown || status != r.status {
+        write_status(&ctx.client, &r.op, status, not_ready(reason, why.clone())).await?;
+    }
+    Ok(why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tool_stays_until_the_restarted_pod_is_replaced() {
+        let mut rec = QuorumRecoveryStatus::default();
+        assert!(tool_wanted(&rec, Some("a")));
+        rec.restarted_pod_uid = Some("a".to_owned());
+        assert!(tool_wanted(&rec, Some("a")));
+        assert!(tool_wanted(&rec, None));
+        assert!(!tool_wanted(&rec, Some("b")));
+    }
+
+    #[test]
+    fn leaderless_partitions_are_elected_waited_for_or_lost() {
+        use std::collections::BTreeMap;
+
+        use kstretch_core::movement::Partition;
+
+        let partition = |name: &str, replicas: &[i32]| Partition {
+            topic: name.to_owned(),
+            partition: 0,
+            replicas: replicas.to_vec(),
+            isr: replicas.iter().copied().collect(),
+            leader: None,
+            size: 1,
+            min_isr: 1,
+        };
+        let mut led = partition("led", &[0, 1]);
+        led.leader = Some(0);
+        let observed = Observed {
+            partitions: vec![
+                led,
+                partition("live", &[1, 0]),
+                partition("catching-up", &[2, 1]),
+                partition("gone", &[1]),
+                partition("nowhere", &[9]),
+            ],
+            // 0 alive; 2 registered in alpha but fenced; 1 in forgotten beta.
+            brokers: BTreeMap::from([(0, "alpha".to_owned())]),
+            registered: BTreeMap::from([
+                (0, "alpha".to_owned()),
+                (1, "beta".to_owned()),
+                (2, "alpha".to_owned()),
+            ]),
+        };
+        let sorted = Leaderless::sort(&observed, &["beta".to_owned()].into());
+        assert_eq!(
+            sorted,
+            Leaderless {
+                electable: vec![("live".to_owned(), 0)],
+                waiting: vec!["catching-up-0".to_owned()],
+                awaited: [2].into(),
+                lost: vec!["gone-0".to_owned(), "nowhere-0".to_owned()],
+            }
+        );
+    }
+
+    #[test]
+    fn the_tool_runs_the_agents_binary_on_the_nodes_volumes_as_root() {
+        let mounts = json!([{"name": "data", "mountPath": "/var/lib/kafka/data"}]);
+        let c = tool_container(
+            "registry/agent:1",
+            "/var/lib/kafka/data/kafka-log0",
+            0,
+            mounts,
+        );
+        assert_eq!(c["name"], TOOL_CONTAINER);
+        assert_eq!(c["image"], "registry/agent:1");
+        assert_eq!(
+            c["args"],
+            json!([
+                "recover-quorum",
+                "--metadata-dir",
+                "/var/lib/kafka/data/kafka-log0",
+                "--node-id",
+                "0",
+                "--termination-log",
+                "/dev/termination-log"
+            ])
+        );
+        assert_eq!(c["volumeMounts"][0]["name"], "data");
+        assert_eq!(c["securityContext"]["runAsUser"], 0);
+    }
+}

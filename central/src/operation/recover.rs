@@ -1,0 +1,273 @@
+//! A quorum recovery's start (`.spec.recoverQuorum`): whether the controller quorum of its
+//! Kafka may be rebuilt at all and from which surviving voter, decided once from the voters
+//! the `Kafka` last recorded, where its pools place them and which clusters it has forgotten
+//! (`kstretch_core::kraft::recovery::survivor`). Once it runs, the Kafka reconciler carries it
+//! out (`crate::kafka::recover`): it owns the pods.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kstretch_api::condition::{self, Condition};
+use kstretch_api::operation::{KafkaOperationStatus, QuorumRecoveryStatus, phase};
+use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, names};
+use kstretch_core::kraft::{self, recovery};
+use kube::api::ListParams;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+
+use super::Context;
+use super::reconcile::{Error, Refusal, refusal, refuse, write};
+use crate::kafka::status::{not_ready, now};
+
+/// Where each voter `kafka` last recorded runs: its pool's cluster (a leaving node's, for the
+/// IDs a moving pool left behind), `None` when no pool places it.
+pub fn voter_places(kafka: &Kafka, pools: &[KafkaNodePool]) -> BTreeMap<i32, Option<String>> {
+    let voters = kafka
+        .status
+        .as_ref()
+        .and_then(|s| s.quorum.as_ref())
+        .map(|q| q.voters.iter().map(|v| v.id).collect::<Vec<_>>())
+        .unwrap_or_default();
+    voters
+        .into_iter()
+        .map(|id| {
+            let place = pools.iter().find_map(|p| {
+                let s = p.status.as_ref()?;
+                if s.node_ids.contains(&id) {
+                    return s.cluster_alias.clone();
+                }
+                s.leaving
+                    .as_ref()
+                    .filter(|l| l.node_ids.contains(&id))
+                    .map(|l| l.cluster_alias.clone())
+            });
+            (id, place)
+        })
+        .collect()
+}
+
+/// The pool of node `id`, by name.
+fn pool_of(id: i32, pools: &[KafkaNodePool]) -> Option<String> {
+    pools
+        .iter()
+        .find(|p| {
+            p.status.as_ref().is_some_and(|s| {
+                s.node_ids.contains(&id)
+                    || s.leaving.as_ref().is_some_and(|l| l.node_ids.contains(&id))
+            })
+        })
+        .map(ResourceExt::name_any)
+}
+
+/// The pools of `kafka`, read when a recovery or a forget needs to place its voters.
+pub async fn pools_of(ctx: &Context, kafka: &Kafka) -> Result<Vec<KafkaNodePool>, Error> {
+    let api: Api<KafkaNodePool> =
+        Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
+    let of_kafka =
+        ListParams::default().labels(&format!("{}={}", names::CLUSTER, kafka.name_any()));
+    Ok(api.list(&of_kafka).await?.items)
+}
+
+/// What a recovery would do, or why it is refused (pure).
+pub(super) fn decide(
+    kafka: &Kafka,
+    pools: &[KafkaNodePool],
+    named: Option<i32>,
+) -> Result<QuorumRecoveryStatus, Refusal> {
+    let quorum = kafka.status.as_ref().and_then(|s| s.quorum.as_ref());
+    if quorum.and_then(|q| q.mode.as_deref()) != Some("dynamic") {
+        return Err(refusal(
+            "RecoveryNeedsDynamicQuorum",
+            format!(
+                "the controller quorum of Kafka {} is not dynamic (KIP-853): a static quorum's voters are every node's controller.quorum.voters, which a recovery does not rewrite",
+                kafka.name_any()
+            ),
+        ));
+    }
+    let places = voter_places(kafka, pools);
+    let forgotten = kafka.forgotten_clusters();
+    let node = recovery::survivor(&places, &forgotten, named)
+        .map_err(|e| refusal(e.reason(), e.to_string()))?;
+    let (Some(cluster), Some(pool)) = (places.get(&node).cloned().flatten(), pool_of(node, pools))
+    else {
+        return Err(refusal(
+            "NotASurvivingVoter",
+            format!(
+                "no node pool of Kafka {} holds node {node}",
+                kafka.name_any()
+            ),
+        ));
+    };
+    let lost_voters = places
+        .iter()
+        .filter(|(_, c)| c.as_ref().is_some_and(|c| forgotten.contains(c)))
+        .map(|(id, _)| *id)
+        .collect();
+    Ok(QuorumRecoveryStatus {
+        node_id: node,
+        cluster,
+        pod: kraft::pod_name(&kafka.name_any(), &pool, node),
+        lost_voters,
+        ..Default::default()
+    })
+}
+
+/// The first look at a recovery: refused, planned (a dry run), or started; once it runs, the
+/// Kafka reconciler takes it on and this controller leaves it alone.
+pub async fn start(
+    ctx: &Context,
+    op: &KafkaOperation,
+    mut status: KafkaOperationStatus,
+    kafka: &Kafka,
+    named: Option<i32>,
+) -> Result<Action, Error> {
+    if status.phase.as_deref() == Some(phase::RUNNING) {
+        return Ok(Action::await_change());
+    }
+    let pools = pools_of(ctx, kafka).await?;
+    let recovery = match decide(kafka, &pools, named) {
+        Ok(r) => r,
+        Err(r) => return refuse(ctx, op, status, r).await,
+    };
+    let described = format!(
+        "rebuild the controller quorum from node {} (pod {} in cluster {}), which becomes the only voter; voters {:?} are lost with their forgotten clusters, and so is what only they had written",
+        recovery.node_id, recovery.pod, recovery.cluster, recovery.lost_voters
+    );
+    if op.spec.dry_run {
+        status.phase = Some(phase::PLANNED.to_owned());
+        let planned = Condition::new(condition::READY, condition::TRUE)
+            .with_reason("Planned")
+            .with_message(format!("dry run: would {described}; nothing was changed"));
+        write(ctx, op, status, planned).await?;
+        return Ok(Action::await_change());
+    }
+    status.recovery = Some(recovery);
+    status.phase = Some(phase::RUNNING.to_owned());
+    status.started_at = Some(now());
+    tracing::info!(%described, "quorum recovery started");
+    write(
+        ctx,
+        op,
+        status,
+        not_ready("Recovering", format!("about to {described}")),
+    )
+    .await?;
+    Ok(Action::await_change())
+}
+
+/// Why a forget waits instead of replacing replicas: the voters outside forgotten clusters are
+/// not a majority, so no controller can be elected until the quorum is rebuilt.
+pub async fn majority_lost(ctx: &Context, kafka: &Kafka) -> Result<Option<String>, Error> {
+    let forgotten: BTreeSet<String> = kafka.forgotten_clusters();
+    let pools = pools_of(ctx, kafka).await?;
+    let places = voter_places(kafka, &pools);
+    if !recovery::majority_lost(&places, &forgotten) {
+        return Ok(None);
+    }
+    let lost: Vec<i32> = places
+        .iter()
+        .filter(|(_, c)| c.as_ref().is_some_and(|c| forgotten.contains(c)))
+        .map(|(id, _)| *id)
+        .collect();
+    Ok(Some(format!(
+        "the controller quorum lost its majority for good (voters {lost:?} of {:?} ran in forgotten clusters): no controller can be elected, so nothing in Kafka can change; rebuild the quorum from a surviving controller with `kstretch recover-quorum --kafka {}`",
+        places.keys().collect::<Vec<_>>(),
+        kafka.name_any()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use kstretch_api::node_pool::LeavingNodes;
+    use kstretch_api::{KafkaNodePoolStatus, KafkaStatus, QuorumStatus, QuorumVoterStatus};
+
+    use super::*;
+
+    fn kafka(mode: &str, voters: &[i32], forgotten: &str) -> Kafka {
+        let mut k: Kafka = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
+            "metadata": {"name": "live", "namespace": "ns",
+                         "annotations": {names::FORGOTTEN_CLUSTERS: forgotten}},
+            "spec": {"kafka": {"listeners": []}}
+        }))
+        .unwrap();
+        k.status = Some(KafkaStatus {
+            quorum: Some(QuorumStatus {
+                mode: Some(mode.to_owned()),
+                leader_id: None,
+                voters: voters
+                    .iter()
+                    .map(|id| QuorumVoterStatus {
+                        id: *id,
+                        directory_id: None,
+                    })
+                    .collect(),
+            }),
+            ..Default::default()
+        });
+        k
+    }
+
+    fn pool(
+        name: &str,
+        alias: &str,
+        ids: &[i32],
+        leaving: Option<(&str, &[i32])>,
+    ) -> KafkaNodePool {
+        let mut p: KafkaNodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaNodePool",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"replicas": ids.len(), "roles": ["controller", "broker"],
+                     "storage": {"type": "ephemeral"}}
+        }))
+        .unwrap();
+        p.status = Some(KafkaNodePoolStatus {
+            node_ids: ids.to_vec(),
+            cluster_alias: Some(alias.to_owned()),
+            leaving: leaving.map(|(alias, ids)| LeavingNodes {
+                cluster_alias: alias.to_owned(),
+                node_ids: ids.to_vec(),
+            }),
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn the_only_survivor_of_a_forgotten_majority_is_chosen_with_its_pod() {
+        let pools = [
+            pool("a", "alpha", &[0], None),
+            pool("b", "beta", &[1, 2], None),
+        ];
+        let r = decide(&kafka("dynamic", &[0, 1, 2], "beta"), &pools, None)
+            .unwrap_or_else(|r| panic!("{}", r.message));
+        assert_eq!(
+            (r.node_id, r.cluster.as_str(), r.pod.as_str()),
+            (0, "alpha", "live-a-0")
+        );
+        assert_eq!(r.lost_voters, vec![1, 2]);
+        // A leaving node of a moving pool is placed where it still runs.
+        let moving = [
+            pool("a", "alpha", &[0], None),
+            pool("b", "alpha", &[5], Some(("beta", &[1, 2]))),
+        ];
+        let places = voter_places(&kafka("dynamic", &[0, 1, 2], "beta"), &moving);
+        assert_eq!(places[&1].as_deref(), Some("beta"));
+    }
+
+    #[test]
+    fn a_recovery_is_refused_for_a_static_quorum_a_surviving_majority_or_a_lost_node() {
+        let pools = [
+            pool("a", "alpha", &[0], None),
+            pool("b", "beta", &[1, 2], None),
+        ];
+        let refused = |k: Kafka, named| decide(&k, &pools, named).unwrap_err();
+        let r = refused(kafka("static", &[0, 1, 2], "beta"), None);
+        assert_eq!(r.reason, "RecoveryNeedsDynamicQuorum");
+        let r = refused(kafka("dynamic", &[0, 1, 2], ""), None);
+        assert_eq!(r.reason, "QuorumMajoritySurvives");
+        assert!(r.message.contains("kstretch forget"), "{}", r.message);
+        let r = refused(kafka("dynamic", &[0, 1, 2], "beta"), Some(2));
+        assert_eq!(r.reason, "NotASurvivingVoter");
+        assert!(r.message.contains("[0]"), "{}", r.message);
+    }
+}
