@@ -214,6 +214,12 @@ impl Drop for DeleteOnPanic {
         if !std::thread::panicking() {
             return;
         }
+        // To look at what a failed test left (its pods keep running; `tests/env/sweep.sh`
+        // removes them later).
+        if std::env::var_os("KSTRETCH_KEEP_FAILED").is_some() {
+            eprintln!("keeping namespace {} (KSTRETCH_KEEP_FAILED)", self.0);
+            return;
+        }
         let env = TestEnv::get();
         let Some(bin) = env.bin_dir.clone() else {
             return;

@@ -249,9 +249,17 @@ fn helm(alias: &str, args: &[&str]) {
     );
 }
 
+/// The agent's image as [`import_images`] names it (the agent chart's default).
+pub fn agent_image() -> String {
+    format!(
+        "ghcr.io/kstretch/kstretch-agent:{}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 /// Packs this build's binaries as the charts' images and imports them into every real node,
 /// so the pods run exactly what was built (with the images' tag, the chart's appVersion).
-fn import_images() {
+pub fn import_images() {
     run(
         "scripts/build-images.sh --profile debug",
         Command::new("bash")

@@ -125,6 +125,20 @@ pub fn consume(
     count: usize,
     timeout: Duration,
 ) -> Vec<(String, String)> {
+    consume_until(bootstrap, topic, partitions, timeout, |records| {
+        records.len() >= count
+    })
+}
+
+/// Reads `topic` (partitions `0..partitions`, from the beginning) until `enough` says so of
+/// what was read, or `timeout`; the records as (key, value), sorted.
+pub fn consume_until(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+    mut enough: impl FnMut(&[(String, String)]) -> bool,
+) -> Vec<(String, String)> {
     use rdkafka::message::Message;
     use rdkafka::{Offset, TopicPartitionList};
     let consumer: BaseConsumer = ClientConfig::new()
@@ -142,7 +156,7 @@ pub fn consume(
     consumer.assign(&assignment).expect("assign partitions");
     let deadline = std::time::Instant::now() + timeout;
     let mut records = Vec::new();
-    while records.len() < count && std::time::Instant::now() < deadline {
+    while !enough(&records) && std::time::Instant::now() < deadline {
         match consumer.poll(Duration::from_millis(500)) {
             Some(Ok(message)) => records.push((
                 String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),

@@ -28,6 +28,7 @@ pub struct Sent {
 pub struct Load {
     stop: Arc<AtomicBool>,
     acked: Arc<AtomicUsize>,
+    last_failure: Arc<std::sync::Mutex<Option<String>>>,
     task: tokio::task::JoinHandle<Sent>,
 }
 
@@ -36,24 +37,59 @@ impl Load {
     /// send may take up to three minutes (the producer retries through leader changes), so a
     /// failure means Kafka refused, not that a roll was slow.
     pub fn start(bootstrap: &str, topic: &str, interval: Duration) -> Load {
-        let producer: FutureProducer = ClientConfig::new()
+        Load::start_keyed(bootstrap, topic, interval, "r")
+    }
+
+    /// [`Load::start`] with keys `<prefix>00000000`...: a second producer on the same topic.
+    pub fn start_keyed(bootstrap: &str, topic: &str, interval: Duration, prefix: &str) -> Load {
+        let mut config = ClientConfig::new();
+        config
             .set("bootstrap.servers", bootstrap)
             .set("acks", "all")
             .set("enable.idempotence", "true")
             .set("message.timeout.ms", "180000")
-            .set("linger.ms", "5")
-            .create()
+            .set("linger.ms", "5");
+        // librdkafka's own account of the producer (e.g. `eos,broker`), to stderr.
+        if let Ok(debug) = std::env::var("KSTRETCH_RDKAFKA_DEBUG") {
+            config
+                .set("debug", debug)
+                .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
+        }
+        let producer: FutureProducer<LogToStderr> = config
+            .create_with_context(LogToStderr)
             .unwrap_or_else(|e| panic!("cannot create a producer for {bootstrap}: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(AtomicUsize::new(0));
+        let last_failure = Arc::new(std::sync::Mutex::new(None));
         let topic = topic.to_owned();
-        let task = tokio::spawn(run(producer, topic, interval, stop.clone(), acked.clone()));
-        Load { stop, acked, task }
+        let task = tokio::spawn(run(
+            producer,
+            topic,
+            prefix.to_owned(),
+            interval,
+            stop.clone(),
+            acked.clone(),
+            last_failure.clone(),
+        ));
+        Load {
+            stop,
+            acked,
+            last_failure,
+            task,
+        }
     }
 
     /// How many records Kafka acknowledged so far.
     pub fn acked(&self) -> usize {
         self.acked.load(Ordering::Relaxed)
+    }
+
+    /// The latest send Kafka did not acknowledge (`key: error`), for what a wait shows.
+    pub fn last_failure(&self) -> Option<String> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Stops sending, waits for every outstanding send and returns what happened.
@@ -63,12 +99,24 @@ impl Load {
     }
 }
 
+/// Prints what librdkafka logs, so a test's output shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct LogToStderr;
+
+impl rdkafka::ClientContext for LogToStderr {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        eprintln!("librdkafka {level:?} {fac}: {log_message}");
+    }
+}
+
 async fn run(
-    producer: FutureProducer,
+    producer: FutureProducer<LogToStderr>,
     topic: String,
+    prefix: String,
     interval: Duration,
     stop: Arc<AtomicBool>,
     acked: Arc<AtomicUsize>,
+    last_failure: Arc<std::sync::Mutex<Option<String>>>,
 ) -> Sent {
     let mut sent = Sent::default();
     let mut pending = FuturesUnordered::new();
@@ -81,7 +129,7 @@ async fn run(
         }
         tokio::select! {
             _ = tick.tick(), if !stopping => {
-                let key = format!("r{n:08}");
+                let key = format!("{prefix}{n:08}");
                 n += 1;
                 let producer = producer.clone();
                 let topic = topic.clone();
@@ -98,7 +146,11 @@ async fn run(
                     sent.acked.insert(key);
                     acked.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => sent.failed.push(format!("{key}: {e}")),
+                Err(e) => {
+                    let failure = format!("{key}: {e}");
+                    *last_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure.clone());
+                    sent.failed.push(failure);
+                }
             },
             // Stop was asked between checks: go round again.
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
@@ -107,7 +159,9 @@ async fn run(
 }
 
 /// The acknowledged keys a consumer of `topic` (partitions `0..partitions`, from the
-/// beginning) does not find within `timeout`.
+/// beginning) does not find within `timeout`. It reads until it has found every one: the log
+/// may also hold records whose sends failed (timed out after Kafka had written them), so a
+/// count of records says nothing.
 pub async fn missing(
     bootstrap: &str,
     topic: &str,
@@ -115,9 +169,20 @@ pub async fn missing(
     sent: &Sent,
     timeout: Duration,
 ) -> Vec<String> {
-    let (bootstrap, topic, count) = (bootstrap.to_owned(), topic.to_owned(), sent.acked.len());
+    let (bootstrap, topic) = (bootstrap.to_owned(), topic.to_owned());
+    let acked = sent.acked.clone();
     let read = tokio::task::spawn_blocking(move || {
-        crate::kafka::consume(&bootstrap, &topic, partitions, count, timeout)
+        let mut found = BTreeSet::new();
+        let mut seen = 0;
+        crate::kafka::consume_until(&bootstrap, &topic, partitions, timeout, |records| {
+            for (key, _) in &records[seen..] {
+                if acked.contains(key) {
+                    found.insert(key.clone());
+                }
+            }
+            seen = records.len();
+            found.len() == acked.len()
+        })
     })
     .await
     .expect("the consumer panicked");

@@ -237,6 +237,9 @@ impl Stretch {
             free_port(),
         );
         command.env("RUST_LOG", "info,kstretch_agent=debug");
+        // What the agent chart sets: the image central runs the agent's tools in (imported
+        // into the real nodes by the tests that need it).
+        command.env("KSTRETCH_AGENT_IMAGE", crate::helm::agent_image());
         self.agents.insert(
             alias.to_owned(),
             Spawned::start(&format!("agent-{alias}"), command),
