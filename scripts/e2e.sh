@@ -38,17 +38,38 @@ for name in "${ALONE[@]}" "${BESIDE_ALONE[@]}" "$BACKGROUND" "${HEAVY[@]}"; do
 done
 
 failed=()
+# Runs binary $1 with the arguments after it, labelled $label (default: the binary's name).
 run() {
-  local name=$1 t=$SECONDS
+  local name=$1 t=$SECONDS label=${label:-$1}
   shift
-  echo "--- e2e $name"
+  echo "--- e2e $label"
   # Cargo runs test binaries from the package's directory; so do we.
   if (cd tests && "${exe[$name]}" "$@"); then
-    echo "--- e2e $name ok in $((SECONDS - t))s"
+    echo "--- e2e $label ok in $((SECONDS - t))s"
   else
-    echo "--- e2e $name FAILED after $((SECONDS - t))s"
-    failed+=("$name")
+    echo "--- e2e $label FAILED after $((SECONDS - t))s"
+    failed+=("$label")
   fi
+}
+# Runs each test of binary $1 (those `--list` names with the arguments after it, e.g.
+# `--ignored cluster_lost_`) as a process of its own, so each one's time is printed; with
+# arguments of the caller (a filter), the binary runs once instead.
+run_each() {
+  local name=$1 test
+  shift
+  if ((${#args[@]})); then
+    run "$name" "$@" "${args[@]}"
+    return
+  fi
+  local listed ignored=""
+  listed=$(cd tests && "${exe[$name]}" --list --format terse "$@" | sed -n 's/: test$//p')
+  # `--list` names ignored tests too; without --ignored they are not run.
+  [[ " $* " == *" --ignored "* ]] ||
+    ignored=$(cd tests && "${exe[$name]}" --list --format terse --ignored | sed -n 's/: test$//p')
+  for test in $listed; do
+    [[ $'\n'$ignored$'\n' == *$'\n'$test$'\n'* ]] && continue
+    label="$name::$test" run "$name" "$@" --exact "$test"
+  done
 }
 special() {
   [[ $1 == "$BACKGROUND" || " ${ALONE[*]} ${BESIDE_ALONE[*]} ${HEAVY[*]} " == *" $1 "* ]]
@@ -58,8 +79,12 @@ special() {
 # for the pid in $background and calls collect.
 log=$(mktemp -t kstretch-e2e-background.XXXXXX)
 in_background() {
-  (failed=(); for name in "$@"; do run "$name" "${args[@]}"; done >"$log" 2>&1; echo "${failed[*]}" >"$log.failed") &
+  (failed=(); "$@" >"$log" 2>&1; echo "${failed[*]}" >"$log.failed") &
   background=$!
+}
+run_all() {
+  local name
+  for name in "$@"; do run "$name" "${args[@]}"; done
 }
 collect() {
   wait "$background" || true
@@ -69,13 +94,13 @@ collect() {
 }
 args=("$@")
 
-in_background "${BESIDE_ALONE[@]}"
+in_background run_all "${BESIDE_ALONE[@]}"
 for name in "${ALONE[@]}"; do
   run "$name" "$@"
 done
 collect
 
-in_background "$BACKGROUND"
+in_background run_each "$BACKGROUND"
 for name in $(printf '%s\n' "${!exe[@]}" | sort); do
   special "$name" || run "$name" "$@"
 done
@@ -85,7 +110,7 @@ done
 collect
 rm -f "$log" "$log.failed"
 if (($# == 0)); then
-  run "$BACKGROUND" "${LAST[@]}"
+  run_each "$BACKGROUND" "${LAST[@]}"
 fi
 
 if ((${#failed[@]})); then

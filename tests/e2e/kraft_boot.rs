@@ -243,10 +243,20 @@ async fn voters_change_once_the_quorum_is_dynamic(kafka: &PrivateKafka, cluster_
         "127.0.0.1".to_owned(),
         port,
     )];
-    let refused = admin
-        .add_raft_voter(cluster_id, 2, Uuid::from_u128(7), &listeners)
-        .await
-        .unwrap_err();
+    // Just booted on busy cores, the quorum may be electing a leader: that answer is retried.
+    let mut tries = 0;
+    let refused = loop {
+        let e = admin
+            .add_raft_voter(cluster_id, 2, Uuid::from_u128(7), &listeners)
+            .await
+            .unwrap_err();
+        tries += 1;
+        if tries < 30 && e.to_string().contains("NOT_LEADER_OR_FOLLOWER") {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        break e;
+    };
     assert!(matches!(refused, Error::Unsupported { .. }), "{refused}");
 
     make_quorum_dynamic(&admin, &bootstrap).await;

@@ -3089,6 +3089,25 @@ async fn cluster_lost_with_the_quorum_majority_is_rebuilt_from_the_survivor() {
         }
     })
     .await;
+    let k: Kafka = stretch
+        .wait_in_alpha(
+            "live",
+            "the Kafka to say its quorum is lost",
+            START_TIMEOUT,
+            |k| {
+                ready_condition(k)
+                    .is_some_and(|c| c.reason.as_deref() == Some("QuorumMajorityLost"))
+            },
+        )
+        .await;
+    let said = ready_condition(&k)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        said.contains("kstretch recover-quorum --kafka live"),
+        "{said}"
+    );
+    stage("the forget and the Kafka wait for a quorum");
     let (ok, out) = kstretch(
         &stretch,
         &["recover-quorum", "--kafka", "live", "--dry-run"],

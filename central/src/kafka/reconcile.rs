@@ -293,6 +293,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     } else {
         recover::running(&ctx, &kafka).await?
     };
+    // Without a quorum nothing in Kafka can change: what needs the controller waits instead of
+    // timing out, and the `Kafka` says what to do.
+    let headless = recover::headless(&kafka, pools.iter().copied());
     forget::freeze(&mut resolved, &forgotten);
     let pool_ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
     let mut assignments = match node_ids::assign(&pool_ids) {
@@ -609,8 +612,8 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         .collect();
     let views = node_views(&records, &kafka, &built, &connected, &applied);
     // A recovery holds every other change of the quorum until it is done.
-    let quorum_busy = match &recovering {
-        Some(r) => {
+    let quorum_busy = match (&recovering, &headless) {
+        (Some(r), _) => {
             let why = recover::advance(
                 &ctx,
                 &kafka,
@@ -623,7 +626,8 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             warnings.push((recover::QUORUM_RECOVERY.to_owned(), why.clone()));
             Some(why)
         }
-        None => {
+        (None, Some(why)) => Some(why.clone()),
+        (None, None) => {
             advance_quorum(
                 &ctx,
                 &kafka,
@@ -665,20 +669,24 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     // A forgotten cluster that came back runs its old nodes until its agent deletes them; a
     // broker of them that registers again is looked for meanwhile, not at the next idle check.
     let returned = forget::returning(&ctx.agents, &kafka, &forgotten);
-    let pending_unregistration =
-        if recorded != all_ids || returned || ctx.registration_checks.due(&owner) {
-            unregister(
-                &ctx,
-                kafka.as_ref(),
-                bootstrap.as_deref(),
-                &all_ids,
-                &kafka_status.registered_node_ids,
-                &mut warnings,
-            )
-            .await
-        } else {
-            BTreeSet::new()
-        };
+    let pending_unregistration = if headless.is_none()
+        && (recorded != all_ids || returned || ctx.registration_checks.due(&owner))
+    {
+        unregister(
+            &ctx,
+            kafka.as_ref(),
+            bootstrap.as_deref(),
+            &all_ids,
+            &kafka_status.registered_node_ids,
+            &mut warnings,
+        )
+        .await
+    } else if headless.is_some() {
+        // Kept for when a controller can unregister them.
+        recorded.difference(&all_ids).copied().collect()
+    } else {
+        BTreeSet::new()
+    };
     kafka_status.registered_node_ids = all_ids.union(&pending_unregistration).copied().collect();
 
     for alias in built.objects.keys().filter(|a| !connected.contains(*a)) {
@@ -697,8 +705,13 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             ),
         ));
     }
-    let ready = match &step {
-        Step::Done => {
+    let ready = match (&step, &recovering, &headless) {
+        (_, Some(_), _) => status::not_ready(
+            recover::QUORUM_RECOVERY,
+            quorum_busy.clone().unwrap_or_default(),
+        ),
+        (_, None, Some(why)) => status::not_ready(recover::QUORUM_MAJORITY_LOST, why.clone()),
+        (Step::Done, ..) => {
             let brokers = expected_brokers(&effective, &ids);
             match answer::brokers_answer(&ctx.kafka, bootstrap.as_deref(), &cluster_id, &brokers)
                 .await
@@ -707,8 +720,8 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
                 Err(why) => status::not_ready(answer::BROKERS_UNAVAILABLE, why),
             }
         }
-        Step::Wait(why) => status::not_ready("Deploying", why.clone()),
-        Step::Restart(_) => status::not_ready(
+        (Step::Wait(why), ..) => status::not_ready("Deploying", why.clone()),
+        (Step::Restart(_), ..) => status::not_ready(
             "RollingUpdate",
             rolled.unwrap_or_else(|| "pods run an outdated revision".to_owned()),
         ),

@@ -6,12 +6,12 @@
 //! brokers are fenced, partitions left without a leader get an unclean election and the
 //! operation completes. Quorum changes and controller rolls wait meanwhile.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::operation::{KafkaOperationStatus, QuorumRecoveryStatus, phase};
-use kstretch_api::{Kafka, KafkaOperation, KafkaStatus, names};
-use kstretch_core::kraft;
+use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, names};
+use kstretch_core::kraft::{self, recovery};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
@@ -31,6 +31,8 @@ use kstretch_proto::agent::v1::PodStatus;
 pub const TOOL_CONTAINER: &str = "recover-quorum";
 /// Warning reason on the `Kafka` while a recovery runs.
 pub const QUORUM_RECOVERY: &str = "QuorumRecovery";
+/// The `Kafka`'s reason while its quorum's majority is lost for good and not yet rebuilt.
+pub const QUORUM_MAJORITY_LOST: &str = "QuorumMajorityLost";
 /// How long the agent has to answer the restart.
 const RESTART_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -40,6 +42,62 @@ pub struct Recovering {
     pub op: KafkaOperation,
     pub status: KafkaOperationStatus,
     pub recovery: QuorumRecoveryStatus,
+}
+
+/// Where each voter `kafka` last recorded runs: its pool's cluster (a leaving node's, for the
+/// IDs a moving pool left behind), `None` when no pool places it.
+pub fn voter_places<'a>(
+    kafka: &Kafka,
+    pools: impl Iterator<Item = &'a KafkaNodePool> + Clone,
+) -> BTreeMap<i32, Option<String>> {
+    let voters = kafka
+        .status
+        .as_ref()
+        .and_then(|s| s.quorum.as_ref())
+        .map(|q| q.voters.iter().map(|v| v.id).collect::<Vec<_>>())
+        .unwrap_or_default();
+    voters
+        .into_iter()
+        .map(|id| {
+            let place = pools.clone().find_map(|p| {
+                let s = p.status.as_ref()?;
+                if s.node_ids.contains(&id) {
+                    return s.cluster_alias.clone();
+                }
+                s.leaving
+                    .as_ref()
+                    .filter(|l| l.node_ids.contains(&id))
+                    .map(|l| l.cluster_alias.clone())
+            });
+            (id, place)
+        })
+        .collect()
+}
+
+/// When the voters outside the clusters `kafka` forgot are fewer than a majority: no controller
+/// can be elected, so nothing in Kafka can change until the quorum is rebuilt. Says so.
+pub fn headless<'a>(
+    kafka: &Kafka,
+    pools: impl Iterator<Item = &'a KafkaNodePool> + Clone,
+) -> Option<String> {
+    let forgotten = kafka.forgotten_clusters();
+    if forgotten.is_empty() {
+        return None;
+    }
+    let places = voter_places(kafka, pools);
+    if !recovery::majority_lost(&places, &forgotten) {
+        return None;
+    }
+    let lost: Vec<i32> = places
+        .iter()
+        .filter(|(_, c)| c.as_ref().is_some_and(|c| forgotten.contains(c)))
+        .map(|(id, _)| *id)
+        .collect();
+    Some(format!(
+        "the controller quorum lost its majority for good (voters {lost:?} of {:?} ran in forgotten clusters): no controller can be elected, so nothing in Kafka can change; rebuild the quorum from a surviving controller with `kstretch recover-quorum --kafka {}`",
+        places.keys().collect::<Vec<_>>(),
+        kafka.name_any()
+    ))
 }
 
 /// The running recovery of `kafka` (the oldest, should there be two), if any.

@@ -4,8 +4,6 @@
 //! (`kstretch_core::kraft::recovery::survivor`). Once it runs, the Kafka reconciler carries it
 //! out (`crate::kafka::recover`): it owns the pods.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::operation::{KafkaOperationStatus, QuorumRecoveryStatus, phase};
 use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, names};
@@ -16,34 +14,8 @@ use kube::{Api, ResourceExt};
 
 use super::Context;
 use super::reconcile::{Error, Refusal, refusal, refuse, write};
+use crate::kafka::recover::{headless, voter_places};
 use crate::kafka::status::{not_ready, now};
-
-/// Where each voter `kafka` last recorded runs: its pool's cluster (a leaving node's, for the
-/// IDs a moving pool left behind), `None` when no pool places it.
-pub fn voter_places(kafka: &Kafka, pools: &[KafkaNodePool]) -> BTreeMap<i32, Option<String>> {
-    let voters = kafka
-        .status
-        .as_ref()
-        .and_then(|s| s.quorum.as_ref())
-        .map(|q| q.voters.iter().map(|v| v.id).collect::<Vec<_>>())
-        .unwrap_or_default();
-    voters
-        .into_iter()
-        .map(|id| {
-            let place = pools.iter().find_map(|p| {
-                let s = p.status.as_ref()?;
-                if s.node_ids.contains(&id) {
-                    return s.cluster_alias.clone();
-                }
-                s.leaving
-                    .as_ref()
-                    .filter(|l| l.node_ids.contains(&id))
-                    .map(|l| l.cluster_alias.clone())
-            });
-            (id, place)
-        })
-        .collect()
-}
 
 /// The pool of node `id`, by name.
 fn pool_of(id: i32, pools: &[KafkaNodePool]) -> Option<String> {
@@ -83,7 +55,7 @@ pub(super) fn decide(
             ),
         ));
     }
-    let places = voter_places(kafka, pools);
+    let places = voter_places(kafka, pools.iter());
     let forgotten = kafka.forgotten_clusters();
     let node = recovery::survivor(&places, &forgotten, named)
         .map_err(|e| refusal(e.reason(), e.to_string()))?;
@@ -157,22 +129,8 @@ pub async fn start(
 /// Why a forget waits instead of replacing replicas: the voters outside forgotten clusters are
 /// not a majority, so no controller can be elected until the quorum is rebuilt.
 pub async fn majority_lost(ctx: &Context, kafka: &Kafka) -> Result<Option<String>, Error> {
-    let forgotten: BTreeSet<String> = kafka.forgotten_clusters();
     let pools = pools_of(ctx, kafka).await?;
-    let places = voter_places(kafka, &pools);
-    if !recovery::majority_lost(&places, &forgotten) {
-        return Ok(None);
-    }
-    let lost: Vec<i32> = places
-        .iter()
-        .filter(|(_, c)| c.as_ref().is_some_and(|c| forgotten.contains(c)))
-        .map(|(id, _)| *id)
-        .collect();
-    Ok(Some(format!(
-        "the controller quorum lost its majority for good (voters {lost:?} of {:?} ran in forgotten clusters): no controller can be elected, so nothing in Kafka can change; rebuild the quorum from a surviving controller with `kstretch recover-quorum --kafka {}`",
-        places.keys().collect::<Vec<_>>(),
-        kafka.name_any()
-    )))
+    Ok(headless(kafka, pools.iter()))
 }
 
 #[cfg(test)]
@@ -250,7 +208,7 @@ mod tests {
             pool("a", "alpha", &[0], None),
             pool("b", "alpha", &[5], Some(("beta", &[1, 2]))),
         ];
-        let places = voter_places(&kafka("dynamic", &[0, 1, 2], "beta"), &moving);
+        let places = voter_places(&kafka("dynamic", &[0, 1, 2], "beta"), moving.iter());
         assert_eq!(places[&1].as_deref(), Some("beta"));
     }
 
