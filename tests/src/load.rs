@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -21,12 +21,16 @@ pub struct Sent {
     pub failed: Vec<String>,
     /// The longest time a send waited for its acknowledgement (the longest produce stall).
     pub longest_wait: Duration,
+    /// Sends given up on at a [`Load::stop_within`] deadline, neither acknowledged nor failed
+    /// (nothing is claimed about them).
+    pub unresolved: usize,
 }
 
 /// A producer sending one record every `interval` until stopped.
 #[derive(Debug)]
 pub struct Load {
-    stop: Arc<AtomicBool>,
+    /// Set on stopping: when the producer gives up on the sends still waiting.
+    stop: Arc<std::sync::Mutex<Option<Instant>>>,
     acked: Arc<AtomicUsize>,
     last_failure: Arc<std::sync::Mutex<Option<String>>>,
     task: tokio::task::JoinHandle<Sent>,
@@ -58,7 +62,7 @@ impl Load {
         let producer: FutureProducer<LogToStderr> = config
             .create_with_context(LogToStderr)
             .unwrap_or_else(|e| panic!("cannot create a producer for {bootstrap}: {e}"));
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(std::sync::Mutex::new(None));
         let acked = Arc::new(AtomicUsize::new(0));
         let last_failure = Arc::new(std::sync::Mutex::new(None));
         let topic = topic.to_owned();
@@ -94,7 +98,15 @@ impl Load {
 
     /// Stops sending, waits for every outstanding send and returns what happened.
     pub async fn stop(self) -> Sent {
-        self.stop.store(true, Ordering::Relaxed);
+        // Longer than any send may wait (`message.timeout.ms`).
+        self.stop_within(Duration::from_secs(200)).await
+    }
+
+    /// Stops sending and waits for the outstanding sends until `grace` has passed; those
+    /// still waiting then are counted as unresolved. For a producer that may stall for
+    /// minutes after an outage whose end the test does not need to watch.
+    pub async fn stop_within(self, grace: Duration) -> Sent {
+        *self.stop.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + grace);
         self.task.await.expect("the producer task panicked")
     }
 }
@@ -114,7 +126,7 @@ async fn run(
     topic: String,
     prefix: String,
     interval: Duration,
-    stop: Arc<AtomicBool>,
+    stop: Arc<std::sync::Mutex<Option<Instant>>>,
     acked: Arc<AtomicUsize>,
     last_failure: Arc<std::sync::Mutex<Option<String>>>,
 ) -> Sent {
@@ -123,8 +135,13 @@ async fn run(
     let mut tick = tokio::time::interval(interval);
     let mut n = 0u64;
     loop {
-        let stopping = stop.load(Ordering::Relaxed);
+        let give_up_at = *stop.lock().unwrap_or_else(|e| e.into_inner());
+        let stopping = give_up_at.is_some();
         if stopping && pending.is_empty() {
+            return sent;
+        }
+        if give_up_at.is_some_and(|at| Instant::now() >= at) {
+            sent.unresolved = pending.len();
             return sent;
         }
         tokio::select! {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::operation::{KafkaOperationStatus, PlanSummary, drains_in_effect, phase};
-use kstretch_api::{KafkaOperation, names};
+use kstretch_api::{Kafka, KafkaOperation, names};
 use kstretch_core::movement::throttle::throttle;
 use kstretch_core::movement::{self, Plan, restore, spread};
 use kstretch_kadmin::AdminClient;
@@ -105,18 +105,19 @@ async fn step(
         write(ctx, op, status, not_ready("ClusterNotForgotten", message)).await?;
         return Ok(Action::requeue(WAIT));
     }
+    let others = same_kafka(ctx, &kafka_ref).await?;
     if let Intent::Forget { .. } = &intent
-        && let Some(why) = recover::majority_lost(ctx, &kafka).await?
+        && let Some((reason, why)) = forget_waits(ctx, &kafka, &others).await?
     {
         if !running {
             status.phase = Some(phase::PENDING.to_owned());
         }
-        write(ctx, op, status, not_ready("QuorumMajorityLost", why)).await?;
+        write(ctx, op, status, not_ready(reason, why)).await?;
         return Ok(Action::requeue(WAIT));
     }
     if !running
         && !op.spec.dry_run
-        && let Some(first) = turn(ctx, op, &kafka_ref).await?
+        && let Some(first) = turn(op, &others)
     {
         status.phase = Some(phase::PENDING.to_owned());
         let message = format!("waiting for operation {first} on Kafka {kafka_ref} to end");
@@ -143,33 +144,59 @@ async fn step(
     start(ctx, op, status, &intent, &observed, &plan, left_alone, rate).await
 }
 
-/// The oldest operation on the same Kafka that has not ended, when it is not `op`: only one
-/// changes a Kafka at a time (dry runs change nothing and never wait).
-async fn turn(
-    ctx: &Context,
-    op: &KafkaOperation,
-    kafka: &KafkaRef,
-) -> Result<Option<String>, Error> {
+/// The operations on the same Kafka (`op` among them).
+async fn same_kafka(ctx: &Context, kafka: &KafkaRef) -> Result<Vec<KafkaOperation>, Error> {
     let api: Api<KafkaOperation> = Api::namespaced(ctx.client.clone(), &kafka.namespace);
-    let same_kafka = ListParams::default().labels(&format!("{}={}", names::CLUSTER, kafka.name));
-    let first = api
-        .list(&same_kafka)
-        .await?
-        .items
-        .into_iter()
-        .filter(|o| !o.spec.dry_run)
-        .filter(|o| {
-            let p = o.status.as_ref().and_then(|s| s.phase.as_deref());
-            !phase::ended(p) && p != Some(phase::REFUSED)
-        })
+    let labelled = ListParams::default().labels(&format!("{}={}", names::CLUSTER, kafka.name));
+    Ok(api.list(&labelled).await?.items)
+}
+
+/// Operations that will still change the Kafka: neither dry runs nor ended nor refused.
+fn under_way(ops: &[KafkaOperation]) -> impl Iterator<Item = &KafkaOperation> {
+    ops.iter().filter(|o| !o.spec.dry_run).filter(|o| {
+        let p = o.status.as_ref().and_then(|s| s.phase.as_deref());
+        !phase::ended(p) && p != Some(phase::REFUSED)
+    })
+}
+
+/// The oldest operation under way on the same Kafka, when it is not `op`: only one changes a
+/// Kafka at a time (dry runs change nothing and never wait).
+fn turn(op: &KafkaOperation, same_kafka: &[KafkaOperation]) -> Option<String> {
+    under_way(same_kafka)
         .min_by_key(|o| {
             (
                 o.metadata.creation_timestamp.clone().map(|t| t.0),
                 o.name_any(),
             )
         })
-        .map(|o| o.name_any());
-    Ok(first.filter(|name| *name != op.name_any()))
+        .map(ResourceExt::name_any)
+        .filter(|name| *name != op.name_any())
+}
+
+/// Why a forget waits, with its reason: no controller can be elected until the quorum is
+/// rebuilt, and while a recovery runs its unclean elections are still to come (a forget
+/// planned before them would name partitions lost that the recovery gives a leader).
+async fn forget_waits(
+    ctx: &Context,
+    kafka: &Kafka,
+    same_kafka: &[KafkaOperation],
+) -> Result<Option<(&'static str, String)>, Error> {
+    if let Some(why) = recover::majority_lost(ctx, kafka).await? {
+        return Ok(Some(("QuorumMajorityLost", why)));
+    }
+    Ok(recovering(same_kafka).map(|name| {
+        let message = format!(
+            "waiting for quorum recovery {name} to complete: it elects leaders for the partitions it can, and only then are the lost replicas replaced"
+        );
+        ("QuorumRecovering", message)
+    }))
+}
+
+/// The quorum recovery under way on the same Kafka, if any.
+fn recovering(same_kafka: &[KafkaOperation]) -> Option<String> {
+    under_way(same_kafka)
+        .find(|o| o.spec.recover_quorum.is_some())
+        .map(ResourceExt::name_any)
 }
 
 /// The plan from what Kafka holds now, and the partitions it leaves alone.
@@ -690,6 +717,46 @@ mod tests {
             .unwrap();
         assert_eq!(r.reason, "NotEnoughBrokers");
         assert!(r.message.contains("survive cluster beta"), "{}", r.message);
+    }
+
+    fn operation(name: &str, spec: serde_json::Value, phase: Option<&str>) -> KafkaOperation {
+        let mut op: KafkaOperation = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kstretch.io/v1alpha1", "kind": "KafkaOperation",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": spec,
+        }))
+        .unwrap();
+        op.status = phase.map(|p| KafkaOperationStatus {
+            phase: Some(p.to_owned()),
+            ..Default::default()
+        });
+        op
+    }
+
+    #[test]
+    fn a_forget_waits_for_a_recovery_under_way_but_not_for_one_ended_refused_or_dry() {
+        let forget = operation(
+            "forget-beta",
+            serde_json::json!({"forget": {"cluster": "beta"}}),
+            None,
+        );
+        let recovery = |name: &str, dry: bool, phase: Option<&str>| {
+            let spec = serde_json::json!({"recoverQuorum": {}, "dryRun": dry});
+            operation(name, spec, phase)
+        };
+        for phase in [None, Some(phase::PENDING), Some(phase::RUNNING)] {
+            let ops = [forget.clone(), recovery("r", false, phase)];
+            assert_eq!(recovering(&ops).as_deref(), Some("r"), "{phase:?}");
+        }
+        for (dry, phase) in [
+            (true, None),
+            (false, Some(phase::COMPLETED)),
+            (false, Some(phase::REFUSED)),
+            (false, Some(phase::ABORTED)),
+        ] {
+            let ops = [forget.clone(), recovery("r", dry, phase)];
+            assert_eq!(recovering(&ops), None, "dry run {dry}, {phase:?}");
+        }
     }
 
     /// The plan of a drain that has not started yet.
