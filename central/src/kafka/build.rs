@@ -537,9 +537,21 @@ fn pod(
         .map(|mv| format!(" --release-version '{mv}'"))
         .unwrap_or_default();
     // Format once (--ignore-formatted keeps existing data), with the quorum arguments of the
-    // moment the storage is empty, then run Kafka in the foreground.
+    // moment the storage is empty, then run Kafka in the foreground. The storage tool is a JVM
+    // of its own: it runs only while a directory lacks its meta.properties (as Strimzi's start
+    // script does), so a restart starts one JVM, not two.
+    let formatted = kraft::formatted_dirs(node)
+        .iter()
+        .map(|dir| format!("[ -f '{dir}/meta.properties' ]"))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let unformatted = if formatted.is_empty() {
+        "true".to_owned()
+    } else {
+        format!("! {{ {formatted}; }}")
+    };
     let script = format!(
-        "set -e; /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release} $(cat {CONFIG_DIR}/{FORMAT_KEY} 2>/dev/null); exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}"
+        "set -e; if {unformatted}; then /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release} $(cat {CONFIG_DIR}/{FORMAT_KEY} 2>/dev/null); fi; exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}"
     );
     let mut env = vec![json!({"name": "KAFKA_CLUSTER_ID", "value": ctx.cluster_id})];
     if let Some(jvm) = &pool.jvm_options {
@@ -1098,5 +1110,26 @@ mod tests {
         let pod = &find(alpha, "StrimziPodSet", "my-cluster-dual")["spec"]["pods"][0];
         assert_eq!(pod["spec"]["volumes"][2]["emptyDir"], serde_json::json!({}));
         assert_eq!(pod["spec"]["subdomain"], "my-cluster-kafka-brokers");
+    }
+
+    #[test]
+    fn storage_is_formatted_only_while_a_log_directory_lacks_its_meta_properties() {
+        let k = kafka(serde_json::json!({}));
+        let jbod = serde_json::json!({"spec": {"storage": {"type": "jbod", "volumes": [
+            {"id": 0, "type": "persistent-claim", "size": "1Gi"},
+            {"id": 1, "type": "persistent-claim", "size": "1Gi", "kraftMetadata": "shared"},
+        ]}}});
+        let d = pool("dual", &["controller", "broker"], 1, jbod);
+        let resolved = resolve(&k, &[&d], &members()).unwrap();
+        let built = build(&k, &resolved, &ids(&[("dual", &[0])]), "abc").unwrap();
+        let pod =
+            &find(&built.objects["alpha"], "StrimziPodSet", "my-cluster-dual")["spec"]["pods"][0];
+        let script = pod["spec"]["containers"][0]["command"][2].as_str().unwrap();
+        let check = "if ! { [ -f '/var/lib/kafka/data-0/kafka-log0/meta.properties' ] && [ -f '/var/lib/kafka/data-1/kafka-log0/meta.properties' ]; }; then /opt/kafka/bin/kafka-storage.sh format --ignore-formatted";
+        assert!(script.contains(check), "{script}");
+        assert!(
+            script.ends_with("fi; exec /opt/kafka/bin/kafka-server-start.sh /opt/kafka/custom-config/server.properties"),
+            "{script}"
+        );
     }
 }

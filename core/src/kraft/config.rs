@@ -276,8 +276,6 @@ fn check_listeners(listeners: &[Listener]) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The node's log directories in volume order, and the KRaft metadata directory if a volume is
-/// marked for it (otherwise Kafka keeps the metadata log in the first log directory).
 /// The directory of `node`'s metadata log: the volume marked for it, else the first log
 /// directory (where Kafka keeps it without `metadata.log.dir`); `None` without volumes.
 pub fn metadata_dir(node: &Node) -> Option<String> {
@@ -285,6 +283,14 @@ pub fn metadata_dir(node: &Node) -> Option<String> {
     marked.or_else(|| dirs.into_iter().next())
 }
 
+/// The directories `kafka-storage format` writes a `meta.properties` into: every log
+/// directory (the metadata volume is one of them); empty without volumes.
+pub fn formatted_dirs(node: &Node) -> Vec<String> {
+    log_dirs(node).map(|(dirs, _)| dirs).unwrap_or_default()
+}
+
+/// The node's log directories in volume order, and the KRaft metadata directory if a volume is
+/// marked for it (otherwise Kafka keeps the metadata log in the first log directory).
 fn log_dirs(node: &Node) -> Result<(Vec<String>, Option<String>), ConfigError> {
     if node.volumes.is_empty() {
         return Err(ConfigError::NoVolumes {

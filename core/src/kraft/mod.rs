@@ -24,7 +24,7 @@ pub use addressing::{
     bootstrap_service_name, headless_service_name, node_endpoint, per_node_service_name, pod_name,
     resolve_listener,
 };
-pub use config::{NodeConfig, Rendered, metadata_dir, render};
+pub use config::{NodeConfig, Rendered, formatted_dirs, metadata_dir, render};
 pub use error::ConfigError;
 pub use forbidden::{
     ALLOWED_PER_LISTENER_CONFIGS, FORBIDDEN_PREFIX_EXCEPTIONS, FORBIDDEN_PREFIXES, is_allowed,
