@@ -224,8 +224,8 @@ build_kafka() {
 # The images real nodes run, built without an engine or a registry (tests/env/image/):
 #   pause-image-<hash>/          OCI layout of containerd's sandbox image
 #   debian-jre-<suite>-17/rootfs.tar   Debian minbase + openjdk-17-jre-headless + appuser (1000)
-#   kafka-image-<v>-<hash>/      OCI layout of apache/kafka:<v>: that rootfs plus /opt/kafka,
-#                                for each of KAFKA_VERSIONS
+#   kafka-image-<v>-<hash>/      OCI layout of apache/kafka:<v>: that rootfs plus /opt/kafka
+#                                (with its class archive, kafka.jsa), for each of KAFKA_VERSIONS
 # The hash covers tests/env/image, so a changed script gives a new image directory.
 IMAGE_SRC=$ENV_DIR/image
 IMAGE_HASH=$(image_hash "$IMAGE_SRC")
@@ -267,12 +267,39 @@ build_jre_rootfs() {
   rm -rf "$work"
 }
 
+# make_class_archive ROOT — /opt/kafka/kafka.jsa under ROOT (which holds /opt/kafka), made by
+# the image's own JVM: ROOT gets the JRE rootfs too (only opt/ is packed into the layer) and
+# the training runs chrooted there, with /proc and /dev of this machine mounted for its time.
+make_class_archive() {
+  local root=$1 port rc=0
+  tar -C "$root" -xf "$JRE_DIR/rootfs.tar"
+  cp "$IMAGE_SRC/kafka-class-archive.sh" "$root/tmp/kafka-class-archive.sh"
+  port=$(python3 -c '
+import socket
+for port in range(29100, 29900, 2):
+    try:
+        for p in (port, port + 1):
+            socket.create_server(("127.0.0.1", p)).close()
+        print(port)
+        break
+    except OSError:
+        pass
+')
+  mount -t proc proc "$root/proc"
+  mount --bind /dev "$root/dev"
+  chroot "$root" /usr/bin/env -i PATH=/opt/kafka/bin:/usr/bin:/bin \
+    JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 /bin/sh /tmp/kafka-class-archive.sh "$port" || rc=$?
+  umount "$root/dev" "$root/proc"
+  ((rc == 0)) || die "the class archive of the Kafka image could not be made"
+}
+
 build_kafka_image() {
   local version=$1 work
   work=$(tmpdir "kafka-image-$version")
   mkdir -p "$work/root/opt/kafka/libs" "$work/root/opt/kafka/plugins"
   cp -r "$IMAGE_SRC/kafka/bin" "$IMAGE_SRC/kafka/config" "$work/root/opt/kafka/"
   cp "$(kafka_dir "$version")"/libs/*.jar "$work/root/opt/kafka/libs/"
+  make_class_archive "$work/root"
   tar --numeric-owner --owner=1000 --group=0 -C "$work/root" -cf "$work/layer.tar" opt
   python3 "$IMAGE_SRC/oci.py" --name "docker.io/apache/kafka:$version" \
     --layer "$JRE_DIR/rootfs.tar" --layer "$work/layer.tar" --user 1000 --workdir /opt/kafka \

@@ -50,10 +50,13 @@ where
 {
     let start = Instant::now();
     loop {
+        let probed = Instant::now();
         match probe().await {
             Seen::Done(value) => return Ok(value),
             Seen::NotYet(last) if start.elapsed() >= timeout => return Err(last),
-            Seen::NotYet(_) => tokio::time::sleep(POLL).await,
+            // A probe that takes long (a Kafka tool is a JVM) rests as long as it took: on two
+            // cores, back-to-back probes slow down what they wait for.
+            Seen::NotYet(_) => tokio::time::sleep(POLL.max(probed.elapsed())).await,
         }
     }
 }
