@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::operation::{KafkaOperationStatus, QuorumRecoveryStatus, phase};
-use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, names};
+use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, QuorumStatus, names};
 use kstretch_core::kraft::{self, recovery};
+use kstretch_kadmin::AdminClient;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
@@ -292,51 +293,68 @@ async fn finish(
 ) -> Result<String, Error> {
     let rec = &r.recovery;
     let written = pod_says(ctx, kafka, rec);
-    let waiting = |what: String| {
-        let mut why = format!(
-            "waiting for node {} to lead the quorum alone: {what}",
-            rec.node_id
-        );
-        if !written.is_empty() {
-            why.push_str(&format!("; pod {}: {written}", rec.pod));
-        }
-        why
-    };
-    let Some(bootstrap) = bootstrap else {
-        let why = waiting("no bootstrap address".to_owned());
-        return say(ctx, r, r.status.clone(), "Recovering", why).await;
-    };
-    let admin = match ctx.kafka.client(bootstrap).await {
-        Ok(admin) => admin,
-        Err(e) => {
-            let why = waiting(format!("cannot reach Kafka: {e}"));
+    let (admin, seen) = match leading_alone(ctx, rec.node_id, bootstrap).await {
+        Ok(led) => led,
+        Err(what) => {
+            let mut why = format!(
+                "waiting for node {} to lead the quorum alone: {what}",
+                rec.node_id
+            );
+            if !written.is_empty() {
+                why.push_str(&format!("; pod {}: {written}", rec.pod));
+            }
             return say(ctx, r, r.status.clone(), "Recovering", why).await;
         }
     };
+    kafka_status.quorum = Some(seen);
+    match elect(kafka, r, &admin).await {
+        Ok((elected, lost)) => complete(ctx, kafka, r, elected, &lost, written).await,
+        Err((status, what)) => {
+            let why = format!("node {} leads the quorum alone; {what}", rec.node_id);
+            say(ctx, r, status, "Recovering", why).await
+        }
+    }
+}
+
+/// Kafka's admin client and the quorum, once node `id` leads it as its only voter; otherwise
+/// what is seen instead.
+async fn leading_alone(
+    ctx: &Context,
+    id: i32,
+    bootstrap: Option<&str>,
+) -> Result<(AdminClient, QuorumStatus), String> {
+    let bootstrap = bootstrap.ok_or("no bootstrap address")?;
+    let admin = ctx
+        .kafka
+        .client(bootstrap)
+        .await
+        .map_err(|e| format!("cannot reach Kafka: {e}"))?;
     let seen = match quorum::observe(&admin).await {
         Ok(seen) => seen,
         Err(e) => {
             ctx.kafka.forget(bootstrap);
-            let why = waiting(e.to_string());
-            return say(ctx, r, r.status.clone(), "Recovering", why).await;
+            return Err(e.to_string());
         }
     };
     let voters: Vec<i32> = seen.voters.iter().map(|v| v.id).collect();
-    if seen.leader_id != Some(rec.node_id) || voters != [rec.node_id] {
-        let why = waiting(format!("leader {:?}, voters {voters:?}", seen.leader_id));
-        return say(ctx, r, r.status.clone(), "Recovering", why).await;
+    if seen.leader_id != Some(id) || voters != [id] {
+        return Err(format!("leader {:?}, voters {voters:?}", seen.leader_id));
     }
-    kafka_status.quorum = Some(seen);
-    let observed = match steps::observe(&admin).await {
-        Ok(observed) => observed,
-        Err(e) => {
-            let why = format!(
-                "node {} leads the quorum alone; cannot read the partitions: {e}",
-                rec.node_id
-            );
-            return say(ctx, r, r.status.clone(), "Recovering", why).await;
-        }
-    };
+    Ok((admin, seen))
+}
+
+/// Once the lost brokers are fenced, gives every partition left without a leader that a live
+/// broker can lead one by an unclean election: the partitions elected so far and those lost
+/// with every replica, or the operation's status and what is waited for.
+async fn elect(
+    kafka: &Kafka,
+    r: &Recovering,
+    admin: &AdminClient,
+) -> Result<(Vec<String>, Vec<String>), (KafkaOperationStatus, String)> {
+    let waiting = |what: String| (r.status.clone(), what);
+    let observed = steps::observe(admin)
+        .await
+        .map_err(|e| waiting(format!("cannot read the partitions: {e}")))?;
     let forgotten = kafka.forgotten_clusters();
     let unfenced: Vec<i32> = observed
         .brokers
@@ -345,43 +363,34 @@ async fn finish(
         .map(|(id, _)| *id)
         .collect();
     if !unfenced.is_empty() {
-        let why = format!(
-            "node {} leads the quorum alone; waiting for Kafka to fence the lost brokers {unfenced:?} (their heartbeats stopped)",
-            rec.node_id
-        );
-        return say(ctx, r, r.status.clone(), "Recovering", why).await;
+        return Err(waiting(format!(
+            "waiting for Kafka to fence the lost brokers {unfenced:?} (their heartbeats stopped)"
+        )));
     }
     let leaderless = Leaderless::sort(&observed, &forgotten);
     if !leaderless.waiting.is_empty() {
-        let why = format!(
-            "node {} leads the quorum alone; waiting for brokers {:?} to be live, to lead {} (they hold its only replicas outside the forgotten clusters)",
-            rec.node_id,
+        return Err(waiting(format!(
+            "waiting for brokers {:?} to be live, to lead {} (they hold its only replicas outside the forgotten clusters)",
             leaderless.awaited,
             leaderless.waiting.join(", ")
-        );
-        return say(ctx, r, r.status.clone(), "Recovering", why).await;
+        )));
     }
-    let failed = match admin.elect_unclean_leaders(&leaderless.electable).await {
-        Ok(failed) => failed,
-        Err(e) => {
-            let why = format!(
-                "node {} leads the quorum alone; the unclean elections failed: {e}",
-                rec.node_id
-            );
-            return say(ctx, r, r.status.clone(), "Recovering", why).await;
-        }
-    };
+    let failed = admin
+        .elect_unclean_leaders(&leaderless.electable)
+        .await
+        .map_err(|e| waiting(format!("the unclean elections failed: {e}")))?;
     let failed_names: Vec<String> = failed
         .iter()
         .map(|f| steps::name(&f.topic, f.partition))
         .collect();
-    let mut elected = rec.unclean_elections.clone();
+    let mut elected = r.recovery.unclean_elections.clone();
     for name in leaderless.electable.iter().map(|(t, p)| steps::name(t, *p)) {
         if !failed_names.contains(&name) && !elected.contains(&name) {
             elected.push(name);
         }
     }
     if !failed.is_empty() {
+        // What was elected is recorded, so the completion names it too.
         let mut status = r.status.clone();
         if let Some(s) = status.recovery.as_mut() {
             s.unclean_elections = elected;
@@ -391,20 +400,50 @@ async fn finish(
             .map(|f| format!("{}-{}: {}", f.topic, f.partition, f.error))
             .collect();
         let why = format!(
-            "node {} leads the quorum alone; unclean elections not done yet, trying again: {}",
-            rec.node_id,
+            "unclean elections not done yet, trying again: {}",
             errors.join("; ")
         );
-        return say(ctx, r, status, "Recovering", why).await;
+        return Err((status, why));
     }
-    let lost = leaderless.lost;
+    Ok((elected, leaderless.lost))
+}
+
+/// Records the recovery as completed, with an Event.
+async fn complete(
+    ctx: &Context,
+    kafka: &Kafka,
+    r: &Recovering,
+    elected: Vec<String>,
+    lost: &[String],
+    written: String,
+) -> Result<String, Error> {
+    let message = completed(&r.recovery, &elected, lost);
     let mut status = r.status.clone();
     if let Some(s) = status.recovery.as_mut() {
-        s.unclean_elections.clone_from(&elected);
-        s.written = (!written.is_empty()).then(|| written.clone());
+        s.unclean_elections = elected;
+        s.written = (!written.is_empty()).then_some(written);
     }
     status.phase = Some(phase::COMPLETED.to_owned());
     status.completed_at = Some(now());
+    tracing::info!(%message, "quorum recovery completed");
+    kstretch_runtime::events::about(
+        &ctx.client,
+        "kstretch-central",
+        kafka,
+        true,
+        "QuorumRecovered",
+        "QuorumRecovery",
+        message.clone(),
+    );
+    let done = Condition::new(condition::READY, condition::TRUE)
+        .with_reason("Completed")
+        .with_message(message.clone());
+    write_status(&ctx.client, &r.op, status, done).await?;
+    Ok(message)
+}
+
+/// What a completed recovery says it did and what was lost (pure).
+fn completed(rec: &QuorumRecoveryStatus, elected: &[String], lost: &[String]) -> String {
     let mut message = format!(
         "the controller quorum was rebuilt from node {}, its only voter now; voters {:?} are gone, and with them whatever only they had written",
         rec.node_id, rec.lost_voters
@@ -421,21 +460,7 @@ async fn finish(
             lost.join(", ")
         ));
     }
-    tracing::info!(%message, "quorum recovery completed");
-    kstretch_runtime::events::about(
-        &ctx.client,
-        "kstretch-central",
-        kafka,
-        true,
-        "QuorumRecovered",
-        "QuorumRecovery",
-        message.clone(),
-    );
-    let done = Condition::new(condition::READY, condition::TRUE)
-        .with_reason("Completed")
-        .with_message(message.clone());
-    write_status(&ctx.client, &r.op, status, done).await?;
-    Ok(message)
+    message
 }
 
 /// The partitions without a leader once the quorum is rebuilt, by what can be done for each.
@@ -559,6 +584,34 @@ mod tests {
         assert!(tool_wanted(&rec, Some("a")));
         assert!(tool_wanted(&rec, None));
         assert!(!tool_wanted(&rec, Some("b")));
+    }
+
+    #[test]
+    fn a_completed_recovery_names_what_it_elected_uncleanly_and_what_is_lost() {
+        let rec = QuorumRecoveryStatus {
+            node_id: 0,
+            lost_voters: vec![1, 2],
+            ..Default::default()
+        };
+        let plain = completed(&rec, &[], &[]);
+        assert_eq!(
+            plain,
+            "the controller quorum was rebuilt from node 0, its only voter now; voters [1, 2] are gone, and with them whatever only they had written"
+        );
+        let said = completed(&rec, &["kept-0".to_owned()], &["gone-0".to_owned()]);
+        assert!(said.starts_with(&plain), "{said}");
+        assert!(
+            said.contains(
+                "unclean election (records their new leader had not replicated are lost): kept-0"
+            ),
+            "{said}"
+        );
+        assert!(
+            said.ends_with(
+                "every replica was in a forgotten cluster: gone-0 (offline; the forget names them)"
+            ),
+            "{said}"
+        );
     }
 
     #[test]
