@@ -24,6 +24,10 @@ pub const FALSE: &str = "False";
 /// Condition status `Unknown`.
 pub const UNKNOWN: &str = "Unknown";
 
+/// Reason of a failure the Kubernetes API returned (a timeout, a 5xx, a conflict), the same for
+/// every kind and both binaries.
+pub const KUBERNETES_ERROR: &str = "KubernetesError";
+
 /// One observation about the state of a resource.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -69,7 +69,7 @@ pub enum Error {
 impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
-            Error::Kube(_) => "KubernetesError",
+            Error::Kube(_) => kstretch_api::condition::KUBERNETES_ERROR,
             Error::Kafka(_) => "KafkaError",
             Error::Target(e) => e.reason(),
         }

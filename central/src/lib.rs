@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod operation;
 pub mod owned;
 pub mod pki;
+pub mod pod_template;
 pub mod status;
 pub mod topic;
 pub mod user;

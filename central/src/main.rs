@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser;
 use kstretch_central::kafka::{self, checks::KafkaAccess, metrics::KafkaMetrics, resolve::Members};
-use kstretch_central::link::Owners;
 use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
+use kstretch_central::link::{OwnerKind, Owners};
 use kstretch_central::{admin, connect, connector, inventory, operation, topic, user};
 use kstretch_runtime::lease::{self, LeaderElectionArgs, LeaderMetrics};
 use kstretch_runtime::watch::WatchMetrics;
@@ -106,7 +106,12 @@ async fn main() -> anyhow::Result<()> {
     let tls_metrics = kstretch_runtime::tls::TlsMetrics::register(&mut registry);
     let link_metrics = LinkMetrics::register(&mut registry);
     let kafka_metrics = KafkaMetrics::register(&mut registry);
-    let connect_metrics = connect::metrics::ConnectMetrics::register(&mut registry);
+    let connect_metrics = kstretch_central::metrics::OwnerMetrics::register(
+        &mut registry,
+        "connect",
+        "KafkaConnect",
+        "Connect worker pods",
+    );
     let topic_metrics = topic::TopicMetrics::register(&mut registry);
     let connector_metrics = connector::ConnectorMetrics::register(&mut registry);
     let user_metrics = user::UserMetrics::register(&mut registry, "user", "KafkaUser");
@@ -196,7 +201,12 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Default::default()
     };
-    let owners = Owners::new(desired.clone(), linked_members);
+    // Closed until both owning controllers have seen their first lists through.
+    let owners = Owners::new(
+        desired.clone(),
+        linked_members,
+        [OwnerKind::Kafka, OwnerKind::KafkaConnect],
+    );
     let config = LinkConfig {
         heartbeat: Duration::from_secs(args.link_heartbeat_secs),
         resync: Duration::from_secs(args.link_resync_secs),
@@ -204,8 +214,6 @@ async fn main() -> anyhow::Result<()> {
         ..LinkConfig::default()
     };
     let link = Link::new(desired, link_metrics, config, shutdown.clone());
-    // Made before the Kafka controller runs: it holds the desired state closed until every
-    // KafkaConnect of its first list contributed too.
     let connect_ctx = std::sync::Arc::new(connect::Context::new(
         client.clone(),
         owners.clone(),

@@ -1,5 +1,6 @@
-//! The two counters every simple controller of central exports: reconciliations, and those
-//! that ended in `Ready=False`, per reason.
+//! The counters central's controllers export: the two of every simple controller
+//! (reconciliations, and those that ended in `Ready=False`, per reason), and those of the
+//! controllers that own objects in member clusters (`Kafka`, `KafkaConnect`).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -7,8 +8,17 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabel {
-    reason: String,
+pub(crate) struct ReasonLabel {
+    pub reason: String,
+}
+
+/// Counts one more of `reason` in `family`.
+pub(crate) fn count_reason(family: &Family<ReasonLabel, Counter>, reason: &str) {
+    family
+        .get_or_create(&ReasonLabel {
+            reason: reason.to_owned(),
+        })
+        .inc();
 }
 
 /// A controller's counters. Cheap to clone: every handle shares the values.
@@ -42,10 +52,65 @@ impl ControllerMetrics {
     }
 
     pub fn failed(&self, reason: &str) {
-        self.failed
-            .get_or_create(&ReasonLabel {
-                reason: reason.to_owned(),
-            })
-            .inc();
+        count_reason(&self.failed, reason);
+    }
+}
+
+/// The counters of a controller whose resources own objects in member clusters. Cheap to
+/// clone: every handle shares the values.
+#[derive(Debug, Clone, Default)]
+pub struct OwnerMetrics {
+    reconciles: Counter,
+    errors: Family<ReasonLabel, Counter>,
+    invalid: Family<ReasonLabel, Counter>,
+    restarts: Counter,
+}
+
+impl OwnerMetrics {
+    /// Registers `<prefix>_reconciles`, `<prefix>_reconcile_errors`, `<prefix>_invalid` and
+    /// `<prefix>_pod_restarts`; `kind` names what is reconciled and `pods` what is restarted
+    /// in the help texts.
+    pub fn register(registry: &mut Registry, prefix: &str, kind: &str, pods: &str) -> Self {
+        let m = Self::default();
+        let r = registry.sub_registry_with_prefix(prefix);
+        r.register(
+            "reconciles",
+            format!("{kind} reconciliations started"),
+            m.reconciles.clone(),
+        );
+        r.register(
+            "reconcile_errors",
+            format!("{kind} reconciliations that failed transiently, per reason"),
+            m.errors.clone(),
+        );
+        r.register(
+            "invalid",
+            format!(
+                "{kind} reconciliations refused because the resources must be fixed, per reason"
+            ),
+            m.invalid.clone(),
+        );
+        r.register(
+            "pod_restarts",
+            format!("{pods} restarted by rolling updates"),
+            m.restarts.clone(),
+        );
+        m
+    }
+
+    pub fn reconcile(&self) {
+        self.reconciles.inc();
+    }
+
+    pub fn error(&self, reason: &str) {
+        count_reason(&self.errors, reason);
+    }
+
+    pub fn invalid(&self, reason: &str) {
+        count_reason(&self.invalid, reason);
+    }
+
+    pub fn restarted(&self) {
+        self.restarts.inc();
     }
 }

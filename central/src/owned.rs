@@ -11,11 +11,23 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kstretch_api::names::MEMBER_OBJECTS_FINALIZER;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kstretch_runtime::backoff::Backoff;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::kafka::Error;
-use crate::link::{Agents, Owner, Owners, Part};
+use crate::link::{Agents, Owner, OwnerKind, Owners, Part};
+use crate::metrics::OwnerMetrics;
 
 /// The error policies of the owning resources' controllers retry a transient failure after up
 /// to 1 s, 2 s, 4 s... 10 s per resource; what agents report wakes every resource sooner anyway.
@@ -40,6 +52,152 @@ pub fn keep_or_retain(owners: &Owners, owner: &Owner) -> Result<(), Error> {
         owners.put(owner.clone(), Part::Retain)?;
     }
     Ok(())
+}
+
+/// What [`run`] needs of an owning controller's context.
+pub trait OwnerContext<K: Resource<DynamicType = ()>>: Send + Sync + 'static {
+    /// The kind of owner its resources are.
+    const KIND: OwnerKind;
+    fn owners(&self) -> &Owners;
+    /// Consecutive failures per resource, for the error policy.
+    fn retries(&self) -> &Backoff<ObjectRef<K>>;
+    fn metrics(&self) -> &OwnerMetrics;
+}
+
+/// Runs an owning controller (`controller`, with whatever it also watches) until `shutdown`:
+/// every resource is reconciled by `apply`, or by `delete` once it is being deleted, and again
+/// whenever an agent connects, disconnects or reports (`agent_changes`); beside it runs
+/// [`release_and_forget_unseen`].
+pub async fn run<K, C, A, AF, D, DF>(
+    controller: Controller<K>,
+    ctx: Arc<C>,
+    agent_changes: watch::Receiver<u64>,
+    shutdown: CancellationToken,
+    apply: A,
+    delete: D,
+) where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    C: OwnerContext<K>,
+    A: Fn(Arc<K>, Arc<C>) -> AF + Send + Sync + Clone + 'static,
+    AF: Future<Output = Result<Action, Error>> + Send + 'static,
+    D: Fn(Arc<K>, Arc<C>) -> DF + Send + Sync + Clone + 'static,
+    DF: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    let releaser = release_and_forget_unseen(
+        controller.store(),
+        ctx.owners().clone(),
+        C::KIND,
+        |k: &K| Owner::of(C::KIND, k),
+        shutdown.clone(),
+    );
+    let agent_ticks = futures::stream::unfold(agent_changes, |mut changes| async move {
+        changes.changed().await.ok().map(|()| ((), changes))
+    });
+    let observer = ctx.clone();
+    let run = controller
+        .reconcile_all_on(agent_ticks)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(
+            move |resource: Arc<K>, ctx: Arc<C>| {
+                let span = tracing::info_span!("reconcile", kind = C::KIND.as_str(), namespace = %resource.namespace().unwrap_or_default(), name = %resource.name_any());
+                let (apply, delete) = (apply.clone(), delete.clone());
+                async move {
+                    ctx.metrics().reconcile();
+                    if resource.meta().deletion_timestamp.is_some() {
+                        delete(resource, ctx).await
+                    } else {
+                        apply(resource, ctx).await
+                    }
+                }
+                .instrument(span)
+            },
+            error_policy,
+            ctx,
+        )
+        .for_each(move |result| {
+            observer.retries().observe(&result);
+            futures::future::ready(())
+        });
+    tokio::join!(run, releaser);
+}
+
+fn error_policy<K, C>(resource: Arc<K>, error: &Error, ctx: Arc<C>) -> Action
+where
+    K: Resource<DynamicType = ()>,
+    C: OwnerContext<K>,
+{
+    tracing::warn!(kind = C::KIND.as_str(), name = %resource.name_any(), reason = error.reason(), %error, "reconcile failed; retrying");
+    ctx.metrics().error(error.reason());
+    // An owner that failed before contributing is retained, so start-up can proceed.
+    let _ = keep_or_retain(ctx.owners(), &Owner::of(C::KIND, resource.as_ref()));
+    Action::requeue(ctx.retries().failed(ObjectRef::from_obj(resource.as_ref())))
+}
+
+/// Releases `kind`'s hold on the desired state once every resource of the first complete list
+/// of `store` contributed (or was retained, or is gone), then keeps forgetting the owners of
+/// `kind` that central no longer sees. Forgetting deletes nothing: a deletion reaches the
+/// agents only through the finalizer's explicit word ([`delete`]).
+async fn release_and_forget_unseen<K>(
+    store: Store<K>,
+    owners: Owners,
+    kind: OwnerKind,
+    owner_of: impl Fn(&K) -> Owner,
+    shutdown: CancellationToken,
+) where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    tokio::select! {
+        _ = shutdown.cancelled() => return,
+        ready = store.wait_until_ready() => if ready.is_err() { return },
+    }
+    let initial: Vec<Owner> = store.state().iter().map(|k| owner_of(k)).collect();
+    tracing::info!(
+        kind = kind.as_str(),
+        count = initial.len(),
+        "waiting for each of the first list to be reconciled once before agents get snapshots"
+    );
+    let mut released = false;
+    loop {
+        let present: BTreeSet<Owner> = store.state().iter().map(|k| owner_of(k)).collect();
+        // Other kinds' owners are forgotten by their own controllers.
+        for gone in owners
+            .owners()
+            .into_iter()
+            .filter(|o| o.kind == kind && !present.contains(o))
+        {
+            tracing::info!(kind = kind.as_str(), namespace = %gone.namespace, name = %gone.name,
+                "no longer seen: its objects are kept in the member clusters, unclaimed");
+            if let Err(e) = owners.forget(&gone) {
+                tracing::warn!(error = %e, "cannot publish the desired state without an owner no longer seen");
+            }
+        }
+        if !released
+            && initial
+                .iter()
+                .all(|o| owners.has_seen(o) || !present.contains(o))
+        {
+            match owners.release(kind) {
+                Ok(()) => {
+                    tracing::info!(
+                        kind = kind.as_str(),
+                        "every resource of the first list contributed (the desired state opens once every kind has)"
+                    );
+                    released = true;
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot publish the desired state yet"),
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+        }
+    }
 }
 
 /// Puts the finalizer on a resource central reconciles.

@@ -48,7 +48,7 @@ pub mod reason {
     /// A pod of that name exists and is controlled by another object.
     pub const POD_OWNED_BY_OTHER: &str = "PodOwnedByOther";
     /// A request failed for a reason that may pass (timeouts, 5xx, throttling).
-    pub const KUBERNETES_API_ERROR: &str = "KubernetesApiError";
+    pub const KUBERNETES_API_ERROR: &str = kstretch_api::condition::KUBERNETES_ERROR;
 }
 
 /// The podset as seen by the pods it owns.

@@ -16,6 +16,7 @@ use serde_json::{Map, Value, json};
 use super::security;
 use super::validate::Resolved;
 use crate::kafka::build::DEFAULT_KAFKA_VERSION;
+use crate::pod_template::PodParts;
 
 /// Port of the Connect REST API (Strimzi's `REST_API_PORT`).
 pub const REST_API_PORT: u16 = 8083;
@@ -438,37 +439,15 @@ fn pod(
             );
         }
     }
-    let mut spec = json!({
-        "hostname": pod_name,
-        "subdomain": component,
-        "containers": [container],
-        "volumes": volumes,
-        "terminationGracePeriodSeconds": 30,
-    });
-    if let Some(template) = template_pod {
-        for key in [
-            "affinity",
-            "tolerations",
-            "nodeSelector",
-            "priorityClassName",
-            "schedulerName",
-            "securityContext",
-            "terminationGracePeriodSeconds",
-            "imagePullSecrets",
-            "topologySpreadConstraints",
-            "hostAliases",
-            "enableServiceLinks",
-        ] {
-            if let Some(value) = template.get(key) {
-                spec[key] = value.clone();
-            }
-        }
-    }
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod_name, "namespace": n.namespace,
-                     "labels": labels, "annotations": annotations},
-        "spec": spec,
+    let mut pod = crate::pod_template::pod(PodParts {
+        name: pod_name,
+        namespace: n.namespace,
+        subdomain: &component,
+        container,
+        volumes,
+        labels,
+        annotations,
+        template: template_pod,
     });
     let definition = serde_json::to_vec(&pod).unwrap_or_default();
     // New certificates or a new password restart the workers, which read them at start.

@@ -8,22 +8,20 @@ use std::time::Duration;
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::{KafkaConnect, KafkaConnectStatus, names};
 use kstretch_runtime::backoff::Backoff;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Client, ResourceExt};
-use serde_json::json;
+use kube::{Client, ResourceExt};
 
 use super::build;
 use super::error::Error;
-use super::metrics::ConnectMetrics;
 use super::rollout::{self, Seen, Step};
 use super::security;
 use super::validate;
 use crate::kafka::resolve::Members;
-use crate::kafka::status::{self, FIELD_MANAGER};
+use crate::kafka::status;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
 use crate::link::{Agents, Owner, OwnerKind, Owners, Part};
+use crate::metrics::OwnerMetrics;
 
 /// Requeue while workers start or roll.
 const BUSY_REQUEUE: Duration = Duration::from_secs(5);
@@ -31,8 +29,6 @@ const BUSY_REQUEUE: Duration = Duration::from_secs(5);
 const IDLE_REQUEUE: Duration = Duration::from_secs(300);
 /// How long the agent has to answer a restart.
 const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
-/// The [`Owners::hold`] of this controller.
-pub const HOLD: &str = "KafkaConnect";
 
 /// What every reconciliation shares.
 #[derive(Clone)]
@@ -42,23 +38,20 @@ pub struct Context {
     pub agents: Agents,
     pub restarts: Restarts,
     pub members: Members,
-    pub metrics: ConnectMetrics,
+    pub metrics: OwnerMetrics,
     /// Consecutive failures per `KafkaConnect`, for [`super::error_policy`].
     pub retries: Arc<Backoff<ObjectRef<KafkaConnect>>>,
 }
 
 impl Context {
-    /// The context; holds the desired state closed until every `KafkaConnect` of the first
-    /// list contributed (so create it before anything can open the desired state).
     pub fn new(
         client: Client,
         owners: Owners,
         agents: Agents,
         restarts: Restarts,
         members: Members,
-        metrics: ConnectMetrics,
+        metrics: OwnerMetrics,
     ) -> Self {
-        owners.hold(HOLD);
         Self {
             client,
             owners,
@@ -80,12 +73,7 @@ impl std::fmt::Debug for Context {
 }
 
 pub fn owner_of(connect: &KafkaConnect) -> Owner {
-    Owner {
-        kind: OwnerKind::KafkaConnect,
-        namespace: connect.namespace().unwrap_or_default(),
-        name: connect.name_any(),
-        uid: connect.uid().unwrap_or_default(),
-    }
+    Owner::of(OwnerKind::KafkaConnect, connect)
 }
 
 pub use crate::owned::keep_or_retain;
@@ -302,21 +290,6 @@ async fn write_status(
     connect: &KafkaConnect,
     st: KafkaConnectStatus,
 ) -> Result<(), Error> {
-    if connect.status.as_ref() == Some(&st) {
-        return Ok(());
-    }
-    let api: Api<KafkaConnect> =
-        Api::namespaced(client.clone(), &connect.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": "kafka.strimzi.io/v1",
-        "kind": "KafkaConnect",
-        "status": serde_json::to_value(&st)?,
-    });
-    api.patch_status(
-        &connect.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    crate::status::apply(client, connect, st, |c| c.status.as_ref()).await?;
     Ok(())
 }

@@ -33,7 +33,7 @@ pub enum Error {
 impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
-            Error::Kube(_) => "KubernetesApiError",
+            Error::Kube(_) => kstretch_api::condition::KUBERNETES_ERROR,
             Error::Encode(_) => "StatusEncoding",
         }
     }

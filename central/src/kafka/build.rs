@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::resolve::{PerNode, Resolved, ResolvedPool};
 use crate::pki::NodeCerts;
+use crate::pod_template::PodParts;
 
 /// Kafka version run when `Kafka.spec.kafka.version` is not set.
 pub const DEFAULT_KAFKA_VERSION: &str = "4.1.2";
@@ -602,39 +603,16 @@ fn pod(
         container["resources"] = value;
     }
 
-    let mut spec = json!({
-        "hostname": pod_name,
-        "subdomain": kraft::headless_service_name(ctx.kafka),
-        "containers": [container],
-        "volumes": volumes,
-        "terminationGracePeriodSeconds": 30,
-    });
-    // The scheduling-related fields of `template.pod`, as Strimzi takes them.
-    if let Some(template) = template_pod {
-        for key in [
-            "affinity",
-            "tolerations",
-            "nodeSelector",
-            "priorityClassName",
-            "schedulerName",
-            "securityContext",
-            "terminationGracePeriodSeconds",
-            "imagePullSecrets",
-            "topologySpreadConstraints",
-            "hostAliases",
-            "enableServiceLinks",
-        ] {
-            if let Some(value) = template.get(key) {
-                spec[key] = value.clone();
-            }
-        }
-    }
-
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod_name, "namespace": ctx.namespace,
-                     "labels": labels, "annotations": annotations},
-        "spec": spec,
+    let subdomain = kraft::headless_service_name(ctx.kafka);
+    let mut pod = crate::pod_template::pod(PodParts {
+        name: pod_name,
+        namespace: ctx.namespace,
+        subdomain: &subdomain,
+        container,
+        volumes,
+        labels,
+        annotations,
+        template: template_pod,
     });
     let definition = serde_json::to_vec(&pod).unwrap_or_default();
     let mut parts = vec![definition.as_slice(), config.as_bytes()];

@@ -18,7 +18,7 @@ impl Error {
     /// Stable reason for conditions and the reconcile error metrics of `Kafka` and `KafkaConnect`.
     pub fn reason(&self) -> &'static str {
         match self {
-            Error::Kube(_) => "KubernetesError",
+            Error::Kube(_) => kstretch_api::condition::KUBERNETES_ERROR,
             Error::Desired(_) => "DesiredStateError",
             Error::Serialize(_) => "SerializationError",
         }

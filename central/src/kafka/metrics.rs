@@ -1,48 +1,26 @@
-//! Prometheus metrics of the `Kafka` reconciler.
+//! Prometheus metrics of the `Kafka` reconciler: those of every owning controller
+//! ([`OwnerMetrics`], prefix `kafka`), and the nodes it unregistered from KRaft.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use std::ops::Deref;
+
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabel {
-    reason: String,
-}
+use crate::metrics::OwnerMetrics;
 
 /// Cheap to clone: every handle shares the same values.
 #[derive(Debug, Clone, Default)]
 pub struct KafkaMetrics {
-    reconciles: Counter,
-    errors: Family<ReasonLabel, Counter>,
-    invalid: Family<ReasonLabel, Counter>,
-    restarts: Counter,
+    owner: OwnerMetrics,
     unregistrations: Counter,
 }
 
 impl KafkaMetrics {
     pub fn register(registry: &mut Registry) -> Self {
-        let m = Self::default();
-        registry.register(
-            "kafka_reconciles",
-            "Kafka reconciliations started",
-            m.reconciles.clone(),
-        );
-        registry.register(
-            "kafka_reconcile_errors",
-            "Kafka reconciliations that failed transiently, per reason",
-            m.errors.clone(),
-        );
-        registry.register(
-            "kafka_invalid",
-            "Kafka reconciliations refused because the resources must be fixed, per reason",
-            m.invalid.clone(),
-        );
-        registry.register(
-            "kafka_pod_restarts",
-            "Pods restarted by rolling updates",
-            m.restarts.clone(),
-        );
+        let m = Self {
+            owner: OwnerMetrics::register(registry, "kafka", "Kafka", "Pods"),
+            ..Self::default()
+        };
         registry.register(
             "kafka_node_unregistrations",
             "Removed nodes unregistered from KRaft",
@@ -51,31 +29,15 @@ impl KafkaMetrics {
         m
     }
 
-    pub fn reconcile(&self) {
-        self.reconciles.inc();
-    }
-
-    pub fn error(&self, reason: &str) {
-        self.errors
-            .get_or_create(&ReasonLabel {
-                reason: reason.to_owned(),
-            })
-            .inc();
-    }
-
-    pub fn invalid(&self, reason: &str) {
-        self.invalid
-            .get_or_create(&ReasonLabel {
-                reason: reason.to_owned(),
-            })
-            .inc();
-    }
-
-    pub fn restarted(&self) {
-        self.restarts.inc();
-    }
-
     pub fn unregistered(&self) {
         self.unregistrations.inc();
+    }
+}
+
+impl Deref for KafkaMetrics {
+    type Target = OwnerMetrics;
+
+    fn deref(&self) -> &OwnerMetrics {
+        &self.owner
     }
 }

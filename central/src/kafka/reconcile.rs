@@ -106,12 +106,7 @@ impl std::fmt::Debug for Context {
 }
 
 pub fn owner_of(kafka: &Kafka) -> Owner {
-    Owner {
-        kind: OwnerKind::Kafka,
-        namespace: kafka.namespace().unwrap_or_default(),
-        name: kafka.name_any(),
-        uid: kafka.uid().unwrap_or_default(),
-    }
+    Owner::of(OwnerKind::Kafka, kafka)
 }
 
 fn api(ctx: &Context, kafka: &Kafka) -> kube::Api<Kafka> {

@@ -6,14 +6,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::metrics::{ReasonLabel, count_reason};
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ClusterLabel {
     pub cluster: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ReasonLabel {
-    pub reason: String,
 }
 
 /// The link's metrics; cheap to clone (every handle shares the same values).
@@ -74,18 +71,10 @@ impl LinkMetrics {
     }
 
     pub(crate) fn protocol_error(&self, reason: &str) {
-        self.protocol_errors
-            .get_or_create(&ReasonLabel {
-                reason: reason.to_owned(),
-            })
-            .inc();
+        count_reason(&self.protocol_errors, reason);
     }
 
     pub(crate) fn refused(&self, reason: &str) {
-        self.refused_streams
-            .get_or_create(&ReasonLabel {
-                reason: reason.to_owned(),
-            })
-            .inc();
+        count_reason(&self.refused_streams, reason);
     }
 }

@@ -1,8 +1,8 @@
 //! Each member cluster's desired state assembled from its owners: every `Kafka` contributes
 //! the objects it needs in each cluster, and each cluster's snapshot is the union.
 //!
-//! Nothing is published until [`Owners::open`] is called, once every owner known at start-up
-//! has contributed. An owner whose desired state is unknown (an invalid `Kafka` just after a
+//! Nothing is published until every kind of owner was [`Owners::release`]d, each by its
+//! controller once every resource of its first complete list has contributed. An owner whose desired state is unknown (an invalid `Kafka` just after a
 //! restart) contributes [`Part::Retain`], and agents then keep its objects untouched.
 //!
 //! Absent is not deleted: every snapshot names the owners central reconciles, and agents delete
@@ -30,6 +30,16 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// `resource` as an owner of `kind`.
+    pub fn of<K: kube::ResourceExt>(kind: OwnerKind, resource: &K) -> Owner {
+        Owner {
+            kind,
+            namespace: resource.namespace().unwrap_or_default(),
+            name: resource.name_any(),
+            uid: resource.uid().unwrap_or_default(),
+        }
+    }
+
     fn same_resource_name(&self, other: &Owner) -> bool {
         self.kind == other.kind && self.namespace == other.namespace && self.name == other.name
     }
@@ -75,10 +85,8 @@ pub enum Part {
 #[derive(Debug, Default)]
 struct State {
     open: bool,
-    /// [`Owners::open`] was called while holds remained: opens when the last is released.
-    open_requested: bool,
-    /// Controllers whose start-up owners have not all contributed yet (see [`Owners::hold`]).
-    holds: BTreeSet<&'static str>,
+    /// Kinds whose start-up owners have not all contributed yet (see [`Owners::release`]).
+    holds: BTreeSet<OwnerKind>,
     parts: BTreeMap<Owner, Part>,
     /// Owners central saw deleted whose deletion not every agent has confirmed.
     deleted: BTreeSet<Owner>,
@@ -99,11 +107,21 @@ pub struct Owners {
 }
 
 impl Owners {
-    pub fn new(desired: DesiredStates, members: BTreeSet<String>) -> Self {
+    /// Closed until each of `kinds` is released: a snapshot made before every owner known at
+    /// start-up contributed would lack the others' objects, and agents would delete them.
+    pub fn new(
+        desired: DesiredStates,
+        members: BTreeSet<String>,
+        kinds: impl IntoIterator<Item = OwnerKind>,
+    ) -> Self {
+        let state = State {
+            holds: kinds.into_iter().collect(),
+            ..State::default()
+        };
         Self {
             desired,
             members,
-            inner: Arc::default(),
+            inner: Arc::new(Mutex::new(state)),
         }
     }
 
@@ -190,38 +208,16 @@ impl Owners {
         self.lock().seen.contains(owner)
     }
 
-    /// Starts publishing: every owner known at start-up has contributed. While another
-    /// controller holds the desired state closed ([`Owners::hold`]), this only records the
-    /// request, and the last [`Owners::release`] opens it.
-    pub fn open(&self) -> Result<(), DesiredError> {
+    /// Every owner of `kind` known at start-up has contributed (or was retained or removed);
+    /// the last kind released opens the desired state and publishes it.
+    pub fn release(&self, kind: OwnerKind) -> Result<(), DesiredError> {
         let mut state = self.lock();
-        if state.open {
-            return Ok(());
-        }
-        if !state.holds.is_empty() {
-            state.open_requested = true;
+        state.holds.remove(&kind);
+        if state.open || !state.holds.is_empty() {
             return Ok(());
         }
         state.open = true;
         self.publish(&mut state)
-    }
-
-    /// Keeps the desired state closed until `holder` releases it: a controller whose own
-    /// start-up owners have not all contributed yet (they would be missing from the first
-    /// snapshots, and agents would delete their objects). Call before anything can open.
-    pub fn hold(&self, holder: &'static str) {
-        self.lock().holds.insert(holder);
-    }
-
-    /// `holder`'s start-up owners all contributed; opens if it was the last hold and
-    /// [`Owners::open`] was requested.
-    pub fn release(&self, holder: &'static str) -> Result<(), DesiredError> {
-        let requested = {
-            let mut state = self.lock();
-            state.holds.remove(holder);
-            state.holds.is_empty() && state.open_requested && !state.open
-        };
-        if requested { self.open() } else { Ok(()) }
     }
 
     /// Whether snapshots are published.
@@ -346,7 +342,11 @@ mod tests {
     #[test]
     fn nothing_is_published_until_open_then_every_member_gets_the_union() {
         let desired = DesiredStates::new();
-        let owners = Owners::new(desired.clone(), ["alpha".into(), "beta".into()].into());
+        let owners = Owners::new(
+            desired.clone(),
+            ["alpha".into(), "beta".into()].into(),
+            [OwnerKind::Kafka],
+        );
         owners
             .put(
                 owner("a"),
@@ -366,7 +366,7 @@ mod tests {
             )
             .unwrap();
         assert!(desired.all().is_empty(), "nothing before open");
-        owners.open().unwrap();
+        owners.release(OwnerKind::Kafka).unwrap();
         assert_eq!(names(&desired, "alpha"), ["a-0", "b-0"]);
         assert!(names(&desired, "beta").is_empty(), "a member with nothing");
         assert_eq!(names(&desired, "gamma"), ["b-1"]);
@@ -380,9 +380,9 @@ mod tests {
     #[test]
     fn an_unknown_owner_is_retained_everywhere() {
         let desired = DesiredStates::new();
-        let owners = Owners::new(desired.clone(), ["alpha".into()].into());
+        let owners = Owners::new(desired.clone(), ["alpha".into()].into(), [OwnerKind::Kafka]);
         owners.put(owner("broken"), Part::Retain).unwrap();
-        owners.open().unwrap();
+        owners.release(OwnerKind::Kafka).unwrap();
         let snapshot = desired.get("alpha").unwrap();
         assert!(snapshot.objects.is_empty());
         assert_eq!(
@@ -396,18 +396,18 @@ mod tests {
     }
 
     #[test]
-    fn a_hold_keeps_it_closed_until_released_and_kinds_do_not_collide() {
+    fn it_stays_closed_until_every_kind_is_released_and_kinds_do_not_collide() {
         let desired = DesiredStates::new();
-        let owners = Owners::new(desired.clone(), ["alpha".into()].into());
-        owners.hold("KafkaConnect");
+        let kinds = [OwnerKind::Kafka, OwnerKind::KafkaConnect];
+        let owners = Owners::new(desired.clone(), ["alpha".into()].into(), kinds);
         owners
             .put(
                 owner("same"),
                 Part::Objects([("alpha".into(), vec![cm("ns", "kafka-0")])].into()),
             )
             .unwrap();
-        owners.open().unwrap();
-        assert!(!owners.is_open(), "held");
+        owners.release(OwnerKind::Kafka).unwrap();
+        assert!(!owners.is_open(), "held by KafkaConnect");
         assert!(desired.all().is_empty(), "nothing while held");
         let connect = Owner {
             kind: OwnerKind::KafkaConnect,
@@ -419,28 +419,21 @@ mod tests {
                 Part::Objects([("alpha".into(), vec![cm("ns", "connect-0")])].into()),
             )
             .unwrap();
-        owners.release("KafkaConnect").unwrap();
+        owners.release(OwnerKind::KafkaConnect).unwrap();
         assert!(owners.is_open());
         assert_eq!(names(&desired, "alpha"), ["connect-0", "kafka-0"]);
         owners.forget(&connect).unwrap();
         assert_eq!(names(&desired, "alpha"), ["kafka-0"]);
-    }
-
-    #[test]
-    fn a_release_without_an_open_request_does_not_open() {
-        let owners = Owners::new(DesiredStates::new(), ["alpha".into()].into());
-        owners.hold("KafkaConnect");
-        owners.release("KafkaConnect").unwrap();
-        assert!(!owners.is_open());
-        owners.open().unwrap();
-        assert!(owners.is_open());
+        // Released again (a controller restarting its watch): nothing changes.
+        owners.release(OwnerKind::KafkaConnect).unwrap();
+        assert_eq!(names(&desired, "alpha"), ["kafka-0"]);
     }
 
     #[test]
     fn a_bad_contribution_changes_nothing() {
         let desired = DesiredStates::new();
-        let owners = Owners::new(desired.clone(), ["alpha".into()].into());
-        owners.open().unwrap();
+        let owners = Owners::new(desired.clone(), ["alpha".into()].into(), [OwnerKind::Kafka]);
+        owners.release(OwnerKind::Kafka).unwrap();
         owners
             .put(
                 owner("a"),
@@ -469,8 +462,12 @@ mod tests {
     #[test]
     fn forget_and_delete_differ_and_objects_are_stamped() {
         let desired = DesiredStates::new();
-        let owners = Owners::new(desired.clone(), ["alpha".into(), "beta".into()].into());
-        owners.open().unwrap();
+        let owners = Owners::new(
+            desired.clone(),
+            ["alpha".into(), "beta".into()].into(),
+            [OwnerKind::Kafka],
+        );
+        owners.release(OwnerKind::Kafka).unwrap();
         let a = owner("a");
         owners
             .put(
@@ -517,8 +514,8 @@ mod tests {
     #[test]
     fn a_recreated_resource_replaces_its_predecessor() {
         let desired = DesiredStates::new();
-        let owners = Owners::new(desired.clone(), ["alpha".into()].into());
-        owners.open().unwrap();
+        let owners = Owners::new(desired.clone(), ["alpha".into()].into(), [OwnerKind::Kafka]);
+        owners.release(OwnerKind::Kafka).unwrap();
         let old = owner("a");
         let new = Owner {
             uid: "uid-new".into(),

@@ -325,7 +325,7 @@ async fn run_group(
                 done.push(Done {
                     key: w.key,
                     next: if conflict { Next::Again } else { Next::Retry },
-                    failure: Some("KubernetesError".to_owned()),
+                    failure: Some(kstretch_api::condition::KUBERNETES_ERROR.to_owned()),
                 });
             }
         }

@@ -11,15 +11,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::metrics::{ReasonLabel, count_reason};
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     call: String,
     outcome: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabel {
-    reason: String,
 }
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -135,13 +132,7 @@ impl TopicMetrics {
             None => {
                 self.successful.inc();
             }
-            Some(reason) => {
-                self.failed
-                    .get_or_create(&ReasonLabel {
-                        reason: reason.to_owned(),
-                    })
-                    .inc();
-            }
+            Some(reason) => count_reason(&self.failed, reason),
         }
     }
 
