@@ -9,13 +9,13 @@
 //! only forgotten: agents keep its objects, unclaimed, until it is seen again or removed on
 //! purpose with `kstretch remove-unclaimed`.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kstretch_api::names::MEMBER_OBJECTS_FINALIZER;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kstretch_api::names::MEMBER_OBJECTS_FINALIZER;
 use kstretch_runtime::backoff::Backoff;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};

@@ -105,10 +105,14 @@ async fn step(
         write(ctx, op, status, not_ready("ClusterNotForgotten", message)).await?;
         return Ok(Action::requeue(WAIT));
     }
-    let others = same_kafka(ctx, &kafka_ref).await?;
-    if let Intent::Forget { .. } = &intent
-        && let Some((reason, why)) = forget_waits(ctx, &kafka, &others).await?
-    {
+    // Listed only when something is decided from it: a running operation polls often.
+    let forgetting = matches!(intent, Intent::Forget { .. });
+    let others = if forgetting || (!running && !op.spec.dry_run) {
+        same_kafka(ctx, &kafka_ref).await?
+    } else {
+        Vec::new()
+    };
+    if forgetting && let Some((reason, why)) = forget_waits(ctx, &kafka, &others).await? {
         if !running {
             status.phase = Some(phase::PENDING.to_owned());
         }
