@@ -1,0 +1,225 @@
+//! The publish stage: every member cluster's objects built (purely, by
+//! [`crate::kafka::build`]) with the nodes' certificates for every address they have, and
+//! handed to the agents as this `Kafka`'s desired state. With per-node Services whose addresses
+//! are not reported yet, only the Services go out first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+
+use kstretch_api::Kafka;
+use kstretch_core::kraft;
+use kube::ResourceExt;
+
+use super::plan::Plan;
+use super::{BUSY_REQUEUE, Context, Flow, Pass, PoolIdsByName, keep_or_retain};
+use crate::kafka::addresses::{self, NodeRef};
+use crate::kafka::build::{self, Built};
+use crate::kafka::error::Error;
+use crate::kafka::quorum;
+use crate::kafka::recover;
+use crate::kafka::resolve::{PerNode, Resolved};
+use crate::kafka::status;
+use crate::link::{Owner, Part};
+use crate::pki::{self, CaKind, CertError};
+
+/// Builds and publishes this pass's objects; ends the pass while per-node addresses are pending.
+pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built> {
+    proceed!(await_addresses(pass, plan).await);
+    let mut built = proceed!(build(pass, plan).await);
+    let kafka_name = pass.kafka.name_any();
+    build::add_ca_copies(
+        &mut built,
+        pass.kafka,
+        &pass.ctx.members.own,
+        &[
+            (CaKind::Cluster.cert_secret(&kafka_name), &plan.ca.public),
+            (
+                CaKind::Clients.cert_secret(&kafka_name),
+                &plan.clients_ca.public,
+            ),
+        ],
+    );
+    pass.warnings.extend(
+        built
+            .warnings
+            .iter()
+            .map(|w| ("ConfigurationIgnored".to_owned(), w.clone())),
+    );
+    if let Some(r) = &plan.recovering {
+        recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
+    }
+    pass.ctx
+        .owners
+        .put(pass.owner.clone(), Part::Objects(built.objects.clone()))?;
+    Ok(ControlFlow::Continue(built))
+}
+
+/// With per-node Services, fills in their reported addresses; while some are missing, only
+/// the Services are published and the pass ends with `AddressPending`.
+async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
+    let Some(per_node) = plan.resolved.per_node.clone() else {
+        return Ok(ControlFlow::Continue(()));
+    };
+    let (ctx, kafka) = (pass.ctx, pass.kafka);
+    let pending = address_nodes(ctx, kafka, &mut plan.resolved, &plan.ids, &per_node);
+    if pending.is_empty() {
+        return Ok(ControlFlow::Continue(()));
+    }
+    let fresh = pass.status.registered_node_ids.is_empty()
+        && pass
+            .pools
+            .iter()
+            .all(|p| p.status.as_ref().is_none_or(|s| s.node_ids.is_empty()));
+    publish_services_first(ctx, kafka, &pass.owner, &plan.resolved, &plan.ids, fresh)?;
+    let message = format!(
+        "waiting for the addresses of the per-node Services: {}",
+        pending.join("; ")
+    );
+    pass.status.conditions = status::conditions(
+        &pass.status.conditions,
+        status::not_ready("AddressPending", message),
+        &pass.warnings,
+        &pass.now,
+    );
+    status::apply_kafka(&ctx.client, kafka, pass.status.clone()).await?;
+    Ok(ControlFlow::Break(
+        kube::runtime::controller::Action::requeue(BUSY_REQUEUE),
+    ))
+}
+
+/// Every node's certificate, for every address it now has, and the objects built with them.
+async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
+    let kafka = pass.kafka;
+    let effective = &plan.resolved;
+    let initial_voters = quorum::initial_voters(&pass.status);
+    let model = build::cluster_model(
+        kafka,
+        effective,
+        &plan.ids,
+        &plan.cluster_id,
+        quorum::mode(&pass.status),
+    );
+    let hosts = match build::node_hostnames(&model) {
+        Ok(hosts) => hosts,
+        Err(e) => {
+            let message = e.to_string();
+            return pass.refused(e.reason(), &message).await;
+        }
+    };
+    let clients_trusted = model
+        .needs_clients_ca()
+        .then_some(plan.clients_ca.trusted.as_str());
+    let certs = match certificates(
+        &pass.ctx.client,
+        kafka,
+        &plan.ca,
+        clients_trusted,
+        &hosts,
+        effective,
+    )
+    .await
+    {
+        Ok(certs) => certs,
+        Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message).await,
+        Err(CertError::Kube(e)) => return Err(e.into()),
+    };
+    match build::build(kafka, effective, &plan.ids, model, &certs, &initial_voters) {
+        Ok(built) => Ok(ControlFlow::Continue(built)),
+        Err(e) => {
+            let message = e.to_string();
+            pass.refused(e.reason(), &message).await
+        }
+    }
+}
+
+/// Every node's certificate, with the listeners' own certificates (`brokerCertChainAndKey`).
+async fn certificates(
+    client: &kube::Client,
+    kafka: &Kafka,
+    ca: &pki::Ca,
+    clients_trusted: Option<&str>,
+    hosts: &BTreeMap<String, BTreeSet<String>>,
+    resolved: &Resolved,
+) -> Result<pki::NodeCerts, CertError> {
+    let mut certs = pki::node_certificates(client, kafka, ca, clients_trusted, hosts).await?;
+    certs.listeners =
+        pki::listener_certificates(client, kafka, &resolved.listener_certificates).await?;
+    Ok(certs)
+}
+
+/// Fills in the per-node Service addresses the agents reported; returns the nodes still waiting.
+pub(super) fn address_nodes(
+    ctx: &Context,
+    kafka: &Kafka,
+    effective: &mut Resolved,
+    ids: &PoolIdsByName,
+    per_node: &PerNode,
+) -> Vec<String> {
+    let nodes: Vec<NodeRef> = effective
+        .pools
+        .iter()
+        .flat_map(|p| {
+            ids.get(&p.name).into_iter().flatten().map(|&id| NodeRef {
+                id,
+                pool: p.name.clone(),
+                alias: p.alias_of(id).to_owned(),
+            })
+        })
+        .collect();
+    let reported: BTreeMap<String, Vec<_>> = nodes
+        .iter()
+        .map(|n| n.alias.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|alias| ctx.agents.get(&alias).map(|r| (alias, r.services)))
+        .collect();
+    let (addresses, pending) = addresses::node_addresses(
+        &kafka.name_any(),
+        &kafka.namespace().unwrap_or_default(),
+        &nodes,
+        per_node,
+        &effective.listeners,
+        &reported,
+    );
+    effective.addressing = kraft::Addressing::PerNodeService { addresses };
+    pending
+}
+
+/// While per-node addresses are pending, the per-node Services must exist (their addresses go
+/// into the configuration) and everything that runs must stay: the Services are added to this
+/// `Kafka`'s last contribution. Without one, a new cluster gets only its Services, and a
+/// cluster central knows nothing of yet (just after a restart) is retained as it is.
+fn publish_services_first(
+    ctx: &Context,
+    kafka: &Kafka,
+    owner: &Owner,
+    effective: &Resolved,
+    ids: &PoolIdsByName,
+    fresh: bool,
+) -> Result<(), Error> {
+    let services = build::per_node_services(
+        &kafka.name_any(),
+        &kafka.namespace().unwrap_or_default(),
+        effective,
+        ids,
+    );
+    let mut objects = match ctx.owners.get(owner) {
+        Some(Part::Objects(objects)) => objects,
+        _ if fresh => BTreeMap::new(),
+        _ => return keep_or_retain(&ctx.owners, owner),
+    };
+    for (alias, list) in services {
+        let existing = objects.entry(alias).or_default();
+        for service in list {
+            let same = |o: &serde_json::Value| {
+                o["kind"] == service["kind"] && o["metadata"]["name"] == service["metadata"]["name"]
+            };
+            match existing.iter_mut().find(|o| same(o)) {
+                Some(slot) => *slot = service,
+                None => existing.push(service),
+            }
+        }
+    }
+    ctx.owners.put(owner.clone(), Part::Objects(objects))?;
+    Ok(())
+}

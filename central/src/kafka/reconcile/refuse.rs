@@ -1,0 +1,59 @@
+//! Refusal of a `Kafka` that cannot be used as it is: `Ready=False` with a reason and a
+//! message on the `Kafka` and its pools, one Event, and nothing changes in the member clusters
+//! (the last desired state stands, or is retained).
+
+use std::ops::ControlFlow;
+
+use kube::runtime::controller::Action;
+
+use super::{Flow, Pass, REFUSED_RECHECK, keep_or_retain};
+use crate::kafka::error::Error;
+use crate::kafka::status;
+
+impl Pass<'_> {
+    /// Ends the reconciliation with a refusal.
+    pub(super) async fn refused<T>(&mut self, reason: &str, message: &str) -> Flow<T> {
+        Ok(ControlFlow::Break(self.refuse(reason, message).await?))
+    }
+
+    async fn refuse(&mut self, reason: &str, message: &str) -> Result<Action, Error> {
+        let ctx = self.ctx;
+        tracing::warn!(%reason, %message, "Kafka cannot be reconciled as it is");
+        ctx.metrics.invalid(reason);
+        keep_or_retain(&ctx.owners, &self.owner)?;
+        let mut kafka_status = std::mem::take(&mut self.status);
+        let refused_before = kafka_status.conditions.iter().any(|c| {
+            c.type_ == "Ready" && c.status == "False" && c.reason.as_deref() == Some(reason)
+        });
+        if !refused_before {
+            kstretch_runtime::events::emit(
+                &ctx.client,
+                "kstretch-central",
+                kube::Resource::object_ref(self.kafka, &()),
+                kstretch_runtime::events::Type::Warning,
+                reason,
+                "Reconcile",
+                message.to_owned(),
+            );
+        }
+        kafka_status.conditions = status::conditions(
+            &kafka_status.conditions,
+            status::not_ready(reason, message),
+            &[],
+            &self.now,
+        );
+        status::apply_kafka(&ctx.client, self.kafka, kafka_status).await?;
+        for pool in &self.pools {
+            let mut pool_status = pool.status.clone().unwrap_or_default();
+            pool_status.observed_generation = pool.metadata.generation;
+            pool_status.conditions = status::conditions(
+                &pool_status.conditions,
+                status::not_ready(reason, message),
+                &[],
+                &self.now,
+            );
+            status::apply_pool(&ctx.client, pool, pool_status).await?;
+        }
+        Ok(Action::requeue(REFUSED_RECHECK))
+    }
+}
