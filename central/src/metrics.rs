@@ -34,16 +34,10 @@ impl ControllerMetrics {
     pub fn register(registry: &mut Registry, prefix: &str, kind: &str) -> Self {
         let m = Self::default();
         let r = registry.sub_registry_with_prefix(prefix);
-        r.register(
-            "reconciliations",
-            format!("{kind} reconciliations"),
-            m.reconciliations.clone(),
-        );
-        r.register(
-            "reconciliations_failed",
-            format!("{kind} reconciliations that ended with Ready=False, per reason"),
-            m.failed.clone(),
-        );
+        kstretch_runtime::register_metrics!(r, {
+            "reconciliations", format!("{kind} reconciliations") => m.reconciliations,
+            "reconciliations_failed", format!("{kind} reconciliations that ended with Ready=False, per reason") => m.failed,
+        });
         m
     }
 
@@ -73,28 +67,12 @@ impl OwnerMetrics {
     pub fn register(registry: &mut Registry, prefix: &str, kind: &str, pods: &str) -> Self {
         let m = Self::default();
         let r = registry.sub_registry_with_prefix(prefix);
-        r.register(
-            "reconciles",
-            format!("{kind} reconciliations started"),
-            m.reconciles.clone(),
-        );
-        r.register(
-            "reconcile_errors",
-            format!("{kind} reconciliations that failed transiently, per reason"),
-            m.errors.clone(),
-        );
-        r.register(
-            "invalid",
-            format!(
-                "{kind} reconciliations refused because the resources must be fixed, per reason"
-            ),
-            m.invalid.clone(),
-        );
-        r.register(
-            "pod_restarts",
-            format!("{pods} restarted by rolling updates"),
-            m.restarts.clone(),
-        );
+        kstretch_runtime::register_metrics!(r, {
+            "reconciles", format!("{kind} reconciliations started") => m.reconciles,
+            "reconcile_errors", format!("{kind} reconciliations that failed transiently, per reason") => m.errors,
+            "invalid", format!("{kind} reconciliations refused because the resources must be fixed, per reason") => m.invalid,
+            "pod_restarts", format!("{pods} restarted by rolling updates") => m.restarts,
+        });
         m
     }
 

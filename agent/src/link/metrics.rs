@@ -22,51 +22,17 @@ pub struct LinkMetrics {
 impl LinkMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
-        registry.register(
-            "link_connected",
-            "1 while the agent has a stream to central, else 0 (the agent works on without it)",
-            m.connected.clone(),
-        );
-        registry.register(
-            "link_connection_attempts",
-            "Attempts to open a stream to central",
-            m.connection_attempts.clone(),
-        );
-        registry.register(
-            "link_snapshots_received",
-            "Desired-state snapshots received from central",
-            m.snapshots_received.clone(),
-        );
-        registry.register(
-            "link_objects_applied",
-            "Objects applied with server-side apply",
-            m.objects_applied.clone(),
-        );
-        registry.register(
-            "link_apply_errors",
-            "Objects that could not be applied or deleted",
-            m.apply_errors.clone(),
-        );
-        registry.register(
-            "link_objects_deleted",
-            "Objects deleted because a snapshot no longer listed them",
-            m.objects_deleted.clone(),
-        );
-        registry.register(
-            "link_applied_generation",
-            "Generation of the last snapshot applied",
-            m.applied_generation.clone(),
-        );
-        registry.register(
-            "link_protocol_errors",
-            "Messages exchanged with central that broke the link's rules (either side)",
-            m.protocol_errors.clone(),
-        );
-        registry.register(
-            "link_unclaimed_objects",
-            "Objects kept for an owner (kind, namespace, name) that central neither reconciles nor declared deleted",
-            m.unclaimed_objects.clone(),
-        );
+        kstretch_runtime::register_metrics!(registry, {
+            "link_connected", "1 while the agent has a stream to central, else 0 (the agent works on without it)" => m.connected,
+            "link_connection_attempts", "Attempts to open a stream to central" => m.connection_attempts,
+            "link_snapshots_received", "Desired-state snapshots received from central" => m.snapshots_received,
+            "link_objects_applied", "Objects applied with server-side apply" => m.objects_applied,
+            "link_apply_errors", "Objects that could not be applied or deleted" => m.apply_errors,
+            "link_objects_deleted", "Objects deleted because a snapshot no longer listed them" => m.objects_deleted,
+            "link_applied_generation", "Generation of the last snapshot applied" => m.applied_generation,
+            "link_protocol_errors", "Messages exchanged with central that broke the link's rules (either side)" => m.protocol_errors,
+            "link_unclaimed_objects", "Objects kept for an owner (kind, namespace, name) that central neither reconciles nor declared deleted" => m.unclaimed_objects,
+        });
         m
     }
 

@@ -48,41 +48,15 @@ impl Metrics {
             status_updates: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("podset");
-        r.register(
-            "reconciliations",
-            "Podset reconciliations by result",
-            metrics.reconciliations.clone(),
-        );
-        r.register(
-            "reconcile_failures",
-            "Failed podset reconciliations by reason",
-            metrics.failures.clone(),
-        );
-        r.register(
-            "reconcile_duration_seconds",
-            "Duration of podset reconciliations",
-            metrics.duration.clone(),
-        );
-        r.register(
-            "pods_created",
-            "Pods created by the podset controller",
-            metrics.pods_created.clone(),
-        );
-        r.register(
-            "pods_deleted",
-            "Pods deleted by the podset controller, by cause",
-            metrics.pods_deleted.clone(),
-        );
-        r.register(
-            "pods_adopted",
-            "Existing pods given their podset's owner reference",
-            metrics.pods_adopted.clone(),
-        );
-        r.register(
-            "status_updates",
-            "Podset status writes",
-            metrics.status_updates.clone(),
-        );
+        kstretch_runtime::register_metrics!(r, {
+            "reconciliations", "Podset reconciliations by result" => metrics.reconciliations,
+            "reconcile_failures", "Failed podset reconciliations by reason" => metrics.failures,
+            "reconcile_duration_seconds", "Duration of podset reconciliations" => metrics.duration,
+            "pods_created", "Pods created by the podset controller" => metrics.pods_created,
+            "pods_deleted", "Pods deleted by the podset controller, by cause" => metrics.pods_deleted,
+            "pods_adopted", "Existing pods given their podset's owner reference" => metrics.pods_adopted,
+            "status_updates", "Podset status writes" => metrics.status_updates,
+        });
         metrics
     }
 }

@@ -29,16 +29,10 @@ impl ConnectorMetrics {
             ..Self::default()
         };
         let r = registry.sub_registry_with_prefix("connector");
-        r.register(
-            "auto_restarts",
-            "Automatic restarts of failed connectors and tasks",
-            m.auto_restarts.clone(),
-        );
-        r.register(
-            "offsets_operations",
-            "Offsets operations (list, alter, reset) per outcome",
-            m.offsets.clone(),
-        );
+        kstretch_runtime::register_metrics!(r, {
+            "auto_restarts", "Automatic restarts of failed connectors and tasks" => m.auto_restarts,
+            "offsets_operations", "Offsets operations (list, alter, reset) per outcome" => m.offsets,
+        });
         m
     }
 

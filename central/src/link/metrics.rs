@@ -26,31 +26,13 @@ pub struct LinkMetrics {
 impl LinkMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
-        registry.register(
-            "link_connected_agents",
-            "Agents with a live stream to central",
-            m.connected_agents.clone(),
-        );
-        registry.register(
-            "link_snapshots_sent",
-            "Desired-state snapshots sent to agents, per cluster",
-            m.snapshots_sent.clone(),
-        );
-        registry.register(
-            "link_apply_errors",
-            "Objects agents reported they could not apply or delete, per cluster",
-            m.apply_errors.clone(),
-        );
-        registry.register(
-            "link_protocol_errors",
-            "Agent messages refused by the link's rules, per reason",
-            m.protocol_errors.clone(),
-        );
-        registry.register(
-            "link_refused_streams",
-            "Streams refused because the client certificate names no valid cluster, per reason",
-            m.refused_streams.clone(),
-        );
+        kstretch_runtime::register_metrics!(registry, {
+            "link_connected_agents", "Agents with a live stream to central" => m.connected_agents,
+            "link_snapshots_sent", "Desired-state snapshots sent to agents, per cluster" => m.snapshots_sent,
+            "link_apply_errors", "Objects agents reported they could not apply or delete, per cluster" => m.apply_errors,
+            "link_protocol_errors", "Agent messages refused by the link's rules, per reason" => m.protocol_errors,
+            "link_refused_streams", "Streams refused because the client certificate names no valid cluster, per reason" => m.refused_streams,
+        });
         m
     }
 

@@ -66,62 +66,20 @@ impl TopicMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
         let r = registry.sub_registry_with_prefix("topic");
-        r.register(
-            "reconciliations",
-            "KafkaTopic reconciliations",
-            m.reconciliations.clone(),
-        );
-        r.register(
-            "reconciliations_successful",
-            "KafkaTopic reconciliations that ended with the status the resource asks for",
-            m.successful.clone(),
-        );
-        r.register(
-            "reconciliations_failed",
-            "KafkaTopic reconciliations that ended with Ready=False, per reason",
-            m.failed.clone(),
-        );
-        r.register(
-            "reconciliations_locked",
-            "KafkaTopic events that arrived while the same resource was being reconciled (it runs again afterwards)",
-            m.locked.clone(),
-        );
-        r.register(
-            "reconciliation_duration_seconds",
-            "Time from a batch's start to the end of each KafkaTopic's reconciliation",
-            m.duration.clone(),
-        );
-        r.register(
-            "call_duration_seconds",
-            "Duration of the Kafka Admin and Kubernetes calls of the topic operator, per call",
-            m.calls.clone(),
-        );
-        r.register(
-            "queue_size",
-            "KafkaTopics waiting to be reconciled",
-            m.queue_size.clone(),
-        );
-        r.register(
-            "max_queue_size",
-            "Most KafkaTopics waiting at once since the previous scrape interval",
-            m.max_queue_size.clone(),
-        );
-        r.register(
-            "batch_size",
-            "KafkaTopics per reconciliation batch",
-            m.batch_size.clone(),
-        );
-        r.register("resources", "KafkaTopics watched", m.resources.clone());
-        r.register(
-            "resources_paused",
-            "KafkaTopics with strimzi.io/pause-reconciliation=true",
-            m.paused.clone(),
-        );
-        r.register(
-            "foreign_cluster_resources",
-            "KafkaTopics skipped because their status names another Kafka cluster",
-            m.foreign.clone(),
-        );
+        kstretch_runtime::register_metrics!(r, {
+            "reconciliations", "KafkaTopic reconciliations" => m.reconciliations,
+            "reconciliations_successful", "KafkaTopic reconciliations that ended with the status the resource asks for" => m.successful,
+            "reconciliations_failed", "KafkaTopic reconciliations that ended with Ready=False, per reason" => m.failed,
+            "reconciliations_locked", "KafkaTopic events that arrived while the same resource was being reconciled (it runs again afterwards)" => m.locked,
+            "reconciliation_duration_seconds", "Time from a batch's start to the end of each KafkaTopic's reconciliation" => m.duration,
+            "call_duration_seconds", "Duration of the Kafka Admin and Kubernetes calls of the topic operator, per call" => m.calls,
+            "queue_size", "KafkaTopics waiting to be reconciled" => m.queue_size,
+            "max_queue_size", "Most KafkaTopics waiting at once since the previous scrape interval" => m.max_queue_size,
+            "batch_size", "KafkaTopics per reconciliation batch" => m.batch_size,
+            "resources", "KafkaTopics watched" => m.resources,
+            "resources_paused", "KafkaTopics with strimzi.io/pause-reconciliation=true" => m.paused,
+            "foreign_cluster_resources", "KafkaTopics skipped because their status names another Kafka cluster" => m.foreign,
+        });
         m
     }
 
