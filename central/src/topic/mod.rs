@@ -1,13 +1,15 @@
 //! The unidirectional topic operator: `KafkaTopic`s in the watched namespaces are the source of
 //! truth for the topics they name. This file wires the watches, the queue, the batch workers
-//! and the timed pass; `batch` runs one batch, `decide` and `sync` hold its decisions and its
-//! Kafka side.
+//! and the timed pass; `batch` runs one batch, `decide` and `plan` hold its decisions, `sync`
+//! and `replicas` its Kafka side.
 
 pub mod batch;
 pub mod clusters;
 pub mod decide;
 pub mod metrics;
+mod plan;
 pub mod queue;
+mod replicas;
 pub mod settings;
 pub mod sync;
 pub mod write;
