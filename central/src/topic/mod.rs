@@ -1,11 +1,12 @@
 //! The unidirectional topic operator: `KafkaTopic`s in the watched namespaces are the source of
 //! truth for the topics they name. This file wires the watches, the queue, the batch workers
-//! and the timed pass; `batch` runs one batch, `decide` and `plan` hold its decisions, `sync`
-//! and `replicas` its Kafka side.
+//! and the timed pass; `batch` runs one batch and `group` each Kafka cluster's share of it,
+//! `decide` and `plan` hold its decisions, `sync` and `replicas` its Kafka side.
 
 pub mod batch;
 pub mod clusters;
 pub mod decide;
+mod group;
 pub mod metrics;
 mod plan;
 pub mod queue;
