@@ -245,18 +245,14 @@ async fn alter_configs(
     accs: &mut [Acc],
     metrics: &TopicMetrics,
 ) {
-    if changes.is_empty() {
-        return;
-    }
     let list: Vec<ConfigChange> = changes.iter().map(|(_, c)| c.clone()).collect();
-    let answer = timed(
-        metrics,
-        "alter_configs",
-        admin.incremental_alter_configs(&list, false),
-    )
-    .await
-    .map(|results| results.into_iter().map(|r| r.result).collect());
-    fail_refused(changes, answer, accs);
+    let request = admin.incremental_alter_configs(&list, false);
+    let answer = async {
+        request
+            .await
+            .map(|rs| rs.into_iter().map(|r| r.result).collect())
+    };
+    send_for_each(changes, accs, metrics, "alter_configs", answer).await;
 }
 
 /// CreatePartitions for every topic that needs more.
@@ -266,18 +262,30 @@ async fn create_partitions(
     accs: &mut [Acc],
     metrics: &TopicMetrics,
 ) {
-    if increases.is_empty() {
+    let list: Vec<NewPartitions> = increases.iter().map(|(_, p)| p.clone()).collect();
+    let request = admin.create_partitions(&list, false);
+    let answer = async {
+        request
+            .await
+            .map(|rs| rs.into_iter().map(|r| r.result).collect())
+    };
+    send_for_each(increases, accs, metrics, "create_partitions", answer).await;
+}
+
+/// Sends the one request for `items`, timed as `call`, unless there are none (then `request`
+/// is never polled, so nothing is sent), and fails the topics Kafka refused.
+async fn send_for_each<T>(
+    items: &[(usize, T)],
+    accs: &mut [Acc],
+    metrics: &TopicMetrics,
+    call: &'static str,
+    request: impl Future<Output = Result<Vec<Result<(), Error>>, Error>>,
+) {
+    if items.is_empty() {
         return;
     }
-    let list: Vec<NewPartitions> = increases.iter().map(|(_, p)| p.clone()).collect();
-    let answer = timed(
-        metrics,
-        "create_partitions",
-        admin.create_partitions(&list, false),
-    )
-    .await
-    .map(|results| results.into_iter().map(|r| r.result).collect());
-    fail_refused(increases, answer, accs);
+    let answer = timed(metrics, call, request).await;
+    fail_refused(items, answer, accs);
 }
 
 /// Fails the topic of each item Kafka refused, in the order of `items`, or of every item when
