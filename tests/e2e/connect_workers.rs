@@ -474,12 +474,15 @@ async fn the_generated_worker_configuration_boots_a_real_worker() {
     let env = TestEnv::get();
     let stretch = Stretch::start("connect-boot", &[]).await;
     let unique = format!("kstretch-boot-{}", stretch.ns);
+    // Non-ASCII, one character inside ISO-8859-1 and one outside it: the worker reads its
+    // properties file as ISO-8859-1, so only `\uXXXX` escapes bring both through unchanged.
+    let group = format!("{unique}-grüppe-€");
     stretch
         .apply(connect_resource(
             "boot",
             Some(BETA),
             json!({"replicas": 1, "bootstrapServers": env.kafka_bootstrap,
-                   "groupId": format!("{unique}-group"),
+                   "groupId": &group,
                    "configStorageTopic": format!("{unique}-configs"),
                    "statusStorageTopic": format!("{unique}-status"),
                    "offsetStorageTopic": format!("{unique}-offsets"),
@@ -525,6 +528,18 @@ async fn the_generated_worker_configuration_boots_a_real_worker() {
             Seen::Done(())
         } else {
             Seen::NotYet(format!("{:?}\n{}", expected, worker.log_tail(20)))
+        }
+    })
+    .await;
+
+    // The worker joined its group under the exact name asked for (Kafka is the judge).
+    wait_for("the worker's group in Kafka", TIMEOUT, || async {
+        let groups = kafka::group_names(&env.kafka_bootstrap).unwrap_or_default();
+        if groups.contains(&group) {
+            Seen::Done(())
+        } else {
+            let ours: Vec<&String> = groups.iter().filter(|g| g.starts_with(&unique)).collect();
+            Seen::NotYet(format!("{group:?} among {ours:?}\n{}", worker.log_tail(20)))
         }
     })
     .await;

@@ -52,6 +52,15 @@ pub fn topic_names(bootstrap: &str) -> Result<BTreeSet<String>, rdkafka::error::
         .collect())
 }
 
+/// The names of the groups (consumer groups, Connect groups) Kafka knows at `bootstrap`.
+pub fn group_names(bootstrap: &str) -> Result<BTreeSet<String>, rdkafka::error::KafkaError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let groups = consumer.fetch_group_list(None, Duration::from_secs(10))?;
+    Ok(groups.groups().iter().map(|g| g.name().to_owned()).collect())
+}
+
 /// Broker IDs in the cluster metadata returned by `bootstrap`.
 pub fn broker_ids(bootstrap: &str) -> Result<BTreeSet<i32>, rdkafka::error::KafkaError> {
     let consumer: BaseConsumer = ClientConfig::new()
