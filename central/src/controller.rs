@@ -23,7 +23,7 @@ use crate::topic::clusters::TargetError;
 /// Everything a reconciliation needs.
 pub struct Context {
     pub client: Client,
-    /// Every `Kafka` central watches (the inventory's cache; no watch of its own).
+    /// Every `Kafka` central watches (the store of its one `Kafka` watch; no watch of its own).
     pub kafkas: Store<Kafka>,
     /// Admin clients and where each `Kafka` is reached, shared with the Kafka reconciler.
     pub access: KafkaAccess,

@@ -1,6 +1,7 @@
-//! kstretch central as a library: the admin API, the watched inventory and the agent link, so
-//! the binary wires them and tests drive the link in-process with a [`link::DesiredStates`]
-//! they fill themselves.
+//! kstretch central as a library: the controllers, the admin API, the inventory and the agent
+//! link, and [`wiring`], which starts them on the leader over one watch per kind, so the binary
+//! only parses flags, connects and serves, and tests drive the wiring against an in-process
+//! apiserver or the link with a [`link::DesiredStates`] they fill themselves.
 
 pub mod admin;
 pub mod connect;
@@ -19,3 +20,4 @@ pub mod pod_template;
 pub mod status;
 pub mod topic;
 pub mod user;
+pub mod wiring;

@@ -1,18 +1,20 @@
 //! kstretch central: start-up and wiring of central's long-running tasks.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use kstretch_central::kafka::{self, checks::KafkaAccess, metrics::KafkaMetrics, resolve::Members};
-use kstretch_central::link::{self, DesiredStates, Link, LinkConfig, LinkMetrics, TlsFiles};
-use kstretch_central::link::{OwnerKind, Owners};
-use kstretch_central::{admin, connect, connector, inventory, operation, topic, user};
+use kstretch_central::kafka::resolve::Members;
+use kstretch_central::link::{self, Link, LinkConfig, ServerTls, TlsFiles};
+use kstretch_central::{admin, connector, topic, wiring};
 use kstretch_runtime::lease::{self, LeaderElectionArgs, LeaderMetrics};
-use kstretch_runtime::watch::WatchMetrics;
+use kstretch_runtime::tls::TlsMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 /// Central controller of kstretch.
 ///
@@ -101,51 +103,15 @@ async fn main() -> anyhow::Result<()> {
     let shutdown = kstretch_runtime::shutdown::signal();
     let health = Health::new();
     let mut registry = Registry::with_prefix("kstretch_central");
-    let watch_metrics = WatchMetrics::register(&mut registry);
     let leader_metrics = LeaderMetrics::register(&mut registry);
-    let tls_metrics = kstretch_runtime::tls::TlsMetrics::register(&mut registry);
-    let link_metrics = LinkMetrics::register(&mut registry);
-    let kafka_metrics = KafkaMetrics::register(&mut registry);
-    let connect_metrics = kstretch_central::metrics::OwnerMetrics::register(
-        &mut registry,
-        "connect",
-        "KafkaConnect",
-        "Connect worker pods",
-    );
-    let topic_metrics = topic::TopicMetrics::register(&mut registry);
-    let connector_metrics = connector::ConnectorMetrics::register(&mut registry);
-    let user_metrics = user::UserMetrics::register(&mut registry, "user", "KafkaUser");
-    let operation_metrics =
-        operation::OperationMetrics::register(&mut registry, "operation", "KafkaOperation");
-    // An illegal namespace policy must stop central before it touches anything.
-    let topic_settings = topic::TopicSettings::from_args(&args.topics, args.namespace.as_deref())?;
-    let mut all_members: std::collections::BTreeSet<String> = args
-        .member_clusters
-        .iter()
-        .map(|m| m.trim().to_owned())
-        .filter(|m| !m.is_empty())
-        .collect();
-    all_members.insert(args.cluster_alias.clone());
-    let members = Members {
-        own: args.cluster_alias.clone(),
-        all: all_members,
-    };
-    let tls = match (&args.tls_ca, &args.tls_cert, &args.tls_key) {
-        (Some(ca), Some(cert), Some(key)) => Some(link::ServerTls::load(&TlsFiles {
-            ca: ca.clone(),
-            cert: cert.clone(),
-            key: key.clone(),
-        })?),
-        _ => None,
-    };
+    let tls_metrics = TlsMetrics::register(&mut registry);
+    let metrics = wiring::Metrics::register(&mut registry);
+    // An illegal namespace policy or unreadable TLS files must stop central before it touches
+    // anything.
+    let settings = settings(&args)?;
+    let tls = server_tls(&args)?;
 
-    let client = args.kube.client().await?;
-    let version = client
-        .apiserver_version()
-        .await
-        .context("cannot reach the Kubernetes API server")?;
-    tracing::info!(kubernetes = %version.git_version, namespace = ?args.namespace, "connected");
-    health.set_ready("kubernetes", true, version.git_version.clone());
+    let (client, version) = connect(&args, &health).await?;
     let (mut leader, election) = lease::start(
         &args.leader_election,
         client.clone(),
@@ -155,19 +121,6 @@ async fn main() -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let election = election.map(tokio::spawn);
-
-    let (inventory, watches) = inventory::Inventory::start(
-        &client,
-        args.namespace.as_deref(),
-        &health,
-        &watch_metrics,
-        &shutdown,
-    );
-    let mut tasks = tokio::task::JoinSet::new();
-    for watch in watches {
-        tasks.spawn(watch);
-    }
-
     let (_, http) = kstretch_runtime::http::bind(
         args.observability.http_addr,
         health.clone(),
@@ -176,9 +129,8 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     tokio::pin!(http);
-    // The one gate of leader election: a standby serves /healthz, /readyz (not ready) and
-    // /metrics and reads its caches, but starts nothing below, which is everything that writes
-    // (controllers, the agent link, the admin API).
+    // The one gate of leader election: a standby serves /healthz, /readyz and /metrics, but
+    // starts nothing below: no watch, no controller, no agent link, no admin API.
     let standby = tokio::select! {
         r = &mut http => Some(r.context("HTTP server")),
         acquired = leader.acquired() => (!acquired).then_some(Ok(())),
@@ -187,165 +139,17 @@ async fn main() -> anyhow::Result<()> {
         shutdown.cancel();
         return result;
     }
-    let node_pools = inventory.node_pools().store().clone();
-    let kafka_store = inventory.kafkas().store().clone();
-    let mut admin = admin::AdminApi::new(inventory, version.git_version);
 
-    // Desired state is published to agents only once every Kafka was reconciled once (see
-    // `link::owners`): a partial snapshot would delete the other clusters' pods.
-    let desired = DesiredStates::new();
-    // Without the link no agent can receive or confirm anything: a deleted resource then waits
-    // for no member cluster (whatever an earlier central placed stays there, unclaimed).
-    let linked_members = if tls.is_some() {
-        members.all.clone()
-    } else {
-        Default::default()
+    let started = wiring::start(client, settings, metrics, &health, &shutdown);
+    let mut tasks = started.tasks;
+    let admin = admin::AdminApi::new(started.inventory, version);
+    let servers = Servers {
+        health: &health,
+        tasks: &mut tasks,
+        shutdown: &shutdown,
     };
-    // Closed until both owning controllers have seen their first lists through.
-    let owners = Owners::new(
-        desired.clone(),
-        linked_members,
-        [OwnerKind::Kafka, OwnerKind::KafkaConnect],
-    );
-    let config = LinkConfig {
-        heartbeat: Duration::from_secs(args.link_heartbeat_secs),
-        resync: Duration::from_secs(args.link_resync_secs),
-        term: args.term,
-        ..LinkConfig::default()
-    };
-    let link = Link::new(desired, link_metrics, config, shutdown.clone());
-    let connect_ctx = std::sync::Arc::new(connect::Context::new(
-        client.clone(),
-        owners.clone(),
-        link.agents.clone(),
-        link.restarts.clone(),
-        members.clone(),
-        connect_metrics,
-    ));
-    let kafka_access = KafkaAccess::default();
-    let ctx = std::sync::Arc::new(kafka::Context {
-        client: client.clone(),
-        pools: node_pools,
-        owners,
-        agents: link.agents.clone(),
-        restarts: link.restarts.clone(),
-        members: members.clone(),
-        kafka: kafka_access.clone(),
-        metrics: kafka_metrics,
-        registration_checks: Default::default(),
-        retries: std::sync::Arc::new(kstretch_runtime::backoff::Backoff::new(
-            kstretch_central::owned::RETRY_CAP,
-        )),
-    });
-    let (kafkas, pools_api) = match args.namespace.as_deref() {
-        Some(ns) => (
-            kube::Api::namespaced(client.clone(), ns),
-            kube::Api::namespaced(client.clone(), ns),
-        ),
-        None => (
-            kube::Api::all(client.clone()),
-            kube::Api::all(client.clone()),
-        ),
-    };
-    tasks.spawn(user::run(
-        match args.namespace.as_deref() {
-            Some(ns) => kube::Api::namespaced(client.clone(), ns),
-            None => kube::Api::all(client.clone()),
-        },
-        std::sync::Arc::new(user::Context::new(
-            client.clone(),
-            kafka_store.clone(),
-            kafka_access.clone(),
-            user_metrics,
-        )),
-        shutdown.clone(),
-    ));
-    tasks.spawn(operation::run(
-        match args.namespace.as_deref() {
-            Some(ns) => kube::Api::namespaced(client.clone(), ns),
-            None => kube::Api::all(client.clone()),
-        },
-        std::sync::Arc::new(operation::Context::new(
-            client.clone(),
-            kafka_store,
-            kafka_access.clone(),
-            operation_metrics,
-        )),
-        shutdown.clone(),
-    ));
-    health.set_ready("topics", false, "filling the KafkaTopic caches");
-    tasks.spawn(topic::run(
-        client.clone(),
-        kafkas.clone(),
-        topic_settings,
-        kafka_access,
-        topic_metrics,
-        health.clone(),
-        shutdown.clone(),
-    ));
-    let (connectors_api, connects_api) = match args.namespace.as_deref() {
-        Some(ns) => (
-            kube::Api::namespaced(client.clone(), ns),
-            kube::Api::namespaced(client.clone(), ns),
-        ),
-        None => (
-            kube::Api::all(client.clone()),
-            kube::Api::all(client.clone()),
-        ),
-    };
-    tasks.spawn(connector::run(
-        connectors_api,
-        connects_api,
-        std::sync::Arc::new(connector::Context::new(
-            client.clone(),
-            connector_metrics,
-            &args.connectors,
-        )),
-        shutdown.clone(),
-    ));
-    tasks.spawn(connect::run(
-        match args.namespace.as_deref() {
-            Some(ns) => kube::Api::namespaced(client.clone(), ns),
-            None => kube::Api::all(client.clone()),
-        },
-        connect_ctx,
-        link.agents.subscribe(),
-        shutdown.clone(),
-    ));
-    tasks.spawn(kafka::run(
-        kafkas,
-        pools_api,
-        ctx,
-        link.agents.subscribe(),
-        shutdown.clone(),
-    ));
-    tracing::info!(own = %members.own, members = ?members.all, "member clusters");
-
-    let link_server = match tls {
-        Some(tls) => {
-            let link = link.with_health(health.clone());
-            let (addr, serve) = link::bind(args.link_addr, &tls, link.clone()).await?;
-            tls.reloading().report_to(tls_metrics, Some(health.clone()));
-            tasks.spawn(
-                tls.reloading()
-                    .clone()
-                    .watch(Duration::from_secs(args.tls_reload_secs), shutdown.clone()),
-            );
-            admin = admin.with_link(link, addr);
-            futures::future::Either::Left(serve)
-        }
-        None => {
-            tracing::warn!(
-                "agent link disabled: --tls-ca, --tls-cert and --tls-key are not set; no member cluster gets its desired state"
-            );
-            health.set_ready(
-                "link",
-                true,
-                "disabled (--tls-ca, --tls-cert and --tls-key are not set)",
-            );
-            futures::future::Either::Right(std::future::pending())
-        }
-    };
+    let (admin, link_server) =
+        serve_link(&args, tls, tls_metrics, started.link, admin, servers).await?;
     let grpc = admin::serve(args.grpc_addr, admin, shutdown.clone());
 
     // On losing the lease the leader exits (non-zero) instead of stopping its controllers
@@ -357,12 +161,128 @@ async fn main() -> anyhow::Result<()> {
         r = grpc => r.context("gRPC server"),
         r = link_server => r.context("agent link server"),
     };
+    stop(result, tasks, election, &shutdown).await
+}
+
+/// The leader side's settings from the flags.
+fn settings(args: &Args) -> anyhow::Result<wiring::Settings> {
+    let topics = topic::TopicSettings::from_args(&args.topics, args.namespace.as_deref())?;
+    let mut all: std::collections::BTreeSet<String> = args
+        .member_clusters
+        .iter()
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty())
+        .collect();
+    all.insert(args.cluster_alias.clone());
+    Ok(wiring::Settings {
+        namespace: args.namespace.clone(),
+        topics,
+        connectors: args.connectors.clone(),
+        members: Members {
+            own: args.cluster_alias.clone(),
+            all,
+        },
+        linked: args.tls_ca.is_some(),
+        link: LinkConfig {
+            heartbeat: Duration::from_secs(args.link_heartbeat_secs),
+            resync: Duration::from_secs(args.link_resync_secs),
+            term: args.term,
+            ..LinkConfig::default()
+        },
+    })
+}
+
+/// The agent link's certificates, when --tls-ca, --tls-cert and --tls-key are given.
+fn server_tls(args: &Args) -> anyhow::Result<Option<ServerTls>> {
+    Ok(match (&args.tls_ca, &args.tls_cert, &args.tls_key) {
+        (Some(ca), Some(cert), Some(key)) => Some(ServerTls::load(&TlsFiles {
+            ca: ca.clone(),
+            cert: cert.clone(),
+            key: key.clone(),
+        })?),
+        _ => None,
+    })
+}
+
+/// The client, once the apiserver answered, and its version.
+async fn connect(args: &Args, health: &Health) -> anyhow::Result<(kube::Client, String)> {
+    let client = args.kube.client().await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .context("cannot reach the Kubernetes API server")?;
+    tracing::info!(kubernetes = %version.git_version, namespace = ?args.namespace, "connected");
+    health.set_ready("kubernetes", true, version.git_version.clone());
+    Ok((client, version.git_version))
+}
+
+/// What the servers started after the gate share.
+struct Servers<'a> {
+    health: &'a Health,
+    tasks: &'a mut JoinSet<()>,
+    shutdown: &'a CancellationToken,
+}
+
+/// Serves the agent link when `tls` is given (and tells the admin API where), else reports it
+/// disabled; returns the admin API and the link server to wait on.
+async fn serve_link(
+    args: &Args,
+    tls: Option<ServerTls>,
+    tls_metrics: TlsMetrics,
+    link: Link,
+    admin: admin::AdminApi,
+    servers: Servers<'_>,
+) -> anyhow::Result<(
+    admin::AdminApi,
+    impl Future<Output = Result<(), link::LinkError>> + use<>,
+)> {
+    let Servers {
+        health,
+        tasks,
+        shutdown,
+    } = servers;
+    let Some(tls) = tls else {
+        tracing::warn!(
+            "agent link disabled: --tls-ca, --tls-cert and --tls-key are not set; no member cluster gets its desired state"
+        );
+        health.set_ready(
+            "link",
+            true,
+            "disabled (--tls-ca, --tls-cert and --tls-key are not set)",
+        );
+        return Ok((
+            admin,
+            futures::future::Either::Right(std::future::pending()),
+        ));
+    };
+    let link = link.with_health(health.clone());
+    let (addr, serve) = link::bind(args.link_addr, &tls, link.clone()).await?;
+    tls.reloading().report_to(tls_metrics, Some(health.clone()));
+    tasks.spawn(
+        tls.reloading()
+            .clone()
+            .watch(Duration::from_secs(args.tls_reload_secs), shutdown.clone()),
+    );
+    Ok((
+        admin.with_link(link, addr),
+        futures::future::Either::Left(serve),
+    ))
+}
+
+/// Stops everything on `result`, waiting a while for the tasks and for the election to release
+/// the lease.
+async fn stop(
+    result: anyhow::Result<()>,
+    mut tasks: JoinSet<()>,
+    election: Option<tokio::task::JoinHandle<()>>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
     shutdown.cancel();
     if let Err(e) = &result {
         tracing::error!(error = %format!("{e:#}"), "stopping");
     }
-    // Watches and the reconciler stop on the shutdown token; a task that does not stop in
-    // time must not keep a failed central alive (and its ports closed) forever.
+    // Watches and controllers stop on the shutdown token; a task that does not stop in time
+    // must not keep a failed central alive (and its ports closed) forever.
     let drained = tokio::time::timeout(Duration::from_secs(10), async {
         while tasks.join_next().await.is_some() {}
     })

@@ -1,13 +1,15 @@
-//! Watched object stores: one reflector per kind, with its sync state, readiness check and
-//! metrics, so every controller reads the cluster from memory instead of polling it.
+//! Watched object stores: one watch per kind, with its sync state, readiness check and metrics,
+//! shared by every reader of the kind ([`SharedWatch`]) or read event by event by its one reader
+//! ([`watch_events`]), so every controller reads the cluster from memory instead of polling it.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::StreamExt;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -105,63 +107,220 @@ pub fn slim<K: Resource>(object: &mut K) {
     }
 }
 
-/// Starts watching `api` and returns the store and the task that feeds it.
-///
-/// The task keeps the readiness check `watch:<Kind>` up to date: failing, with the error, while
-/// the watch cannot be (re-)established, passing once the first list has arrived. Errors are
-/// retried with kube's default exponential backoff; the task ends only on `shutdown`.
-pub fn watch<K>(
-    api: Api<K>,
+/// What a watch keeps current from its events: the readiness check `check` (failing, with the
+/// error, while the watch cannot be (re-)established, passing once the first list has arrived),
+/// the sync flag of its [`Watched`], and the kind's metrics.
+struct Tracker {
+    kind: String,
+    check: String,
+    synced: Arc<AtomicBool>,
     health: Health,
     metrics: WatchMetrics,
-    shutdown: CancellationToken,
-) -> (Watched<K>, impl Future<Output = ()> + Send + 'static)
+    /// The kind's objects, for the gauge: several watches of one kind report their sum.
+    objects: Box<dyn Fn() -> usize + Send + Sync>,
+}
+
+impl Tracker {
+    fn observe<K>(&self, event: &Result<watcher::Event<K>, watcher::Error>) {
+        match event {
+            Ok(event) => {
+                if matches!(event, watcher::Event::InitDone) {
+                    self.synced.store(true, Ordering::Release);
+                }
+                if self.synced.load(Ordering::Acquire) {
+                    self.health.set_ready(&self.check, true, "watching");
+                }
+                self.metrics.set_objects(&self.kind, (self.objects)());
+            }
+            Err(err) => {
+                self.metrics.error(&self.kind);
+                tracing::warn!(kind = %self.kind, %err, "watch failed; retrying");
+                self.health.set_ready(&self.check, false, err.to_string());
+            }
+        }
+    }
+}
+
+/// Records every item of `stream` with `tracker` and passes on the events only: the watcher
+/// retries its errors with its own backoff, and passed on they would stop their readers (a
+/// controller's trigger streams pause on an error).
+fn tracked<K, S>(stream: S, tracker: Tracker) -> impl Stream<Item = watcher::Event<K>> + Send
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    stream.filter_map(move |item| {
+        tracker.observe(&item);
+        std::future::ready(item.ok())
+    })
+}
+
+/// The readiness check of a watch of `K`, failing until its first list arrives.
+fn tracker<K: Resource<DynamicType = ()>>(
+    check: Option<&str>,
+    health: &Health,
+    metrics: &WatchMetrics,
+    objects: Box<dyn Fn() -> usize + Send + Sync>,
+) -> Tracker {
+    let kind = K::kind(&()).into_owned();
+    let check = check.map_or_else(|| format!("watch:{kind}"), str::to_owned);
+    health.set_ready(&check, false, "waiting for the first list");
+    Tracker {
+        kind,
+        check,
+        synced: Arc::new(AtomicBool::new(false)),
+        health: health.clone(),
+        metrics: metrics.clone(),
+        objects,
+    }
+}
+
+/// The one watch of a kind that several readers share: its store, for every reader, and
+/// subscriptions to its changes, for controllers. [`SharedWatch::run`] drives it, once.
+pub struct SharedWatch<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    api: Api<K>,
+    writer: Writer<K>,
+    watched: Watched<K>,
+    tracker: Tracker,
+}
+
+impl<K> std::fmt::Debug for SharedWatch<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedWatch")
+            .field("kind", &self.watched.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A reader of a [`SharedWatch`]'s changes, and its store.
+pub struct Subscription<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    /// The objects that change (and all of them after each complete list).
+    pub changes: BoxStream<'static, Arc<K>>,
+    pub store: Store<K>,
+}
+
+impl<K> std::fmt::Debug for Subscription<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").finish_non_exhaustive()
+    }
+}
+
+impl<K> Subscription<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    let kind = K::kind(&()).into_owned();
-    let (store, writer) = reflector::store();
-    let synced = Arc::new(AtomicBool::new(false));
-    let check = format!("watch:{kind}");
-    health.set_ready(&check, false, "waiting for the first list");
+    /// A controller of `K` triggered by this subscription, reading its store.
+    pub fn controller(self) -> Controller<K> {
+        Controller::for_shared_stream(self.changes, self.store)
+    }
+}
 
-    let watched = Watched {
-        kind: kind.clone(),
-        store: store.clone(),
-        synced: synced.clone(),
-    };
-    let task = async move {
-        let stream = reflector::reflector(
+impl<K> SharedWatch<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Changes wait for the slowest subscriber once this many are unread.
+    const BUFFER: usize = 1024;
+
+    /// A watch of `api`, not started yet; it keeps the readiness check `watch:<Kind>`.
+    pub fn new(api: Api<K>, health: &Health, metrics: &WatchMetrics) -> Self {
+        let (store, writer) = reflector::store_shared(Self::BUFFER);
+        let len = store.clone();
+        let tracker = tracker::<K>(None, health, metrics, Box::new(move || len.len()));
+        Self {
+            api,
             writer,
-            watcher(api, watcher::Config::default()).modify(slim::<K>),
-        )
-        .default_backoff();
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                next = stream.next() => next,
-            };
-            match next {
-                Some(Ok(event)) => {
-                    if matches!(event, watcher::Event::InitDone) {
-                        synced.store(true, Ordering::Release);
-                    }
-                    if synced.load(Ordering::Acquire) {
-                        health.set_ready(&check, true, "watching");
-                    }
-                    metrics.set_objects(&kind, store.len());
-                }
-                Some(Err(err)) => {
-                    metrics.error(&kind);
-                    tracing::warn!(%kind, %err, "watch failed; retrying");
-                    health.set_ready(&check, false, err.to_string());
-                }
-                None => break,
-            }
+            watched: Watched {
+                kind: tracker.kind.clone(),
+                store,
+                synced: tracker.synced.clone(),
+            },
+            tracker,
         }
+    }
+
+    /// The store, filled once [`SharedWatch::run`] runs.
+    pub fn watched(&self) -> &Watched<K> {
+        &self.watched
+    }
+
+    /// The objects that change (and all of them after each complete list), for a controller.
+    /// Subscribe before [`SharedWatch::run`] (a later subscriber misses the first list) and read
+    /// the subscription for as long as the watch runs: the watch waits for its slowest reader.
+    pub fn subscribe(&self) -> Subscription<K> {
+        Subscription {
+            // Always one: the writer is a shared one.
+            changes: futures::stream::iter(self.writer.subscribe())
+                .flatten()
+                .boxed(),
+            store: self.watched.store.clone(),
+        }
+    }
+
+    /// Drives the watch until `shutdown`, objects trimmed by [`slim`]; its errors are recorded
+    /// and retried with kube's default backoff, never passed to the subscribers.
+    pub fn run(self, shutdown: CancellationToken) -> impl Future<Output = ()> + Send + 'static {
+        let stream = watcher(self.api, watcher::Config::default())
+            .modify(slim::<K>)
+            .default_backoff()
+            .reflect_shared(self.writer);
+        drive(tracked(stream, self.tracker), shutdown)
+    }
+}
+
+/// Reads `events` until they end or `shutdown`.
+async fn drive<E>(events: impl Stream<Item = E>, shutdown: CancellationToken) {
+    let mut events = std::pin::pin!(events);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            next = events.next() => if next.is_none() { break },
+        }
+    }
+}
+
+/// A watch of `api` whose one reader reads every event, deletions included, and pauses the
+/// watch by not reading. The events fill `writer`'s store (objects trimmed by [`slim`]) before
+/// they are passed on; errors are recorded and retried with kube's default backoff, not passed
+/// on. `check` names the readiness check (default `watch:<Kind>`); `objects` counts the kind's
+/// objects for the gauge.
+pub fn watch_events<K>(
+    api: Api<K>,
+    writer: Writer<K>,
+    check: Option<&str>,
+    objects: Box<dyn Fn() -> usize + Send + Sync>,
+    health: &Health,
+    metrics: &WatchMetrics,
+) -> (
+    Watched<K>,
+    impl Stream<Item = watcher::Event<K>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let tracker = tracker::<K>(check, health, metrics, objects);
+    let watched = Watched {
+        kind: tracker.kind.clone(),
+        store: writer.as_reader(),
+        synced: tracker.synced.clone(),
     };
-    (watched, task)
+    let stream = watcher(api, watcher::Config::default())
+        .modify(slim::<K>)
+        .default_backoff()
+        .reflect(writer);
+    (watched, tracked(stream, tracker))
 }
 
 #[cfg(test)]

@@ -14,10 +14,9 @@ use std::time::Duration;
 
 use kstretch_api::KafkaConnect;
 use kstretch_runtime::backoff::Backoff;
-use kube::Api;
-use kube::runtime::controller::{self, Controller};
+use kstretch_runtime::watch::Subscription;
+use kube::runtime::controller;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -30,12 +29,13 @@ use crate::metrics::OwnerMetrics;
 /// Runs the controller until `shutdown`. `agent_changes` wakes every `KafkaConnect` when an
 /// agent connects, disconnects or reports (pods becoming ready are seen that way).
 pub async fn run(
-    connects: Api<KafkaConnect>,
+    connects: Subscription<KafkaConnect>,
     ctx: Arc<Context>,
     agent_changes: watch::Receiver<u64>,
     shutdown: CancellationToken,
 ) {
-    let controller = Controller::new(connects, watcher::Config::default())
+    let controller = connects
+        .controller()
         .with_config(controller::Config::default().debounce(Duration::from_millis(300)));
     crate::owned::run(
         controller,

@@ -15,10 +15,10 @@ use futures::StreamExt;
 use kstretch_api::connector::AutoRestartStatus;
 use kstretch_api::{KafkaConnect, KafkaConnector, names};
 use kstretch_runtime::backoff::Backoff;
-use kube::runtime::controller::{self, Action, Controller};
+use kstretch_runtime::watch::Subscription;
+use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -116,17 +116,18 @@ fn key(kc: &KafkaConnector) -> (String, String) {
 /// Runs the controller until `shutdown`. A change of a `KafkaConnect` (its address, its
 /// `use-connector-resources` annotation) reconciles the connectors labelled with its name.
 pub async fn run(
-    connectors: Api<KafkaConnector>,
-    connects: Api<KafkaConnect>,
+    connectors: Subscription<KafkaConnector>,
+    connects: Subscription<KafkaConnect>,
     ctx: Arc<Context>,
     shutdown: CancellationToken,
 ) {
-    let controller = Controller::new(connectors, watcher::Config::default())
+    let controller = connectors
+        .controller()
         .with_config(controller::Config::default().debounce(Duration::from_millis(200)));
     let store = controller.store();
     tracing::info!(resync = ?ctx.resync, "connector operator starting");
     controller
-        .watches(connects, watcher::Config::default(), move |connect| {
+        .watches_shared_stream(connects.changes, move |connect| {
             let namespace = connect.namespace();
             let name = connect.name_any();
             store

@@ -25,10 +25,10 @@ use std::time::Duration;
 
 use kstretch_api::{Kafka, KafkaNodePool, names};
 use kstretch_runtime::backoff::Backoff;
-use kube::runtime::controller::{self, Controller};
+use kstretch_runtime::watch::Subscription;
+use kube::ResourceExt;
+use kube::runtime::controller;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
-use kube::{Api, ResourceExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -39,17 +39,19 @@ pub use error::Error;
 pub use reconcile::Context;
 
 /// Runs the controller until `shutdown`, a `Kafka` also woken by changes of its pools and, when
-/// an agent connects, disconnects or reports, by `agent_changes`.
+/// an agent connects, disconnects or reports, by `agent_changes`. Both kinds are read from
+/// central's shared watches.
 pub async fn run(
-    kafkas: Api<Kafka>,
-    pools: Api<KafkaNodePool>,
+    kafkas: Subscription<Kafka>,
+    pools: Subscription<KafkaNodePool>,
     ctx: Arc<Context>,
     agent_changes: watch::Receiver<u64>,
     shutdown: CancellationToken,
 ) {
-    let controller = Controller::new(kafkas, watcher::Config::default())
+    let controller = kafkas
+        .controller()
         .with_config(controller::Config::default().debounce(Duration::from_millis(300)))
-        .watches(pools, watcher::Config::default(), |pool| {
+        .watches_shared_stream(pools.changes, |pool| {
             let kafka = pool.labels().get(names::CLUSTER)?;
             Some(ObjectRef::new(kafka).within(&pool.namespace()?))
         });

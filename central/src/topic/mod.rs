@@ -1,7 +1,8 @@
 //! The unidirectional topic operator: `KafkaTopic`s in the watched namespaces are the source of
-//! truth for the topics they name. This file wires the watches, the queue, the batch workers
-//! and the timed pass; `batch` runs one batch and `group` each Kafka cluster's share of it,
-//! `decide` and `plan` hold its decisions, `sync` and `replicas` its Kafka side.
+//! truth for the topics they name. This file owns central's `KafkaTopic` watches and wires them,
+//! the queue, the batch workers and the timed pass; `batch` runs one batch and `group` each
+//! Kafka cluster's share of it, `decide` and `plan` hold its decisions, `sync` and `replicas`
+//! its Kafka side.
 
 pub mod batch;
 pub mod clusters;
@@ -21,12 +22,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use kstretch_api::{Kafka, KafkaTopic, names};
 use kstretch_core::topics::ResourceRef;
 use kstretch_runtime::Health;
 use kstretch_runtime::backoff::Backoff;
+use kstretch_runtime::watch::{self, WatchMetrics, Watched};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
@@ -124,38 +127,93 @@ impl TopicStores {
     }
 }
 
+/// The topic operator's `KafkaTopic` watches, one per watched namespace (or one for all), whose
+/// events only it reads (deletions too: they wake the resources naming the same topic) and whose
+/// stores everyone else reads, and the `Kafka` store it shares.
+pub struct Watches {
+    kafkas: Store<Kafka>,
+    topics: Vec<(Option<String>, Watched<KafkaTopic>)>,
+    events: Vec<BoxStream<'static, watcher::Event<KafkaTopic>>>,
+}
+
+impl std::fmt::Debug for Watches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watches")
+            .field(
+                "namespaces",
+                &self.topics.iter().map(|(ns, _)| ns).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Watches {
+    /// The watches of `namespaces` (`None`: every namespace), not started: they run while the
+    /// topic operator reads them.
+    pub fn new(
+        client: &Client,
+        namespaces: Option<&[String]>,
+        kafkas: Store<Kafka>,
+        health: &Health,
+        metrics: &WatchMetrics,
+    ) -> Self {
+        let apis: Vec<(Option<String>, Api<KafkaTopic>)> = match namespaces {
+            Some(list) => list
+                .iter()
+                .map(|ns| (Some(ns.clone()), Api::namespaced(client.clone(), ns)))
+                .collect(),
+            None => vec![(None, Api::all(client.clone()))],
+        };
+        let several = apis.len() > 1;
+        let writers: Vec<_> = apis.iter().map(|_| reflector::store()).collect();
+        let stores: Vec<Store<KafkaTopic>> = writers.iter().map(|(s, _)| s.clone()).collect();
+        let (mut topics, mut events) = (Vec::new(), Vec::new());
+        for ((ns, api), (_, writer)) in apis.into_iter().zip(writers) {
+            // One readiness check per namespace when there are several.
+            let check = ns
+                .as_ref()
+                .filter(|_| several)
+                .map(|ns| format!("watch:KafkaTopic/{ns}"));
+            let stores = stores.clone();
+            let total = Box::new(move || stores.iter().map(Store::len).sum());
+            let (watched, stream) =
+                watch::watch_events(api, writer, check.as_deref(), total, health, metrics);
+            topics.push((ns, watched));
+            events.push(stream.boxed());
+        }
+        Self {
+            kafkas,
+            topics,
+            events,
+        }
+    }
+
+    /// The stores of the `KafkaTopic` watches.
+    pub fn topics(&self) -> Vec<Watched<KafkaTopic>> {
+        self.topics.iter().map(|(_, w)| w.clone()).collect()
+    }
+}
+
 /// Runs the topic operator until `shutdown`.
 pub async fn run(
     client: Client,
-    kafkas_api: Api<Kafka>,
+    watches: Watches,
     settings: TopicSettings,
     kafka: KafkaAccess,
     metrics: TopicMetrics,
     health: Health,
     shutdown: CancellationToken,
 ) {
-    let (kafkas, kafka_writer) = reflector::store();
-    let kafka_watch = reflector::reflector(
-        kafka_writer,
-        watcher(kafkas_api, watcher::Config::default()).default_backoff(),
-    )
-    .for_each(|_| async {});
-
-    let apis: Vec<(Option<String>, Api<KafkaTopic>)> = match &settings.namespaces {
-        Some(list) => list
-            .iter()
-            .map(|ns| (Some(ns.clone()), Api::namespaced(client.clone(), ns)))
-            .collect(),
-        None => vec![(None, Api::all(client.clone()))],
-    };
+    let Watches {
+        kafkas,
+        topics,
+        events,
+    } = watches;
     let queue = TopicQueue::new(settings.queue_capacity);
-    let mut stores = Vec::new();
-    let mut writers = Vec::new();
-    for (ns, api) in apis {
-        let (store, writer) = reflector::store();
-        stores.push((ns, store));
-        writers.push((api, writer));
-    }
+    let stores = topics
+        .into_iter()
+        .map(|(ns, watched)| (ns, watched.store().clone()))
+        .collect();
     let ctx = Arc::new(Context {
         client,
         kafka,
@@ -177,8 +235,8 @@ pub async fn run(
     );
 
     let mut tasks = tokio::task::JoinSet::new();
-    for (api, writer) in writers {
-        tasks.spawn(watch_topics(api, writer, ctx.clone()));
+    for events in events {
+        tasks.spawn(watch_topics(events, ctx.clone()));
     }
     for _ in 0..ctx.settings.batches_in_flight {
         let ctx = ctx.clone();
@@ -198,38 +256,28 @@ pub async fn run(
         });
     }
     tasks.spawn(timed_pass(ctx.clone(), health));
-    tokio::select! {
-        _ = shutdown.cancelled() => {}
-        _ = kafka_watch => {}
-    }
+    shutdown.cancelled().await;
     queue.close();
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
 }
 
-/// Feeds one `KafkaTopic` watch into its cache and the queue. `push` waits while the queue is
-/// full, which pauses reading the watch: backpressure, never an exit.
+/// Reads one `KafkaTopic` watch's events (which fill its cache) into the queue. `push` waits
+/// while the queue is full, which pauses reading the watch: backpressure, never an exit.
 async fn watch_topics(
-    api: Api<KafkaTopic>,
-    writer: reflector::store::Writer<KafkaTopic>,
+    mut events: BoxStream<'static, watcher::Event<KafkaTopic>>,
     ctx: Arc<Context>,
 ) {
-    let mut events = std::pin::pin!(reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(kstretch_runtime::watch::slim::<KafkaTopic>)
-    ));
     while let Some(event) = events.next().await {
         match event {
-            Ok(watcher::Event::Apply(kt) | watcher::Event::InitApply(kt)) => {
+            watcher::Event::Apply(kt) | watcher::Event::InitApply(kt) => {
                 if ctx.is_news(&kt)
                     && ctx.queue.push(decide::key_of(&kt)).await == queue::Pushed::Deferred
                 {
                     ctx.metrics.locked();
                 }
             }
-            Ok(watcher::Event::Delete(kt)) => {
+            watcher::Event::Delete(kt) => {
                 let key = decide::key_of(&kt);
                 ctx.forget(&key);
                 // Another resource naming the same topic may have waited on this one.
@@ -244,8 +292,7 @@ async fn watch_topics(
                     }
                 }
             }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
-            Err(e) => tracing::warn!(error = %e, "KafkaTopic watch error; retrying"),
+            watcher::Event::Init | watcher::Event::InitDone => {}
         }
     }
 }
