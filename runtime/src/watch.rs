@@ -360,4 +360,177 @@ mod tests {
         assert_eq!(annotations["keep"], "me");
         assert_eq!(cm.data.unwrap()["a"], "b");
     }
+
+    mod apiserver {
+        //! A scripted apiserver: the first list of ConfigMaps fails, later ones answer `a` and
+        //! `b`, and the watch sends `script`'s events, then stays open.
+
+        use std::convert::Infallible;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::task::{Context, Poll};
+
+        use bytes::Bytes;
+        use futures::StreamExt as _;
+        use http::{Request, Response, StatusCode};
+        use http_body::Frame;
+        use http_body_util::combinators::BoxBody;
+        use http_body_util::{BodyExt, Full, StreamBody};
+
+        #[derive(Clone)]
+        pub struct Apiserver {
+            pub lists: Arc<AtomicUsize>,
+            pub script: Arc<Vec<String>>,
+        }
+
+        fn cm(name: &str, rv: u32) -> String {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
+            )
+        }
+
+        pub fn event(kind: &str, name: &str, rv: u32) -> String {
+            format!(r#"{{"type":"{kind}","object":{}}}"#, cm(name, rv)) + "\n"
+        }
+
+        impl tower::Service<Request<kube::client::Body>> for Apiserver {
+            type Response = Response<BoxBody<Bytes, Infallible>>;
+            type Error = Infallible;
+            type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+            fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+                Poll::Ready(Ok(()))
+            }
+
+            fn call(&mut self, request: Request<kube::client::Body>) -> Self::Future {
+                let watch = request
+                    .uri()
+                    .query()
+                    .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+                let response = if watch {
+                    let events = self
+                        .script
+                        .iter()
+                        .map(|e| Ok(Frame::data(Bytes::from(e.clone()))))
+                        .collect::<Vec<Result<_, Infallible>>>();
+                    let body = StreamBody::new(
+                        futures::stream::iter(events).chain(futures::stream::pending()),
+                    );
+                    Response::new(BodyExt::boxed(body))
+                } else if self.lists.fetch_add(1, Ordering::SeqCst) == 0 {
+                    let mut r = Response::new(Full::new(Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"down","reason":"InternalError","code":500}"#)).boxed());
+                    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                    r
+                } else {
+                    let list = format!(
+                        r#"{{"apiVersion":"v1","kind":"ConfigMapList","metadata":{{"resourceVersion":"2"}},"items":[{},{}]}}"#,
+                        cm("a", 1),
+                        cm("b", 2)
+                    );
+                    Response::new(Full::new(Bytes::from(list)).boxed())
+                };
+                std::future::ready(Ok(response))
+            }
+        }
+    }
+
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    use kube::ResourceExt;
+
+    fn watched_api(script: Vec<String>) -> Api<ConfigMap> {
+        let apiserver = apiserver::Apiserver {
+            lists: Arc::new(AtomicUsize::new(0)),
+            script: Arc::new(script),
+        };
+        Api::namespaced(kube::Client::new(apiserver, "default"), "ns")
+    }
+
+    fn sorted(mut names: Vec<String>) -> Vec<String> {
+        names.sort();
+        names
+    }
+
+    #[tokio::test]
+    async fn a_shared_watch_feeds_every_subscriber_and_outlives_its_errors() {
+        let api = watched_api(vec![apiserver::event("ADDED", "c", 3)]);
+        let (health, metrics) = (Health::new(), WatchMetrics::default());
+        let watch = SharedWatch::new(api, &health, &metrics);
+        let (one, two) = (watch.subscribe(), watch.subscribe());
+        let watched = watch.watched().clone();
+        let shutdown = CancellationToken::new();
+        tokio::spawn(watch.run(shutdown.clone()));
+        // The first list fails; the retried one brings a and b, the watch c.
+        let names =
+            |s: Subscription<ConfigMap>| s.changes.take(3).map(|cm| cm.name_any()).collect();
+        let (one, two): (Vec<String>, Vec<String>) = tokio::time::timeout(
+            Duration::from_secs(30),
+            futures::future::join(names(one), names(two)),
+        )
+        .await
+        .expect("both subscriptions see every object");
+        assert_eq!(sorted(one), ["a", "b", "c"]);
+        assert_eq!(sorted(two), ["a", "b", "c"]);
+        assert!(watched.synced());
+        assert_eq!(watched.objects().len(), 3);
+        let errors = metrics.errors.get_or_create(&KindLabel {
+            kind: "ConfigMap".into(),
+        });
+        assert_eq!(errors.get(), 1);
+        let (_, checks) = health.readiness();
+        assert!(
+            checks.iter().any(|c| c.name == "watch:ConfigMap" && c.ok),
+            "{checks:?}"
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn watch_events_passes_on_deletions_and_fills_the_store() {
+        let api = watched_api(vec![
+            apiserver::event("ADDED", "c", 3),
+            apiserver::event("DELETED", "a", 4),
+        ]);
+        let (health, metrics) = (Health::new(), WatchMetrics::default());
+        let (_, writer) = reflector::store();
+        let (watched, events) = watch_events(
+            api,
+            writer,
+            Some("watch:ConfigMap/ns"),
+            Box::new(|| 0),
+            &health,
+            &metrics,
+        );
+        let mut events = std::pin::pin!(events);
+        let mut seen = Vec::new();
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(event) = events.next().await {
+                let deleted = matches!(&event, watcher::Event::Delete(_));
+                seen.push(match event {
+                    watcher::Event::Apply(cm) => format!("apply {}", cm.name_any()),
+                    watcher::Event::Delete(cm) => format!("delete {}", cm.name_any()),
+                    watcher::Event::InitApply(cm) => format!("init {}", cm.name_any()),
+                    watcher::Event::Init | watcher::Event::InitDone => continue,
+                });
+                if deleted {
+                    break;
+                }
+            }
+        })
+        .await
+        .expect("the deletion arrives");
+        assert_eq!(seen, ["init a", "init b", "apply c", "delete a"]);
+        assert_eq!(
+            sorted(watched.objects().iter().map(|cm| cm.name_any()).collect()),
+            ["b", "c"]
+        );
+        let (_, checks) = health.readiness();
+        assert!(
+            checks
+                .iter()
+                .any(|c| c.name == "watch:ConfigMap/ns" && c.ok),
+            "{checks:?}"
+        );
+    }
 }
