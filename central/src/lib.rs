@@ -1,7 +1,7 @@
 //! kstretch central as a library: the controllers, the admin API, the inventory and the agent
-//! link, and [`wiring`], which starts them on the leader over one watch per kind, so the binary
-//! only parses flags, connects and serves, and tests drive the wiring against an in-process
-//! apiserver or the link with a [`link::DesiredStates`] they fill themselves.
+//! link, and [`wiring`], which starts one watch per kind and, on the leader, the controllers over
+//! them, so the binary only parses flags, connects and serves, and tests drive the wiring against
+//! an in-process apiserver or the link with a [`link::DesiredStates`] they fill themselves.
 
 pub mod admin;
 pub mod connect;

@@ -121,6 +121,15 @@ async fn main() -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let election = election.map(tokio::spawn);
+    let mut tasks = JoinSet::new();
+    let watches = wiring::Watches::start(
+        &client,
+        &settings,
+        &health,
+        &metrics.watch,
+        &mut tasks,
+        &shutdown,
+    );
     let (_, http) = kstretch_runtime::http::bind(
         args.observability.http_addr,
         health.clone(),
@@ -129,8 +138,9 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     tokio::pin!(http);
-    // The one gate of leader election: a standby serves /healthz, /readyz and /metrics, but
-    // starts nothing below: no watch, no controller, no agent link, no admin API.
+    // The one gate of leader election: a standby serves /healthz, /readyz and /metrics and
+    // fills its caches, but starts nothing below, which is everything that writes
+    // (controllers, the agent link, the admin API).
     let standby = tokio::select! {
         r = &mut http => Some(r.context("HTTP server")),
         acquired = leader.acquired() => (!acquired).then_some(Ok(())),
@@ -140,8 +150,9 @@ async fn main() -> anyhow::Result<()> {
         return result;
     }
 
-    let started = wiring::start(client, settings, metrics, &health, &shutdown);
-    let mut tasks = started.tasks;
+    let started = wiring::start(
+        client, settings, metrics, watches, &health, &mut tasks, &shutdown,
+    );
     let admin = admin::AdminApi::new(started.inventory, version);
     let servers = Servers {
         health: &health,

@@ -1,5 +1,6 @@
-//! Central's leader side wired together: one watch per kind, whose store and changes every
-//! controller, the topic operator and the admin API's inventory share, and the controllers.
+//! Central's watches and controllers wired together: one watch per kind, started before the
+//! leader gate, whose store and changes every controller, the topic operator and the admin
+//! API's inventory share, and the controllers, started on the leader.
 
 use std::sync::Arc;
 
@@ -73,47 +74,66 @@ impl Metrics {
     }
 }
 
-/// What `main` serves and waits for once the leader side runs.
+/// What `main` serves once the leader side runs.
 #[derive(Debug)]
 pub struct Started {
     /// The agent link, for its server and the admin API.
     pub link: Link,
     /// The counts of `kstretch status`, read from the watches' stores.
     pub inventory: Inventory,
-    /// The watches and the controllers; they stop on `shutdown`.
-    pub tasks: JoinSet<()>,
 }
 
-/// The one watch of each kind the controllers share (`KafkaTopic`'s belong to the topic
-/// operator, the `KafkaUser` and `KafkaOperation` ones to their only controllers).
-struct Watches {
+/// Central's one watch of each kind, whose stores and changes every reader shares; the
+/// `KafkaUser` and `KafkaOperation` watches are their only controllers' own.
+#[derive(Debug)]
+pub struct Watches {
     kafkas: SharedWatch<Kafka>,
     node_pools: SharedWatch<KafkaNodePool>,
     connects: SharedWatch<KafkaConnect>,
     connectors: SharedWatch<KafkaConnector>,
+    /// The topic operator's, one per namespace it watches.
+    topics: topic::Watches,
 }
 
 impl Watches {
-    fn new(
+    /// Starts every watch into `tasks`, before the leader gate: a standby's caches are filled
+    /// and its readiness says whether it can watch, as the leader's.
+    pub fn start(
         client: &Client,
-        namespace: Option<&str>,
+        settings: &Settings,
         health: &Health,
         metrics: &WatchMetrics,
+        tasks: &mut JoinSet<()>,
+        shutdown: &CancellationToken,
     ) -> Self {
+        let ns = settings.namespace.as_deref();
+        let (kafkas, task) = SharedWatch::start(api(client, ns), health, metrics, shutdown.clone());
+        tasks.spawn(task);
+        let (node_pools, task) =
+            SharedWatch::start(api(client, ns), health, metrics, shutdown.clone());
+        tasks.spawn(task);
+        let (connects, task) =
+            SharedWatch::start(api(client, ns), health, metrics, shutdown.clone());
+        tasks.spawn(task);
+        let (connectors, task) =
+            SharedWatch::start(api(client, ns), health, metrics, shutdown.clone());
+        tasks.spawn(task);
+        let topics = topic::Watches::start(
+            client,
+            settings.topics.namespaces.as_deref(),
+            kafkas.watched().store().clone(),
+            health,
+            metrics,
+            tasks,
+            shutdown,
+        );
         Self {
-            kafkas: SharedWatch::new(api(client, namespace), health, metrics),
-            node_pools: SharedWatch::new(api(client, namespace), health, metrics),
-            connects: SharedWatch::new(api(client, namespace), health, metrics),
-            connectors: SharedWatch::new(api(client, namespace), health, metrics),
+            kafkas,
+            node_pools,
+            connects,
+            connectors,
+            topics,
         }
-    }
-
-    /// Drives the watches until `shutdown`; every subscription must exist by now.
-    fn run(self, tasks: &mut JoinSet<()>, shutdown: &CancellationToken) {
-        tasks.spawn(self.kafkas.run(shutdown.clone()));
-        tasks.spawn(self.node_pools.run(shutdown.clone()));
-        tasks.spawn(self.connects.run(shutdown.clone()));
-        tasks.spawn(self.connectors.run(shutdown.clone()));
     }
 }
 
@@ -129,31 +149,21 @@ where
     }
 }
 
-/// Starts the leader side: the watches, the agent link's state and every controller.
+/// Starts the leader side on `watches`: the agent link's state and every controller, into
+/// `tasks`.
 pub fn start(
     client: Client,
     settings: Settings,
     metrics: Metrics,
+    watches: Watches,
     health: &Health,
+    tasks: &mut JoinSet<()>,
     shutdown: &CancellationToken,
 ) -> Started {
-    let watches = Watches::new(
-        &client,
-        settings.namespace.as_deref(),
-        health,
-        &metrics.watch,
-    );
-    let topics = topic::Watches::new(
-        &client,
-        settings.topics.namespaces.as_deref(),
-        watches.kafkas.watched().store().clone(),
-        health,
-        &metrics.watch,
-    );
     let inventory = Inventory::new(
         watches.kafkas.watched().clone(),
         watches.node_pools.watched().clone(),
-        topics.topics(),
+        watches.topics.topics(),
         watches.connectors.watched().clone(),
     );
     // Desired state is published to agents only once every Kafka was reconciled once (see
@@ -176,7 +186,6 @@ pub fn start(
         settings.link.clone(),
         shutdown.clone(),
     );
-    let mut tasks = JoinSet::new();
     spawn_controllers(
         Controllers {
             client,
@@ -187,15 +196,10 @@ pub fn start(
             health,
         },
         watches,
-        topics,
-        &mut tasks,
+        tasks,
         shutdown,
     );
-    Started {
-        link,
-        inventory,
-        tasks,
-    }
+    Started { link, inventory }
 }
 
 /// What the controllers are made of, beside the watches.
@@ -208,11 +212,10 @@ struct Controllers<'a> {
     health: &'a Health,
 }
 
-/// Spawns every controller with its subscriptions, then the shared watches that feed them.
+/// Spawns every controller, each with its subscriptions to `watches`.
 fn spawn_controllers(
     c: Controllers<'_>,
     watches: Watches,
-    topics: topic::Watches,
     tasks: &mut JoinSet<()>,
     shutdown: &CancellationToken,
 ) {
@@ -271,7 +274,7 @@ fn spawn_controllers(
     health.set_ready("topics", false, "filling the KafkaTopic caches");
     tasks.spawn(topic::run(
         client.clone(),
-        topics,
+        watches.topics,
         settings.topics,
         kafka_access,
         metrics.topic,
@@ -302,7 +305,6 @@ fn spawn_controllers(
         shutdown.clone(),
     ));
     tracing::info!(own = %members.own, members = ?members.all, "member clusters");
-    watches.run(tasks, shutdown);
 }
 
 #[cfg(test)]
@@ -390,7 +392,20 @@ mod tests {
             link: LinkConfig::default(),
         };
         let metrics = Metrics::register(&mut Registry::default());
-        let mut started = start(client, settings, metrics, &health, &shutdown);
+        let mut tasks = JoinSet::new();
+        let watches = Watches::start(
+            &client,
+            &settings,
+            &health,
+            &metrics.watch,
+            &mut tasks,
+            &shutdown,
+        );
+        // As on a standby: the watches run, and nothing else.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let _started = start(
+            client, settings, metrics, watches, &health, &mut tasks, &shutdown,
+        );
         // The controllers of kinds without a readiness check are seen by their watch requests.
         tokio::time::timeout(Duration::from_secs(20), async {
             while apiserver.watches.lock().unwrap().len() < kinds
@@ -411,7 +426,7 @@ mod tests {
         let watches = apiserver.watches.lock().unwrap().clone();
         shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(10), async {
-            while started.tasks.join_next().await.is_some() {}
+            while tasks.join_next().await.is_some() {}
         })
         .await;
         watches

@@ -1,14 +1,14 @@
 //! Watched object stores: one watch per kind, with its sync state, readiness check and metrics,
-//! shared by every reader of the kind ([`SharedWatch`]) or read event by event by its one reader
-//! ([`watch_events`]), so every controller reads the cluster from memory instead of polling it.
+//! whose store and changes every reader of the kind shares ([`SharedWatch`]), so every
+//! controller reads the cluster from memory instead of polling it.
 
 use std::fmt::Debug;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -17,6 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::Health;
@@ -175,16 +176,48 @@ fn tracker<K: Resource<DynamicType = ()>>(
     }
 }
 
+/// What a subscriber of a [`SharedWatch`] hears of an object.
+#[derive(Debug)]
+pub enum Change<K> {
+    /// Created or changed, or present in a complete list: after each one, every object is.
+    Applied(Arc<K>),
+    /// Deleted, as the watch saw it (a deletion while the watch was down is not heard: the
+    /// next list just lacks the object).
+    Deleted(Arc<K>),
+}
+
+impl<K> Clone for Change<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Change::Applied(k) => Change::Applied(k.clone()),
+            Change::Deleted(k) => Change::Deleted(k.clone()),
+        }
+    }
+}
+
+type Subscribers<K> = Arc<Mutex<Vec<mpsc::Sender<Change<K>>>>>;
+
 /// The one watch of a kind that several readers share: its store, for every reader, and
-/// subscriptions to its changes, for controllers. [`SharedWatch::run`] drives it, once.
+/// subscriptions to its changes, which any reader may take at any time (controllers start
+/// after the watch, on the leader only).
 pub struct SharedWatch<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    api: Api<K>,
-    writer: Writer<K>,
     watched: Watched<K>,
-    tracker: Tracker,
+    subscribers: Subscribers<K>,
+}
+
+impl<K> Clone for SharedWatch<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn clone(&self) -> Self {
+        Self {
+            watched: self.watched.clone(),
+            subscribers: self.subscribers.clone(),
+        }
+    }
 }
 
 impl<K> std::fmt::Debug for SharedWatch<K>
@@ -231,96 +264,169 @@ impl<K> SharedWatch<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    /// Changes wait for the slowest subscriber once this many are unread.
+    /// Changes wait for a subscriber that has this many unread.
     const BUFFER: usize = 1024;
 
-    /// A watch of `api`, not started yet; it keeps the readiness check `watch:<Kind>`.
-    pub fn new(api: Api<K>, health: &Health, metrics: &WatchMetrics) -> Self {
-        let (store, writer) = reflector::store_shared(Self::BUFFER);
+    /// Watches `api` until `shutdown`: returns the watch and the task that drives it (the caller
+    /// spawns it, once). It keeps the readiness check `watch:<Kind>`.
+    pub fn start(
+        api: Api<K>,
+        health: &Health,
+        metrics: &WatchMetrics,
+        shutdown: CancellationToken,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        let (store, writer) = reflector::store();
         let len = store.clone();
-        let tracker = tracker::<K>(None, health, metrics, Box::new(move || len.len()));
-        Self {
+        let objects = Box::new(move || len.len());
+        Self::start_with(
             api,
-            writer,
-            watched: Watched {
-                kind: tracker.kind.clone(),
-                store,
-                synced: tracker.synced.clone(),
-            },
-            tracker,
-        }
+            (store, writer),
+            None,
+            objects,
+            health,
+            metrics,
+            shutdown,
+        )
     }
 
-    /// The store, filled once [`SharedWatch::run`] runs.
+    /// [`SharedWatch::start`] for one of several watches of a kind (in several namespaces):
+    /// `check` names its readiness check, `objects` counts the kind's objects over all of them,
+    /// and `store` is the store (and its writer) `objects` reads.
+    pub fn start_one_of(
+        api: Api<K>,
+        store: (Store<K>, Writer<K>),
+        check: &str,
+        objects: Box<dyn Fn() -> usize + Send + Sync>,
+        health: &Health,
+        metrics: &WatchMetrics,
+        shutdown: CancellationToken,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        Self::start_with(api, store, Some(check), objects, health, metrics, shutdown)
+    }
+
+    fn start_with(
+        api: Api<K>,
+        (store, writer): (Store<K>, Writer<K>),
+        check: Option<&str>,
+        objects: Box<dyn Fn() -> usize + Send + Sync>,
+        health: &Health,
+        metrics: &WatchMetrics,
+        shutdown: CancellationToken,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        let tracker = tracker::<K>(check, health, metrics, objects);
+        let watch = Self {
+            watched: Watched {
+                kind: tracker.kind.clone(),
+                store: store.clone(),
+                synced: tracker.synced.clone(),
+            },
+            subscribers: Arc::default(),
+        };
+        let events = watcher(api, watcher::Config::default())
+            .modify(slim::<K>)
+            .default_backoff()
+            .reflect(writer);
+        let task = feed(
+            tracked(events, tracker),
+            store,
+            watch.subscribers.clone(),
+            shutdown,
+        );
+        (watch, task)
+    }
+
+    /// The store.
     pub fn watched(&self) -> &Watched<K> {
         &self.watched
     }
 
-    /// The objects that change (and all of them after each complete list), for a controller.
-    /// Subscribe before [`SharedWatch::run`] (a later subscriber misses the first list) and read
-    /// the subscription for as long as the watch runs: the watch waits for its slowest reader.
+    /// Every object present now (once the first list arrived), then every change, deletions
+    /// included. Read it for as long as the watch runs: the watch waits for a subscriber whose
+    /// unread changes fill its buffer.
+    pub fn subscribe_changes(&self) -> BoxStream<'static, Change<K>> {
+        let (tx, rx) = mpsc::channel(Self::BUFFER);
+        lock(&self.subscribers).push(tx);
+        // Registered first, so a change between the copy and the next event is not missed (it
+        // may come twice). Before the first list, the list brings every object anyway.
+        let present: Vec<Change<K>> = if self.watched.synced() {
+            self.watched
+                .objects()
+                .into_iter()
+                .map(Change::Applied)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let changes = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|change| (change, rx))
+        });
+        futures::stream::iter(present).chain(changes).boxed()
+    }
+
+    /// [`SharedWatch::subscribe_changes`] without the deletions, for a controller.
     pub fn subscribe(&self) -> Subscription<K> {
         Subscription {
-            // Always one: the writer is a shared one.
-            changes: futures::stream::iter(self.writer.subscribe())
-                .flatten()
+            changes: self
+                .subscribe_changes()
+                .filter_map(|change| {
+                    std::future::ready(match change {
+                        Change::Applied(k) => Some(k),
+                        Change::Deleted(_) => None,
+                    })
+                })
                 .boxed(),
             store: self.watched.store.clone(),
         }
     }
-
-    /// Drives the watch until `shutdown`, objects trimmed by [`slim`]; its errors are recorded
-    /// and retried with kube's default backoff, never passed to the subscribers.
-    pub fn run(self, shutdown: CancellationToken) -> impl Future<Output = ()> + Send + 'static {
-        let stream = watcher(self.api, watcher::Config::default())
-            .modify(slim::<K>)
-            .default_backoff()
-            .reflect_shared(self.writer);
-        drive(tracked(stream, self.tracker), shutdown)
-    }
 }
 
-/// Reads `events` until they end or `shutdown`.
-async fn drive<E>(events: impl Stream<Item = E>, shutdown: CancellationToken) {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reads `events` (already applied to `store`) until they end or `shutdown`, passing each
+/// change on to every subscriber.
+async fn feed<K>(
+    events: impl Stream<Item = watcher::Event<K>> + Send,
+    store: Store<K>,
+    subscribers: Subscribers<K>,
+    shutdown: CancellationToken,
+) where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
     let mut events = std::pin::pin!(events);
     loop {
-        tokio::select! {
+        let event = tokio::select! {
             _ = shutdown.cancelled() => break,
-            next = events.next() => if next.is_none() { break },
+            event = events.next() => match event {
+                Some(event) => event,
+                None => break,
+            },
+        };
+        let changes: Vec<Change<K>> = match event {
+            watcher::Event::Apply(k) => store
+                .get(&ObjectRef::from_obj(&k))
+                .map(Change::Applied)
+                .into_iter()
+                .collect(),
+            watcher::Event::Delete(k) => vec![Change::Deleted(Arc::new(k))],
+            watcher::Event::InitDone => store.state().into_iter().map(Change::Applied).collect(),
+            watcher::Event::Init | watcher::Event::InitApply(_) => continue,
+        };
+        let senders = lock(&subscribers).clone();
+        let mut closed = false;
+        for sender in senders {
+            for change in &changes {
+                if sender.send(change.clone()).await.is_err() {
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        if closed {
+            lock(&subscribers).retain(|s| !s.is_closed());
         }
     }
-}
-
-/// A watch of `api` whose one reader reads every event, deletions included, and pauses the
-/// watch by not reading. The events fill `writer`'s store (objects trimmed by [`slim`]) before
-/// they are passed on; errors are recorded and retried with kube's default backoff, not passed
-/// on. `check` names the readiness check (default `watch:<Kind>`); `objects` counts the kind's
-/// objects for the gauge.
-pub fn watch_events<K>(
-    api: Api<K>,
-    writer: Writer<K>,
-    check: Option<&str>,
-    objects: Box<dyn Fn() -> usize + Send + Sync>,
-    health: &Health,
-    metrics: &WatchMetrics,
-) -> (
-    Watched<K>,
-    impl Stream<Item = watcher::Event<K>> + Send + 'static,
-)
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    let tracker = tracker::<K>(check, health, metrics, objects);
-    let watched = Watched {
-        kind: tracker.kind.clone(),
-        store: writer.as_reader(),
-        synced: tracker.synced.clone(),
-    };
-    let stream = watcher(api, watcher::Config::default())
-        .modify(slim::<K>)
-        .default_backoff()
-        .reflect(writer);
-    (watched, tracked(stream, tracker))
 }
 
 #[cfg(test)]
@@ -452,15 +558,25 @@ mod tests {
         names
     }
 
+    /// A subscription's first `n` changes, named.
+    async fn first(changes: BoxStream<'static, Change<ConfigMap>>, n: usize) -> Vec<String> {
+        let named = changes.take(n).map(|change| match change {
+            Change::Applied(cm) => format!("applied {}", cm.name_any()),
+            Change::Deleted(cm) => format!("deleted {}", cm.name_any()),
+        });
+        tokio::time::timeout(Duration::from_secs(30), named.collect())
+            .await
+            .expect("the changes arrive")
+    }
+
     #[tokio::test]
     async fn a_shared_watch_feeds_every_subscriber_and_outlives_its_errors() {
         let api = watched_api(vec![apiserver::event("ADDED", "c", 3)]);
         let (health, metrics) = (Health::new(), WatchMetrics::default());
-        let watch = SharedWatch::new(api, &health, &metrics);
-        let (one, two) = (watch.subscribe(), watch.subscribe());
-        let watched = watch.watched().clone();
         let shutdown = CancellationToken::new();
-        tokio::spawn(watch.run(shutdown.clone()));
+        let (watch, task) = SharedWatch::start(api, &health, &metrics, shutdown.clone());
+        let (one, two) = (watch.subscribe(), watch.subscribe());
+        tokio::spawn(task);
         // The first list fails; the retried one brings a and b, the watch c.
         let names =
             |s: Subscription<ConfigMap>| s.changes.take(3).map(|cm| cm.name_any()).collect();
@@ -472,8 +588,8 @@ mod tests {
         .expect("both subscriptions see every object");
         assert_eq!(sorted(one), ["a", "b", "c"]);
         assert_eq!(sorted(two), ["a", "b", "c"]);
-        assert!(watched.synced());
-        assert_eq!(watched.objects().len(), 3);
+        assert!(watch.watched().synced());
+        assert_eq!(watch.watched().objects().len(), 3);
         let errors = metrics.errors.get_or_create(&KindLabel {
             kind: "ConfigMap".into(),
         });
@@ -483,46 +599,46 @@ mod tests {
             checks.iter().any(|c| c.name == "watch:ConfigMap" && c.ok),
             "{checks:?}"
         );
+        // A subscriber that comes later starts from what is there.
+        let late = sorted(first(watch.subscribe_changes(), 3).await);
+        assert_eq!(late, ["applied a", "applied b", "applied c"]);
         shutdown.cancel();
     }
 
     #[tokio::test]
-    async fn watch_events_passes_on_deletions_and_fills_the_store() {
+    async fn a_subscriber_of_changes_hears_deletions() {
         let api = watched_api(vec![
             apiserver::event("ADDED", "c", 3),
             apiserver::event("DELETED", "a", 4),
         ]);
         let (health, metrics) = (Health::new(), WatchMetrics::default());
+        let shutdown = CancellationToken::new();
         let (_, writer) = reflector::store();
-        let (watched, events) = watch_events(
+        let store = writer.as_reader();
+        let (watch, task) = SharedWatch::start_one_of(
             api,
-            writer,
-            Some("watch:ConfigMap/ns"),
+            (store, writer),
+            "watch:ConfigMap/ns",
             Box::new(|| 0),
             &health,
             &metrics,
+            shutdown.clone(),
         );
-        let mut events = std::pin::pin!(events);
-        let mut seen = Vec::new();
-        tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(event) = events.next().await {
-                let deleted = matches!(&event, watcher::Event::Delete(_));
-                seen.push(match event {
-                    watcher::Event::Apply(cm) => format!("apply {}", cm.name_any()),
-                    watcher::Event::Delete(cm) => format!("delete {}", cm.name_any()),
-                    watcher::Event::InitApply(cm) => format!("init {}", cm.name_any()),
-                    watcher::Event::Init | watcher::Event::InitDone => continue,
-                });
-                if deleted {
-                    break;
-                }
-            }
-        })
-        .await
-        .expect("the deletion arrives");
-        assert_eq!(seen, ["init a", "init b", "apply c", "delete a"]);
+        let changes = watch.subscribe_changes();
+        tokio::spawn(task);
+        let mut seen = first(changes, 4).await;
+        // The list's objects come in the store's order.
+        seen[..2].sort();
+        assert_eq!(seen, ["applied a", "applied b", "applied c", "deleted a"]);
         assert_eq!(
-            sorted(watched.objects().iter().map(|cm| cm.name_any()).collect()),
+            sorted(
+                watch
+                    .watched()
+                    .objects()
+                    .iter()
+                    .map(|cm| cm.name_any())
+                    .collect()
+            ),
             ["b", "c"]
         );
         let (_, checks) = health.readiness();
@@ -532,5 +648,6 @@ mod tests {
                 .any(|c| c.name == "watch:ConfigMap/ns" && c.ok),
             "{checks:?}"
         );
+        shutdown.cancel();
     }
 }

@@ -27,10 +27,10 @@ use kstretch_api::{Kafka, KafkaTopic, names};
 use kstretch_core::topics::ResourceRef;
 use kstretch_runtime::Health;
 use kstretch_runtime::backoff::Backoff;
-use kstretch_runtime::watch::{self, WatchMetrics, Watched};
+use kstretch_runtime::watch::{Change, SharedWatch, WatchMetrics, Watched};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::kafka::checks::KafkaAccess;
@@ -127,35 +127,25 @@ impl TopicStores {
     }
 }
 
-/// The topic operator's `KafkaTopic` watches, one per watched namespace (or one for all), whose
-/// events only it reads (deletions too: they wake the resources naming the same topic) and whose
-/// stores everyone else reads, and the `Kafka` store it shares.
+/// Central's `KafkaTopic` watches, one per namespace the topic operator watches (or one for
+/// all), whose every change the topic operator reads (deletions too: they wake the resources
+/// naming the same topic) and whose stores everyone else reads, and the `Kafka` store.
+#[derive(Debug)]
 pub struct Watches {
     kafkas: Store<Kafka>,
-    topics: Vec<(Option<String>, Watched<KafkaTopic>)>,
-    events: Vec<BoxStream<'static, watcher::Event<KafkaTopic>>>,
-}
-
-impl std::fmt::Debug for Watches {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Watches")
-            .field(
-                "namespaces",
-                &self.topics.iter().map(|(ns, _)| ns).collect::<Vec<_>>(),
-            )
-            .finish_non_exhaustive()
-    }
+    topics: Vec<(Option<String>, SharedWatch<KafkaTopic>)>,
 }
 
 impl Watches {
-    /// The watches of `namespaces` (`None`: every namespace), not started: they run while the
-    /// topic operator reads them.
-    pub fn new(
+    /// Starts the watches of `namespaces` (`None`: every namespace) into `tasks`.
+    pub fn start(
         client: &Client,
         namespaces: Option<&[String]>,
         kafkas: Store<Kafka>,
         health: &Health,
         metrics: &WatchMetrics,
+        tasks: &mut JoinSet<()>,
+        shutdown: &CancellationToken,
     ) -> Self {
         let apis: Vec<(Option<String>, Api<KafkaTopic>)> = match namespaces {
             Some(list) => list
@@ -165,32 +155,38 @@ impl Watches {
             None => vec![(None, Api::all(client.clone()))],
         };
         let several = apis.len() > 1;
-        let writers: Vec<_> = apis.iter().map(|_| reflector::store()).collect();
-        let stores: Vec<Store<KafkaTopic>> = writers.iter().map(|(s, _)| s.clone()).collect();
-        let (mut topics, mut events) = (Vec::new(), Vec::new());
-        for ((ns, api), (_, writer)) in apis.into_iter().zip(writers) {
+        let stores: Vec<_> = apis.iter().map(|_| reflector::store()).collect();
+        let readers: Vec<Store<KafkaTopic>> = stores.iter().map(|(s, _)| s.clone()).collect();
+        let mut topics = Vec::new();
+        for ((ns, api), store) in apis.into_iter().zip(stores) {
+            let readers = readers.clone();
+            let objects = Box::new(move || readers.iter().map(Store::len).sum());
             // One readiness check per namespace when there are several.
-            let check = ns
-                .as_ref()
-                .filter(|_| several)
-                .map(|ns| format!("watch:KafkaTopic/{ns}"));
-            let stores = stores.clone();
-            let total = Box::new(move || stores.iter().map(Store::len).sum());
-            let (watched, stream) =
-                watch::watch_events(api, writer, check.as_deref(), total, health, metrics);
-            topics.push((ns, watched));
-            events.push(stream.boxed());
+            let check = match ns.as_ref().filter(|_| several) {
+                Some(ns) => format!("watch:KafkaTopic/{ns}"),
+                None => "watch:KafkaTopic".to_owned(),
+            };
+            let (watch, task) = SharedWatch::start_one_of(
+                api,
+                store,
+                &check,
+                objects,
+                health,
+                metrics,
+                shutdown.clone(),
+            );
+            tasks.spawn(task);
+            topics.push((ns, watch));
         }
-        Self {
-            kafkas,
-            topics,
-            events,
-        }
+        Self { kafkas, topics }
     }
 
     /// The stores of the `KafkaTopic` watches.
     pub fn topics(&self) -> Vec<Watched<KafkaTopic>> {
-        self.topics.iter().map(|(_, w)| w.clone()).collect()
+        self.topics
+            .iter()
+            .map(|(_, w)| w.watched().clone())
+            .collect()
     }
 }
 
@@ -204,15 +200,13 @@ pub async fn run(
     health: Health,
     shutdown: CancellationToken,
 ) {
-    let Watches {
-        kafkas,
-        topics,
-        events,
-    } = watches;
+    let Watches { kafkas, topics } = watches;
     let queue = TopicQueue::new(settings.queue_capacity);
+    // Subscribed before anything reads them: what is there now comes first.
+    let events: Vec<_> = topics.iter().map(|(_, w)| w.subscribe_changes()).collect();
     let stores = topics
         .into_iter()
-        .map(|(ns, watched)| (ns, watched.store().clone()))
+        .map(|(ns, watch)| (ns, watch.watched().store().clone()))
         .collect();
     let ctx = Arc::new(Context {
         client,
@@ -235,8 +229,8 @@ pub async fn run(
     );
 
     let mut tasks = tokio::task::JoinSet::new();
-    for events in events {
-        tasks.spawn(watch_topics(events, ctx.clone()));
+    for changes in events {
+        tasks.spawn(watch_topics(changes, ctx.clone()));
     }
     for _ in 0..ctx.settings.batches_in_flight {
         let ctx = ctx.clone();
@@ -262,22 +256,19 @@ pub async fn run(
     while tasks.join_next().await.is_some() {}
 }
 
-/// Reads one `KafkaTopic` watch's events (which fill its cache) into the queue. `push` waits
-/// while the queue is full, which pauses reading the watch: backpressure, never an exit.
-async fn watch_topics(
-    mut events: BoxStream<'static, watcher::Event<KafkaTopic>>,
-    ctx: Arc<Context>,
-) {
-    while let Some(event) = events.next().await {
-        match event {
-            watcher::Event::Apply(kt) | watcher::Event::InitApply(kt) => {
+/// Reads one `KafkaTopic` watch's changes into the queue. `push` waits while the queue is full,
+/// which pauses reading the watch: backpressure, never an exit.
+async fn watch_topics(mut changes: BoxStream<'static, Change<KafkaTopic>>, ctx: Arc<Context>) {
+    while let Some(change) = changes.next().await {
+        match change {
+            Change::Applied(kt) => {
                 if ctx.is_news(&kt)
                     && ctx.queue.push(decide::key_of(&kt)).await == queue::Pushed::Deferred
                 {
                     ctx.metrics.locked();
                 }
             }
-            watcher::Event::Delete(kt) => {
+            Change::Deleted(kt) => {
                 let key = decide::key_of(&kt);
                 ctx.forget(&key);
                 // Another resource naming the same topic may have waited on this one.
@@ -292,7 +283,6 @@ async fn watch_topics(
                     }
                 }
             }
-            watcher::Event::Init | watcher::Event::InitDone => {}
         }
     }
 }
