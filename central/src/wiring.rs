@@ -316,18 +316,21 @@ mod tests {
     use std::time::Duration;
 
     use bytes::Bytes;
-    use http::{Request, Response};
+    use http::{Method, Request, Response};
     use http_body_util::combinators::BoxBody;
     use http_body_util::{BodyExt, Full, StreamBody};
     use kstretch_api::{KafkaOperation, KafkaTopic, KafkaUser};
 
     use super::*;
 
-    /// An apiserver that answers every request but a watch with an empty list and keeps every
-    /// watch open, counting the watch requests per resource path.
+    /// An apiserver that answers every list with `lists`' objects at its path (none by default),
+    /// every other request but a watch with an empty list, and keeps every watch open. It counts
+    /// the watch requests per resource path and records the writes.
     #[derive(Clone, Default)]
     struct Apiserver {
+        lists: Arc<BTreeMap<String, String>>,
         watches: Arc<Mutex<BTreeMap<String, usize>>>,
+        writes: Arc<Mutex<Vec<String>>>,
     }
 
     impl tower::Service<Request<kube::client::Body>> for Apiserver {
@@ -341,24 +344,24 @@ mod tests {
 
         fn call(&mut self, request: Request<kube::client::Body>) -> Self::Future {
             let uri = request.uri();
+            let path = uri.path().to_owned();
             let watch = uri
                 .query()
                 .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
-            let body = if watch {
-                *self
-                    .watches
-                    .lock()
-                    .unwrap()
-                    .entry(uri.path().to_owned())
-                    .or_default() += 1;
-                StreamBody::new(futures::stream::pending()).boxed()
-            } else {
-                Full::new(Bytes::from_static(
-                    br#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":"1"},"items":[]}"#,
-                ))
-                .boxed()
-            };
-            std::future::ready(Ok(Response::new(body)))
+            if watch {
+                *self.watches.lock().unwrap().entry(path).or_default() += 1;
+                let body = StreamBody::new(futures::stream::pending()).boxed();
+                return std::future::ready(Ok(Response::new(body)));
+            }
+            if request.method() != Method::GET {
+                let line = format!("{} {path}", request.method());
+                self.writes.lock().unwrap().push(line);
+            }
+            let items = self.lists.get(&path).map_or("", String::as_str);
+            let list = format!(
+                r#"{{"apiVersion":"v1","kind":"List","metadata":{{"resourceVersion":"1"}},"items":[{items}]}}"#
+            );
+            std::future::ready(Ok(Response::new(Full::new(Bytes::from(list)).boxed())))
         }
     }
 
@@ -366,76 +369,132 @@ mod tests {
         K::url_path(&(), namespace)
     }
 
-    /// Starts the leader side against [`Apiserver`] and returns the watches it opened once it
-    /// opened at least `kinds` and every store is filled.
-    async fn watches_of(
-        namespace: Option<&str>,
-        topics: Option<Vec<String>>,
-        kinds: usize,
-    ) -> BTreeMap<String, usize> {
-        let apiserver = Apiserver::default();
-        let client = kube::Client::new(apiserver.clone(), "default");
-        let shutdown = CancellationToken::new();
-        let health = Health::new();
-        let settings = Settings {
-            namespace: namespace.map(str::to_owned),
-            topics: topic::TopicSettings {
-                namespaces: topics,
-                ..Default::default()
-            },
-            connectors: connector::ConnectorArgs { resync_secs: 60 },
-            members: Members {
-                own: "central".into(),
-                all: ["central".to_owned()].into(),
-            },
-            linked: false,
-            link: LinkConfig::default(),
-        };
-        let metrics = Metrics::register(&mut Registry::default());
-        let mut tasks = JoinSet::new();
-        let watches = Watches::start(
-            &client,
-            &settings,
-            &health,
-            &metrics.watch,
-            &mut tasks,
-            &shutdown,
-        );
-        // As on a standby: the watches run, and nothing else.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let _started = start(
-            client, settings, metrics, watches, &health, &mut tasks, &shutdown,
-        );
-        // The controllers of kinds without a readiness check are seen by their watch requests.
-        tokio::time::timeout(Duration::from_secs(20), async {
-            while apiserver.watches.lock().unwrap().len() < kinds
-                || !health
-                    .readiness()
-                    .1
-                    .iter()
-                    .filter(|c| c.name.starts_with("watch:") || c.name == "topics")
-                    .all(|c| c.ok)
-            {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await
-        .expect("every watch synced");
-        // A while longer, for a second watch of any kind to show.
+    /// Central against an [`Apiserver`]: its watches, then its controllers.
+    struct Central {
+        apiserver: Apiserver,
+        health: Health,
+        registry: Registry,
+        tasks: JoinSet<()>,
+        shutdown: CancellationToken,
+    }
+
+    impl Central {
+        /// Starts the watches, waits (as a standby would) until they are filled, then starts
+        /// the controllers, which subscribe to the watches only now.
+        async fn start(
+            namespace: Option<&str>,
+            topics: Option<Vec<String>>,
+            lists: BTreeMap<String, String>,
+        ) -> Self {
+            let apiserver = Apiserver {
+                lists: Arc::new(lists),
+                ..Apiserver::default()
+            };
+            let client = kube::Client::new(apiserver.clone(), "default");
+            let (shutdown, health) = (CancellationToken::new(), Health::new());
+            let settings = Settings {
+                namespace: namespace.map(str::to_owned),
+                topics: topic::TopicSettings {
+                    namespaces: topics,
+                    ..Default::default()
+                },
+                connectors: connector::ConnectorArgs { resync_secs: 60 },
+                members: Members {
+                    own: "central".into(),
+                    all: ["central".to_owned()].into(),
+                },
+                linked: false,
+                link: LinkConfig::default(),
+            };
+            let mut registry = Registry::default();
+            let metrics = Metrics::register(&mut registry);
+            let mut tasks = JoinSet::new();
+            let watches = Watches::start(
+                &client,
+                &settings,
+                &health,
+                &metrics.watch,
+                &mut tasks,
+                &shutdown,
+            );
+            let central = Self {
+                apiserver,
+                health,
+                registry,
+                tasks,
+                shutdown,
+            };
+            central
+                .until("every watch filled", |c| c.ready("watch:"))
+                .await;
+            let mut central = central;
+            let _ = start(
+                client,
+                settings,
+                metrics,
+                watches,
+                &central.health.clone(),
+                &mut central.tasks,
+                &central.shutdown.clone(),
+            );
+            central
+        }
+
+        fn ready(&self, prefix: &str) -> bool {
+            let (_, checks) = self.health.readiness();
+            let mut checks = checks.iter().filter(|c| c.name.starts_with(prefix));
+            checks.clone().next().is_some() && checks.all(|c| c.ok)
+        }
+
+        fn watches(&self) -> BTreeMap<String, usize> {
+            self.apiserver.watches.lock().unwrap().clone()
+        }
+
+        fn metrics(&self) -> String {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &self.registry).unwrap();
+            text
+        }
+
+        async fn until(&self, what: &str, done: impl Fn(&Self) -> bool) {
+            let waited = tokio::time::timeout(Duration::from_secs(20), async {
+                while !done(self) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+            .await;
+            assert!(waited.is_ok(), "{what}: {:?}", self.watches());
+        }
+
+        async fn stop(mut self) {
+            self.shutdown.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(10), async {
+                while self.tasks.join_next().await.is_some() {}
+            })
+            .await;
+        }
+    }
+
+    /// Every watch `central` opened, once every kind in `expected` is watched and a while has
+    /// passed for a second watch of any kind to show.
+    async fn watches_once(central: &Central, expected: &[String]) -> BTreeMap<String, usize> {
+        central
+            .until("every kind watched", |c| {
+                c.watches().len() >= expected.len() && c.ready("topics")
+            })
+            .await;
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let watches = apiserver.watches.lock().unwrap().clone();
-        shutdown.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(10), async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
-        watches
+        central.watches()
+    }
+
+    fn once(paths: &[String]) -> BTreeMap<String, usize> {
+        paths.iter().map(|p| (p.clone(), 1)).collect()
     }
 
     #[tokio::test]
     async fn central_opens_one_watch_per_kind() {
-        let watches = watches_of(None, None, 7).await;
-        let expected: BTreeMap<String, usize> = [
+        let central = Central::start(None, None, BTreeMap::new()).await;
+        let expected = [
             path::<Kafka>(None),
             path::<KafkaNodePool>(None),
             path::<KafkaTopic>(None),
@@ -443,19 +502,17 @@ mod tests {
             path::<KafkaConnector>(None),
             path::<KafkaUser>(None),
             path::<KafkaOperation>(None),
-        ]
-        .into_iter()
-        .map(|p| (p, 1))
-        .collect();
-        assert_eq!(watches, expected);
+        ];
+        assert_eq!(watches_once(&central, &expected).await, once(&expected));
+        central.stop().await;
     }
 
     #[tokio::test]
     async fn central_watches_its_namespace_and_each_topic_namespace_once() {
         let topics = vec!["topics-a".to_owned(), "topics-b".to_owned()];
-        let watches = watches_of(Some("kafka"), Some(topics), 8).await;
+        let central = Central::start(Some("kafka"), Some(topics), BTreeMap::new()).await;
         let ns = Some("kafka");
-        let expected: BTreeMap<String, usize> = [
+        let expected = [
             path::<Kafka>(ns),
             path::<KafkaNodePool>(ns),
             path::<KafkaTopic>(Some("topics-a")),
@@ -464,10 +521,73 @@ mod tests {
             path::<KafkaConnector>(ns),
             path::<KafkaUser>(ns),
             path::<KafkaOperation>(ns),
-        ]
-        .into_iter()
-        .map(|p| (p, 1))
-        .collect();
-        assert_eq!(watches, expected);
+        ];
+        assert_eq!(watches_once(&central, &expected).await, once(&expected));
+        central.stop().await;
+    }
+
+    /// The value of `counter` in `metrics` (the text format), 0 when absent.
+    fn counted(metrics: &str, counter: &str) -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(counter)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn item<K: Resource<DynamicType = ()> + serde::Serialize>(mut k: K) -> String {
+        k.meta_mut().namespace = Some("kafka".into());
+        serde_json::to_string(&k).unwrap()
+    }
+
+    #[tokio::test]
+    async fn controllers_started_after_the_watches_filled_see_what_is_there() {
+        let mut topic = KafkaTopic::new("t", Default::default());
+        topic
+            .meta_mut()
+            .labels
+            .get_or_insert_default()
+            .insert(kstretch_api::names::CLUSTER.into(), "my-cluster".into());
+        let lists = [
+            (
+                path::<Kafka>(None),
+                item(Kafka::new("my-cluster", Default::default())),
+            ),
+            (
+                path::<KafkaConnect>(None),
+                item(KafkaConnect::new("c", Default::default())),
+            ),
+            (
+                path::<KafkaConnector>(None),
+                item(KafkaConnector::new("k", Default::default())),
+            ),
+            (path::<KafkaTopic>(None), item(topic)),
+        ];
+        let central = Central::start(None, None, lists.into_iter().collect()).await;
+        // Each controller reconciles its resource (and fails at the apiserver, which knows
+        // nothing else): its subscription started with what the watch had.
+        central
+            .until("every controller reconciled", |c| {
+                let m = c.metrics();
+                [
+                    "kafka_reconciles_total",
+                    "connect_reconciles_total",
+                    "connector_reconciliations_total",
+                ]
+                .iter()
+                .all(|counter| counted(&m, counter) > 0)
+            })
+            .await;
+        // The topic operator queued its topic: a batch wrote its status.
+        central
+            .until("the topic operator read its topic", |c| {
+                c.apiserver
+                    .writes
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|w| w.contains("/kafkatopics/t"))
+            })
+            .await;
+        central.stop().await;
     }
 }
