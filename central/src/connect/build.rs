@@ -7,16 +7,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use kstretch_api::common::JvmOptions;
 use kstretch_api::{KafkaConnect, names};
-use kstretch_core::kraft;
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
 use super::security;
 use super::validate::Resolved;
-use crate::kafka::build::DEFAULT_KAFKA_VERSION;
-use crate::pod_template::PodParts;
+use crate::pod_template::{self, PodParts};
 
 /// Port of the Connect REST API (Strimzi's `REST_API_PORT`).
 pub const REST_API_PORT: u16 = 8083;
@@ -170,16 +167,10 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
         template: connect.spec.template.as_ref(),
     };
     let properties = worker_properties(r);
-    let version = connect
-        .spec
-        .version
-        .clone()
-        .unwrap_or_else(|| DEFAULT_KAFKA_VERSION.to_owned());
-    let image = connect
-        .spec
-        .image
-        .clone()
-        .unwrap_or_else(|| format!("apache/kafka:{version}"));
+    let (version, image) = pod_template::version_and_image(
+        connect.spec.version.as_deref(),
+        connect.spec.image.as_deref(),
+    );
 
     let mut revisions = BTreeMap::new();
     let pods: Vec<Value> = (0..r.replicas)
@@ -310,47 +301,13 @@ fn merge_extra(
     }
 }
 
-/// `KAFKA_HEAP_OPTS` and `KAFKA_OPTS` from `jvmOptions`, as Kafka's start scripts read them.
-pub fn jvm_env(jvm: Option<&JvmOptions>) -> Vec<Value> {
-    let mut env = Vec::new();
-    let Some(jvm) = jvm else { return env };
-    let heap: Vec<String> = [("-Xms", &jvm.xms), ("-Xmx", &jvm.xmx)]
-        .into_iter()
-        .filter_map(|(flag, v)| v.as_ref().map(|v| format!("{flag}{v}")))
-        .collect();
-    if !heap.is_empty() {
-        env.push(json!({"name": "KAFKA_HEAP_OPTS", "value": heap.join(" ")}));
-    }
-    let mut opts: Vec<String> = jvm
-        .xx
-        .iter()
-        .flatten()
-        .map(|(k, v)| match v.as_str() {
-            "true" => format!("-XX:+{k}"),
-            "false" => format!("-XX:-{k}"),
-            _ => format!("-XX:{k}={v}"),
-        })
-        .collect();
-    opts.extend(jvm.java_system_properties.iter().filter_map(|p| {
-        Some(format!(
-            "-D{}={}",
-            p.name.as_ref()?,
-            p.value.clone().unwrap_or_default()
-        ))
-    }));
-    if !opts.is_empty() {
-        env.push(json!({"name": "KAFKA_OPTS", "value": opts.join(" ")}));
-    }
-    env
-}
-
-/// One worker pod and its revision (a hash of the definition and the worker configuration,
-/// so a configuration change rolls the workers although the pod spec is unchanged).
 /// The Secret with what the workers need to reach a secured Kafka.
 pub fn security_secret_name(connect: &str) -> String {
     format!("{}-security", component_name(connect))
 }
 
+/// One worker pod and its revision (a hash of the definition and the worker configuration,
+/// so a configuration change rolls the workers although the pod spec is unchanged).
 fn pod(
     n: &Names<'_>,
     connect: &KafkaConnect,
@@ -371,10 +328,7 @@ fn pod(
     }
     let mut annotations = Map::new();
     annotations.insert(names::KAFKA_VERSION.to_owned(), json!(version));
-    let template_pod = n
-        .template
-        .and_then(|t| t.get("pod"))
-        .and_then(Value::as_object);
+    let template_pod = pod_template::template_pod(n.template);
     merge_extra(
         &mut labels,
         &mut annotations,
@@ -386,7 +340,7 @@ fn pod(
     // The worker advertises its stable DNS name through the headless Service.
     let hostname = format!("{pod_name}.{component}.{}.svc", n.namespace);
     let mut env = vec![json!({"name": ADVERTISED_HOSTNAME_ENV, "value": hostname})];
-    env.extend(jvm_env(connect.spec.jvm_options.as_ref()));
+    env.extend(pod_template::jvm_env(connect.spec.jvm_options.as_ref()));
     let template_container = n
         .template
         .and_then(|t| t.get("connectContainer"))
@@ -418,11 +372,7 @@ fn pod(
         "readinessProbe": probe(60),
         "livenessProbe": probe(60),
     });
-    if let Some(resources) = &connect.spec.resources
-        && let Ok(value) = serde_json::to_value(resources)
-    {
-        container["resources"] = value;
-    }
+    pod_template::set_resources(&mut container, connect.spec.resources.as_ref());
     if let Some(sc) = template_container.and_then(|c| c.get("securityContext")) {
         container["securityContext"] = sc.clone();
     }
@@ -439,7 +389,7 @@ fn pod(
             );
         }
     }
-    let mut pod = crate::pod_template::pod(PodParts {
+    let pod = pod_template::pod(PodParts {
         name: pod_name,
         namespace: n.namespace,
         subdomain: &component,
@@ -449,13 +399,10 @@ fn pod(
         annotations,
         template: template_pod,
     });
-    let definition = serde_json::to_vec(&pod).unwrap_or_default();
     // New certificates or a new password restart the workers, which read them at start.
-    let mut parts: Vec<&[u8]> = vec![&definition, properties.as_bytes()];
-    parts.extend(material.values().map(Vec::as_slice));
-    let revision = kraft::revision(&parts);
-    pod["metadata"]["annotations"][names::REVISION] = json!(revision);
-    (pod, revision)
+    let mut inputs = vec![properties.as_bytes()];
+    inputs.extend(material.values().map(Vec::as_slice));
+    pod_template::with_revision(pod, &inputs)
 }
 
 #[cfg(test)]
@@ -464,6 +411,7 @@ mod tests {
 
     use super::*;
     use crate::connect::validate::resolve;
+    use crate::kafka::build::DEFAULT_KAFKA_VERSION;
     use crate::kafka::resolve::Members;
 
     fn members() -> Members {
