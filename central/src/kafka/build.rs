@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use kstretch_api::storage::SingleVolumeStorage;
 use kstretch_api::{Kafka, names};
 use kstretch_core::kraft::{
-    self, Addressing, CONTROLPLANE_PORT, ConfigError, KafkaCluster, Node, REPLICATION_PORT,
-    Rendered, Volume,
+    self, Addressing, CONTROLPLANE_PORT, ConfigError, KafkaCluster, Node, NodeConfig,
+    REPLICATION_PORT, Rendered, Volume,
 };
 use kstretch_core::node_ids::Role;
 use kube::ResourceExt;
@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::resolve::{PerNode, Resolved, ResolvedPool};
 use crate::pki::NodeCerts;
-use crate::pod_template::PodParts;
+use crate::pod_template::{self, PodParts};
 
 /// Kafka version run when `Kafka.spec.kafka.version` is not set.
 pub const DEFAULT_KAFKA_VERSION: &str = "4.1.2";
@@ -164,14 +164,8 @@ pub fn build(
     warnings.extend(resolved.warnings.iter().cloned());
 
     let spec = &kafka.spec.kafka;
-    let version = spec
-        .version
-        .clone()
-        .unwrap_or_else(|| DEFAULT_KAFKA_VERSION.to_owned());
-    let image = spec
-        .image
-        .clone()
-        .unwrap_or_else(|| format!("apache/kafka:{version}"));
+    let (version, image) =
+        pod_template::version_and_image(spec.version.as_deref(), spec.image.as_deref());
     let ctx = Ctx {
         names: Names {
             kafka: &name,
@@ -189,78 +183,29 @@ pub fn build(
         quorum: cluster.quorum,
     };
 
+    let inputs = NodeInputs {
+        ctx: &ctx,
+        cluster: &cluster,
+        configs: &configs,
+        certs,
+        initial_voters,
+    };
     let mut objects: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut built_nodes = BTreeMap::new();
     for pool in &resolved.pools {
-        // A moving pool has a pod set in each cluster: its own, and the one it leaves.
-        let mut by_alias: BTreeMap<&str, Vec<i32>> =
-            BTreeMap::from([(pool.alias.as_str(), vec![])]);
-        for &id in ids.get(&pool.name).into_iter().flatten() {
-            by_alias.entry(pool.alias_of(id)).or_default().push(id);
-        }
-        for (alias, pool_ids) in by_alias {
-            let out = objects.entry(alias.to_owned()).or_default();
-            let mut pods = Vec::new();
-            for &id in &pool_ids {
-                let Some(config) = configs.get(&id) else {
-                    continue;
-                };
-                let node = cluster
-                    .node(id)
-                    .cloned()
-                    .ok_or(ConfigError::NoControllers {
-                        kafka: name.clone(),
-                    })?;
-                let text = config.to_properties_text();
-                let pod_name = kraft::pod_name(&name, &pool.name, id);
-                let Some(cert) = certs.nodes.get(&pod_name) else {
-                    return Err(ConfigError::CertificatePending { node: id });
-                };
-                let format = kraft::format_arguments(&cluster, &node, initial_voters)?;
-                out.push(config_map(&ctx, pool, &pod_name, &text, &format));
-                out.push(certificate_secret(&ctx, pool, &pod_name, cert, certs));
-                out.extend(claims(&ctx, pool, &pod_name));
-                // A renewed certificate or CA rolls the node, which reads them at start.
-                let mut tls = vec![cert.cert.as_str(), certs.ca_cert.as_str()];
-                tls.extend(certs.clients_ca_cert.as_deref());
-                tls.extend(
-                    certs
-                        .listeners
-                        .values()
-                        .flat_map(|p| [p.cert.as_str(), p.key.as_str()]),
-                );
-                let rolling = config.rolling_text();
-                let (pod, revision) = pod(&ctx, pool, &node, &pod_name, &rolling, &tls);
-                pods.push(pod);
-                built_nodes.insert(
-                    id,
-                    BuiltNode {
-                        id,
-                        pool: pool.name.clone(),
-                        alias: alias.to_owned(),
-                        pod: pod_name,
-                        roles: pool.roles.clone(),
-                        revision,
-                    },
-                );
-            }
-            out.push(pod_set(&ctx, pool, pods));
+        for (alias, pool_ids) in ids_by_alias(pool, ids) {
+            let (pool_objects, nodes) = inputs.pool_objects(pool, alias, &pool_ids)?;
+            objects
+                .entry(alias.to_owned())
+                .or_default()
+                .extend(pool_objects);
+            built_nodes.extend(nodes.into_iter().map(|node| (node.id, node)));
         }
     }
     for (alias, services) in per_node_services(&name, &namespace, resolved, ids) {
         objects.entry(alias).or_default().extend(services);
     }
-    // Services wherever the cluster has nodes, so every member resolves the same names.
-    let aliases: Vec<String> = objects.keys().cloned().collect();
-    for alias in aliases {
-        let out = objects.entry(alias).or_default();
-        out.push(headless_service(&ctx));
-        out.push(bootstrap_service(&ctx));
-        if matches!(cluster.addressing, Addressing::MultiClusterServices { .. }) {
-            out.push(service_export(&ctx, &kraft::headless_service_name(&name)));
-            out.push(service_export(&ctx, &kraft::bootstrap_service_name(&name)));
-        }
-    }
+    add_cluster_services(&ctx, &cluster.addressing, &mut objects);
     Ok(Built {
         cluster,
         objects,
@@ -268,6 +213,131 @@ pub fn build(
         warnings,
         kafka_version: version,
     })
+}
+
+/// The pool's node IDs by the member cluster each runs in. A moving pool has a pod set in
+/// each cluster, its own and the one it leaves; its own always, even without nodes.
+fn ids_by_alias<'a>(
+    pool: &'a ResolvedPool,
+    ids: &BTreeMap<String, BTreeSet<i32>>,
+) -> BTreeMap<&'a str, Vec<i32>> {
+    let mut by_alias: BTreeMap<&str, Vec<i32>> = BTreeMap::from([(pool.alias.as_str(), vec![])]);
+    for &id in ids.get(&pool.name).into_iter().flatten() {
+        by_alias.entry(pool.alias_of(id)).or_default().push(id);
+    }
+    by_alias
+}
+
+/// The cluster's headless and bootstrap Services (and their ServiceExports with Multi-Cluster
+/// Services) in every member cluster that has objects of it, so every member resolves the
+/// same names.
+fn add_cluster_services(
+    ctx: &Ctx<'_>,
+    addressing: &Addressing,
+    objects: &mut BTreeMap<String, Vec<Value>>,
+) {
+    for out in objects.values_mut() {
+        out.push(headless_service(ctx));
+        out.push(bootstrap_service(ctx));
+        if matches!(addressing, Addressing::MultiClusterServices { .. }) {
+            out.push(service_export(
+                ctx,
+                &kraft::headless_service_name(ctx.kafka),
+            ));
+            out.push(service_export(
+                ctx,
+                &kraft::bootstrap_service_name(ctx.kafka),
+            ));
+        }
+    }
+}
+
+/// What building the nodes takes besides their pool.
+struct NodeInputs<'a> {
+    ctx: &'a Ctx<'a>,
+    cluster: &'a KafkaCluster,
+    /// The rendered configuration of each node, by ID.
+    configs: &'a BTreeMap<i32, NodeConfig>,
+    certs: &'a NodeCerts,
+    initial_voters: &'a BTreeMap<i32, u128>,
+}
+
+/// One node as built: its ConfigMap, Secret and PVCs, and its pod.
+struct NodeObjects {
+    objects: Vec<Value>,
+    pod: Value,
+    node: BuiltNode,
+}
+
+impl NodeInputs<'_> {
+    /// The objects of `pool`'s nodes `ids` in member cluster `alias` (each node's ConfigMap,
+    /// Secret and PVCs, then the pool's pod set there), and the nodes as built. A node without
+    /// a rendered configuration is left out.
+    fn pool_objects(
+        &self,
+        pool: &ResolvedPool,
+        alias: &str,
+        ids: &[i32],
+    ) -> Result<(Vec<Value>, Vec<BuiltNode>), ConfigError> {
+        let mut objects = Vec::new();
+        let mut pods = Vec::new();
+        let mut nodes = Vec::new();
+        for &id in ids {
+            let Some(config) = self.configs.get(&id) else {
+                continue;
+            };
+            let built = self.node(pool, alias, id, config)?;
+            objects.extend(built.objects);
+            pods.push(built.pod);
+            nodes.push(built.node);
+        }
+        objects.push(pod_set(self.ctx, pool, pods));
+        Ok((objects, nodes))
+    }
+
+    /// Node `id` of `pool` in member cluster `alias`, whose rendered configuration is `config`.
+    fn node(
+        &self,
+        pool: &ResolvedPool,
+        alias: &str,
+        id: i32,
+        config: &NodeConfig,
+    ) -> Result<NodeObjects, ConfigError> {
+        let (ctx, certs) = (self.ctx, self.certs);
+        let node = self.cluster.node(id).ok_or(ConfigError::NoControllers {
+            kafka: ctx.kafka.to_owned(),
+        })?;
+        let pod_name = kraft::pod_name(ctx.kafka, &pool.name, id);
+        let Some(cert) = certs.nodes.get(&pod_name) else {
+            return Err(ConfigError::CertificatePending { node: id });
+        };
+        let format = kraft::format_arguments(self.cluster, node, self.initial_voters)?;
+        let text = config.to_properties_text();
+        let mut objects = vec![
+            config_map(ctx, pool, &pod_name, &text, &format),
+            certificate_secret(ctx, pool, &pod_name, cert, certs),
+        ];
+        objects.extend(claims(ctx, pool, &pod_name));
+        // A renewed certificate or CA rolls the node, which reads them at start.
+        let mut tls = vec![cert.cert.as_str(), certs.ca_cert.as_str()];
+        tls.extend(certs.clients_ca_cert.as_deref());
+        tls.extend(
+            certs
+                .listeners
+                .values()
+                .flat_map(|p| [p.cert.as_str(), p.key.as_str()]),
+        );
+        let (pod, revision) = pod(ctx, pool, node, &pod_name, &config.rolling_text(), &tls);
+        let node = BuiltNode {
+            id,
+            pool: pool.name.clone(),
+            alias: alias.to_owned(),
+            pod: pod_name,
+            roles: pool.roles.clone(),
+            revision,
+        };
+        Ok(NodeObjects { objects, pod, node })
+    }
 }
 
 /// What naming and labelling any object of the cluster needs.
@@ -447,7 +517,7 @@ fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {
 
 /// The pod definition and its revision (a hash of the definition and `config`, the rolling part
 /// of the node's configuration, so a configuration change rolls the pod although the pod spec is
-/// unchanged).
+/// unchanged, and of the certificates `tls` it reads at start).
 fn pod(
     ctx: &Ctx<'_>,
     pool: &ResolvedPool,
@@ -456,6 +526,55 @@ fn pod(
     config: &str,
     tls: &[&str],
 ) -> (Value, String) {
+    let template_pod = pod_template::template_pod(pool.template.as_ref());
+    let (mounts, volumes) = pod_volumes(pool, pod_name);
+    let probe_port = if node.is_broker() {
+        REPLICATION_PORT
+    } else {
+        CONTROLPLANE_PORT
+    };
+    let mut env = vec![json!({"name": "KAFKA_CLUSTER_ID", "value": ctx.cluster_id})];
+    env.extend(pod_template::jvm_env(pool.jvm_options.as_ref()));
+    let mut container = json!({
+        "name": "kafka",
+        "image": ctx.image,
+        "command": ["/bin/sh", "-c", start_script(ctx, node)],
+        "env": env,
+        "ports": container_ports(ctx, node),
+        "volumeMounts": mounts,
+        "readinessProbe": {"tcpSocket": {"port": probe_port}, "initialDelaySeconds": 5, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": probe_port}, "initialDelaySeconds": 60, "periodSeconds": 10},
+    });
+    pod_template::set_resources(&mut container, pool.resources.as_ref());
+
+    let mut annotations = Map::new();
+    annotations.insert(names::KAFKA_VERSION.to_owned(), json!(ctx.version));
+    add_template_metadata(&mut annotations, template_pod, "annotations");
+    let subdomain = kraft::headless_service_name(ctx.kafka);
+    let pod = pod_template::pod(PodParts {
+        name: pod_name,
+        namespace: ctx.namespace,
+        subdomain: &subdomain,
+        container,
+        volumes,
+        labels: pod_labels(ctx, pool, node, pod_name, template_pod),
+        annotations,
+        template: template_pod,
+    });
+    let mut inputs = vec![config.as_bytes()];
+    inputs.extend(tls.iter().map(|t| t.as_bytes()));
+    pod_template::with_revision(pod, &inputs)
+}
+
+/// The node pod's labels: the pool's, the pod's own, then those of `template.pod` that do not
+/// override them.
+fn pod_labels(
+    ctx: &Ctx<'_>,
+    pool: &ResolvedPool,
+    node: &Node,
+    pod_name: &str,
+    template_pod: Option<&Map<String, Value>>,
+) -> Map<String, Value> {
     let mut labels = ctx.pool_labels(&pool.name);
     for (k, v) in [
         (names::POD_NAME, pod_name.to_owned()),
@@ -469,32 +588,28 @@ fn pod(
     ] {
         labels.insert(k.to_owned(), Value::String(v));
     }
-    let template_pod = pool
-        .template
-        .as_ref()
-        .and_then(|t| t.get("pod"))
-        .and_then(Value::as_object);
-    if let Some(extra) = template_pod
-        .and_then(|p| p.get("metadata"))
-        .and_then(|m| m.get("labels"))
-        .and_then(Value::as_object)
-    {
-        for (k, v) in extra {
-            labels.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-    }
-    let mut annotations = Map::new();
-    annotations.insert(names::KAFKA_VERSION.to_owned(), json!(ctx.version));
-    if let Some(extra) = template_pod
-        .and_then(|p| p.get("metadata"))
-        .and_then(|m| m.get("annotations"))
-        .and_then(Value::as_object)
-    {
-        for (k, v) in extra {
-            annotations.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-    }
+    add_template_metadata(&mut labels, template_pod, "labels");
+    labels
+}
 
+/// Adds the entries of `template.pod.metadata.<key>` that `target` does not have.
+fn add_template_metadata(
+    target: &mut Map<String, Value>,
+    template_pod: Option<&Map<String, Value>>,
+    key: &str,
+) {
+    let extra = template_pod
+        .and_then(|p| p.get("metadata"))
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_object);
+    for (k, v) in extra.into_iter().flatten() {
+        target.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+}
+
+/// The container's ports: the control plane's on a controller, replication's and every
+/// listener's on a broker.
+fn container_ports(ctx: &Ctx<'_>, node: &Node) -> Vec<Value> {
     let mut ports = Vec::new();
     if node.is_controller() {
         ports.push(json!({"name": "tcp-ctrlplane", "containerPort": CONTROLPLANE_PORT}));
@@ -505,12 +620,12 @@ fn pod(
             ports.push(json!({"name": format!("tcp-{name}"), "containerPort": port}));
         }
     }
-    let probe_port = if node.is_broker() {
-        REPLICATION_PORT
-    } else {
-        CONTROLPLANE_PORT
-    };
+    ports
+}
 
+/// The container's volume mounts and the pod's volumes: the node's ConfigMap and certificate
+/// Secret, then each data volume of the pool (its PVC, or an `emptyDir`).
+fn pod_volumes(pool: &ResolvedPool, pod_name: &str) -> (Vec<Value>, Vec<Value>) {
     let mut mounts = vec![
         json!({"name": "kafka-config", "mountPath": CONFIG_DIR}),
         json!({"name": "cluster-certs", "mountPath": kraft::CERTS_DIR, "readOnly": true}),
@@ -532,15 +647,18 @@ fn pod(
             },
         });
     }
+    (mounts, volumes)
+}
 
+/// The container's shell script: format once (--ignore-formatted keeps existing data), with
+/// the quorum arguments of the moment the storage is empty, then run Kafka in the foreground.
+/// The storage tool is a JVM of its own: it runs only while a directory lacks its
+/// meta.properties (as Strimzi's start script does), so a restart starts one JVM, not two.
+fn start_script(ctx: &Ctx<'_>, node: &Node) -> String {
     let release = ctx
         .metadata_version
         .map(|mv| format!(" --release-version '{mv}'"))
         .unwrap_or_default();
-    // Format once (--ignore-formatted keeps existing data), with the quorum arguments of the
-    // moment the storage is empty, then run Kafka in the foreground. The storage tool is a JVM
-    // of its own: it runs only while a directory lacks its meta.properties (as Strimzi's start
-    // script does), so a restart starts one JVM, not two.
     let formatted = kraft::formatted_dirs(node)
         .iter()
         .map(|dir| format!("[ -f '{dir}/meta.properties' ]"))
@@ -551,75 +669,9 @@ fn pod(
     } else {
         format!("! {{ {formatted}; }}")
     };
-    let script = format!(
+    format!(
         "set -e; if {unformatted}; then /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release} $(cat {CONFIG_DIR}/{FORMAT_KEY} 2>/dev/null); fi; exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}"
-    );
-    let mut env = vec![json!({"name": "KAFKA_CLUSTER_ID", "value": ctx.cluster_id})];
-    if let Some(jvm) = &pool.jvm_options {
-        let mut heap = Vec::new();
-        if let Some(xms) = &jvm.xms {
-            heap.push(format!("-Xms{xms}"));
-        }
-        if let Some(xmx) = &jvm.xmx {
-            heap.push(format!("-Xmx{xmx}"));
-        }
-        if !heap.is_empty() {
-            env.push(json!({"name": "KAFKA_HEAP_OPTS", "value": heap.join(" ")}));
-        }
-        let mut opts: Vec<String> = jvm
-            .xx
-            .iter()
-            .flatten()
-            .map(|(k, v)| match v.as_str() {
-                "true" => format!("-XX:+{k}"),
-                "false" => format!("-XX:-{k}"),
-                _ => format!("-XX:{k}={v}"),
-            })
-            .collect();
-        opts.extend(jvm.java_system_properties.iter().filter_map(|p| {
-            Some(format!(
-                "-D{}={}",
-                p.name.as_ref()?,
-                p.value.clone().unwrap_or_default()
-            ))
-        }));
-        if !opts.is_empty() {
-            env.push(json!({"name": "KAFKA_OPTS", "value": opts.join(" ")}));
-        }
-    }
-    let mut container = json!({
-        "name": "kafka",
-        "image": ctx.image,
-        "command": ["/bin/sh", "-c", script],
-        "env": env,
-        "ports": ports,
-        "volumeMounts": mounts,
-        "readinessProbe": {"tcpSocket": {"port": probe_port}, "initialDelaySeconds": 5, "periodSeconds": 5},
-        "livenessProbe": {"tcpSocket": {"port": probe_port}, "initialDelaySeconds": 60, "periodSeconds": 10},
-    });
-    if let Some(resources) = &pool.resources
-        && let Ok(value) = serde_json::to_value(resources)
-    {
-        container["resources"] = value;
-    }
-
-    let subdomain = kraft::headless_service_name(ctx.kafka);
-    let mut pod = crate::pod_template::pod(PodParts {
-        name: pod_name,
-        namespace: ctx.namespace,
-        subdomain: &subdomain,
-        container,
-        volumes,
-        labels,
-        annotations,
-        template: template_pod,
-    });
-    let definition = serde_json::to_vec(&pod).unwrap_or_default();
-    let mut parts = vec![definition.as_slice(), config.as_bytes()];
-    parts.extend(tls.iter().map(|t| t.as_bytes()));
-    let revision = kraft::revision(&parts);
-    pod["metadata"]["annotations"][names::REVISION] = json!(revision);
-    (pod, revision)
+    )
 }
 
 fn pod_set(ctx: &Ctx<'_>, pool: &ResolvedPool, pods: Vec<Value>) -> Value {
@@ -1109,5 +1161,191 @@ mod tests {
             script.ends_with("fi; exec /opt/kafka/bin/kafka-server-start.sh /opt/kafka/custom-config/server.properties"),
             "{script}"
         );
+    }
+
+    /// A context for the steps that take one, with one listener.
+    fn ctx(metadata_version: Option<&'static str>) -> Ctx<'static> {
+        Ctx {
+            names: Names {
+                kafka: "my-cluster",
+                namespace: "kafka",
+            },
+            cluster_id: "abc",
+            image: "apache/kafka:4.1.2",
+            version: "4.1.2",
+            metadata_version,
+            listener_ports: vec![("plain".to_owned(), 9092)],
+            quorum: kraft::QuorumMode::Static,
+        }
+    }
+
+    fn node(roles: &[Role], volumes: Vec<Volume>) -> Node {
+        Node {
+            id: 0,
+            pool: "p".to_owned(),
+            roles: roles.iter().copied().collect(),
+            cluster_alias: "alpha".to_owned(),
+            volumes,
+        }
+    }
+
+    #[test]
+    fn a_moving_pool_is_built_in_both_clusters_and_every_pool_in_its_own() {
+        let k = kafka(serde_json::json!({}));
+        let c = pool("controllers", &["controller"], 1, serde_json::json!({}));
+        let b = pool(
+            "brokers",
+            &["broker"],
+            3,
+            serde_json::json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}},
+                   "status": {"nodeIds": [3, 4, 5, 6], "clusterAlias": "beta",
+                              "leaving": {"clusterAlias": "alpha", "nodeIds": [3, 4]}}}),
+        );
+        let resolved = resolve(&k, &[&c, &b], &members()).unwrap();
+        let brokers = resolved.pools.iter().find(|p| p.name == "brokers").unwrap();
+        let by_alias = ids_by_alias(brokers, &ids(&[("brokers", &[3, 4, 5, 6])]));
+        assert_eq!(
+            by_alias,
+            BTreeMap::from([("alpha", vec![3, 4]), ("beta", vec![5, 6])])
+        );
+        let empty = ids_by_alias(brokers, &ids(&[]));
+        assert_eq!(empty, BTreeMap::from([("beta", vec![])]));
+    }
+
+    #[test]
+    fn every_member_cluster_with_objects_gets_the_services_and_exports_only_with_mcs() {
+        let ctx = ctx(None);
+        let services = |addressing: &Addressing| {
+            let mut objects =
+                BTreeMap::from([("alpha".to_owned(), vec![]), ("beta".to_owned(), vec![])]);
+            add_cluster_services(&ctx, addressing, &mut objects);
+            objects
+                .into_iter()
+                .map(|(alias, objects)| {
+                    let kinds: Vec<String> = objects
+                        .iter()
+                        .map(|o| format!("{} {}", o["kind"], o["metadata"]["name"]))
+                        .collect();
+                    (alias, kinds)
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        let plain = services(&Addressing::ClusterDns);
+        let expected = [
+            r#""Service" "my-cluster-kafka-brokers""#,
+            r#""Service" "my-cluster-kafka-bootstrap""#,
+        ];
+        assert_eq!(plain["alpha"], expected);
+        assert_eq!(plain["beta"], expected);
+        let mcs = services(&Addressing::multi_cluster_services());
+        assert_eq!(
+            mcs["beta"][2..],
+            [
+                r#""ServiceExport" "my-cluster-kafka-brokers""#,
+                r#""ServiceExport" "my-cluster-kafka-bootstrap""#,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_controller_exposes_the_control_plane_and_a_broker_replication_and_the_listeners() {
+        let ctx = ctx(None);
+        let names = |roles: &[Role]| {
+            container_ports(&ctx, &node(roles, vec![]))
+                .iter()
+                .map(|p| {
+                    (
+                        p["name"].as_str().unwrap().to_owned(),
+                        p["containerPort"].clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(&[Role::Controller]),
+            [(
+                "tcp-ctrlplane".to_owned(),
+                serde_json::json!(CONTROLPLANE_PORT)
+            )]
+        );
+        assert_eq!(
+            names(&[Role::Broker]),
+            [
+                (
+                    "tcp-replication".to_owned(),
+                    serde_json::json!(REPLICATION_PORT)
+                ),
+                ("tcp-plain".to_owned(), serde_json::json!(9092)),
+            ]
+        );
+        assert_eq!(names(&[Role::Controller, Role::Broker]).len(), 3);
+    }
+
+    #[test]
+    fn storage_is_formatted_with_the_metadata_version_when_one_is_set() {
+        let volume = Volume {
+            id: None,
+            kraft_metadata: false,
+        };
+        let script = start_script(&ctx(Some("4.0-IV3")), &node(&[Role::Broker], vec![volume]));
+        assert!(
+            script.contains(
+                "--config /opt/kafka/custom-config/server.properties --release-version '4.0-IV3' $(cat /opt/kafka/custom-config/format.args 2>/dev/null)"
+            ),
+            "{script}"
+        );
+        assert!(
+            script.starts_with(
+                "set -e; if ! { [ -f '/var/lib/kafka/data/kafka-log0/meta.properties' ]; }; then"
+            ),
+            "{script}"
+        );
+        let without = start_script(&ctx(None), &node(&[Role::Broker], vec![volume]));
+        assert!(!without.contains("--release-version"), "{without}");
+    }
+
+    #[test]
+    fn the_pod_template_adds_labels_and_annotations_but_never_overrides_ours() {
+        let k = kafka(serde_json::json!({}));
+        let template = serde_json::json!({"spec": {"template": {"pod": {"metadata": {
+            "labels": {"team": "x", "strimzi.io/cluster": "evil", "strimzi.io/pool-name": "evil"},
+            "annotations": {"note": "y", "strimzi.io/kafka-version": "0.0"}}}}}});
+        let d = pool("dual", &["controller", "broker"], 1, template);
+        let resolved = resolve(&k, &[&d], &members()).unwrap();
+        let built = build(&k, &resolved, &ids(&[("dual", &[0])]), "abc").unwrap();
+        let pod = &find(&built.objects["alpha"], "StrimziPodSet", "my-cluster-dual")["spec"]["pods"]
+            [0]["metadata"];
+        assert_eq!(pod["labels"]["team"], "x");
+        assert_eq!(pod["labels"]["strimzi.io/cluster"], "my-cluster");
+        assert_eq!(pod["labels"]["strimzi.io/pool-name"], "dual");
+        assert_eq!(pod["labels"]["strimzi.io/broker-role"], "true");
+        assert_eq!(pod["annotations"]["note"], "y");
+        assert_eq!(
+            pod["annotations"]["strimzi.io/kafka-version"],
+            DEFAULT_KAFKA_VERSION
+        );
+    }
+
+    #[test]
+    fn a_node_mounts_its_config_and_certificates_then_each_data_volume() {
+        let k = kafka(serde_json::json!({}));
+        let jbod = serde_json::json!({"spec": {"storage": {"type": "jbod", "volumes": [
+            {"id": 0, "type": "persistent-claim", "size": "1Gi", "kraftMetadata": "shared"},
+            {"id": 1, "type": "ephemeral", "sizeLimit": "2Gi"},
+        ]}}});
+        let d = pool("dual", &["controller", "broker"], 1, jbod);
+        let resolved = resolve(&k, &[&d], &members()).unwrap();
+        let (mounts, volumes) = pod_volumes(&resolved.pools[0], "my-cluster-dual-0");
+        let mount_names: Vec<_> = mounts.iter().map(|m| m["name"].clone()).collect();
+        assert_eq!(
+            mount_names,
+            ["kafka-config", "cluster-certs", "data-0", "data-1"]
+        );
+        assert_eq!(mounts[3]["mountPath"], "/var/lib/kafka/data-1");
+        assert_eq!(
+            volumes[2]["persistentVolumeClaim"]["claimName"],
+            "data-0-my-cluster-dual-0"
+        );
+        assert_eq!(volumes[3]["emptyDir"]["sizeLimit"], "2Gi");
     }
 }
