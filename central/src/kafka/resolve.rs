@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use kstretch_api::common::{JvmOptions, OpaqueObject};
-use kstretch_api::kafka::KafkaListenerType;
+use kstretch_api::kafka::{GenericKafkaListener, KafkaClusterSpec, KafkaListenerType};
 use kstretch_api::storage::Storage;
 use kstretch_api::{Kafka, KafkaNodePool, KafkaNodePoolStatus, ProcessRole, names};
 use kstretch_core::cluster::{PoolShape, Problem, validate_pools};
@@ -252,68 +252,10 @@ pub fn resolve(
         .is_some_and(|s| super::quorum::mode(s) == kstretch_core::kraft::QuorumMode::Dynamic);
     let mut resolved = Vec::new();
     for pool in pools {
-        let name = pool.name_any();
-        let replicas = match u32::try_from(pool.spec.replicas) {
-            Ok(r) => r,
-            Err(_) => {
-                invalid.push(Invalid::NegativeReplicas {
-                    pool: name.clone(),
-                    replicas: pool.spec.replicas,
-                });
-                0
-            }
-        };
-        let roles = roles_of(&pool.spec.roles);
-        let status = pool.status.as_ref();
-        let current_roles = status.map(|s| roles_of(&s.roles)).unwrap_or_default();
-        let alias = pool
-            .annotations()
-            .get(names::STRETCH_CLUSTER_ALIAS)
-            .cloned()
-            .unwrap_or_else(|| members.own.clone());
-        if let Err(problem) = move_throttle(pool) {
-            invalid.push(problem);
-        }
-        let (current, leaving) = match placement(&name, status, &alias, dynamic) {
-            Ok(placed) => placed,
-            Err(problem) => {
-                invalid.push(problem);
-                (None, None)
-            }
-        };
-        resolved.push(ResolvedPool {
-            ids: PoolIds {
-                name: name.clone(),
-                replicas,
-                current,
-                leaving: leaving.iter().flat_map(|l| l.ids.iter().copied()).collect(),
-                roles: roles.clone(),
-                current_roles,
-                next_node_ids: pool.annotations().get(names::NEXT_NODE_IDS).cloned(),
-                remove_node_ids: pool.annotations().get(names::REMOVE_NODE_IDS).cloned(),
-            },
-            name,
-            alias,
-            roles,
-            replicas,
-            storage: pool.spec.storage.clone(),
-            resources: pool
-                .spec
-                .resources
-                .clone()
-                .or_else(|| spec.resources.clone()),
-            jvm_options: pool
-                .spec
-                .jvm_options
-                .clone()
-                .or_else(|| spec.jvm_options.clone()),
-            template: pool.spec.template.clone().or_else(|| spec.template.clone()),
-            generation: pool.metadata.generation,
-            cluster_id: status.and_then(|s| s.cluster_id.clone()),
-            leaving,
-        });
+        let (pool, problems) = resolve_pool(pool, spec, members, dynamic);
+        resolved.push(pool);
+        invalid.extend(problems);
     }
-
     let shapes: Vec<PoolShape> = resolved.iter().map(|p| shape(p, members)).collect();
     invalid.extend(
         validate_pools(&kafka_name, &shapes, &members.all)
@@ -321,9 +263,120 @@ pub fn resolve(
             .map(Invalid::Pools),
     );
 
+    let Listeners {
+        listeners,
+        certificates: listener_certificates,
+    } = resolve_listeners(&spec.listeners).unwrap_or_else(|problems| {
+        invalid.extend(problems);
+        Listeners::default()
+    });
+    let kstretch_principals = crate::pki::kstretch_principals(&kafka_name);
+    let authorization = security::authorization(spec.authorization.as_ref(), &kstretch_principals)
+        .unwrap_or_else(|problem| {
+            invalid.push(problem.into());
+            None
+        });
+    let (addressing, per_node) = addressing(kafka, &aliases(&resolved)).unwrap_or_else(|problem| {
+        invalid.push(problem);
+        // Never returned: the problem makes the result an error.
+        (Addressing::ClusterDns, None)
+    });
+
+    if !invalid.is_empty() {
+        return Err(invalid);
+    }
+    Ok(Resolved {
+        pools: resolved,
+        listeners,
+        listener_certificates,
+        authorization,
+        config: config_strings(spec.config.as_ref()),
+        addressing,
+        per_node,
+        warnings: rack_warnings(spec),
+    })
+}
+
+/// `pool` with its effective settings (the pool's, else those of the `Kafka`'s `spec`), and
+/// its problems. With problems it is still resolved as far as it can be (no replicas, no
+/// placement), so that the checks across pools report theirs too.
+fn resolve_pool(
+    pool: &KafkaNodePool,
+    spec: &KafkaClusterSpec,
+    members: &Members,
+    dynamic: bool,
+) -> (ResolvedPool, Vec<Invalid>) {
+    let mut invalid = Vec::new();
+    let name = pool.name_any();
+    let replicas = u32::try_from(pool.spec.replicas).unwrap_or_else(|_| {
+        invalid.push(Invalid::NegativeReplicas {
+            pool: name.clone(),
+            replicas: pool.spec.replicas,
+        });
+        0
+    });
+    let roles = roles_of(&pool.spec.roles);
+    let status = pool.status.as_ref();
+    let alias = pool
+        .annotations()
+        .get(names::STRETCH_CLUSTER_ALIAS)
+        .cloned()
+        .unwrap_or_else(|| members.own.clone());
+    if let Err(problem) = move_throttle(pool) {
+        invalid.push(problem);
+    }
+    let (current, leaving) = placement(&name, status, &alias, dynamic).unwrap_or_else(|problem| {
+        invalid.push(problem);
+        (None, None)
+    });
+    let resolved = ResolvedPool {
+        ids: PoolIds {
+            name: name.clone(),
+            replicas,
+            current,
+            leaving: leaving.iter().flat_map(|l| l.ids.iter().copied()).collect(),
+            roles: roles.clone(),
+            current_roles: status.map(|s| roles_of(&s.roles)).unwrap_or_default(),
+            next_node_ids: pool.annotations().get(names::NEXT_NODE_IDS).cloned(),
+            remove_node_ids: pool.annotations().get(names::REMOVE_NODE_IDS).cloned(),
+        },
+        name,
+        alias,
+        roles,
+        replicas,
+        storage: pool.spec.storage.clone(),
+        resources: pool
+            .spec
+            .resources
+            .clone()
+            .or_else(|| spec.resources.clone()),
+        jvm_options: pool
+            .spec
+            .jvm_options
+            .clone()
+            .or_else(|| spec.jvm_options.clone()),
+        template: pool.spec.template.clone().or_else(|| spec.template.clone()),
+        generation: pool.metadata.generation,
+        cluster_id: status.and_then(|s| s.cluster_id.clone()),
+        leaving,
+    };
+    (resolved, invalid)
+}
+
+/// The listeners of `spec.kafka.listeners`, and the certificates of those that bring their own.
+#[derive(Debug, Default)]
+struct Listeners {
+    listeners: Vec<Listener>,
+    /// By Kafka's name of the listener.
+    certificates: BTreeMap<String, SecretCertificate>,
+}
+
+/// The listeners of `spec.kafka.listeners`, or every listener's problem.
+fn resolve_listeners(specs: &[GenericKafkaListener]) -> Result<Listeners, Vec<Invalid>> {
+    let mut invalid = Vec::new();
     let mut listeners = Vec::new();
-    let mut listener_certificates = BTreeMap::new();
-    for (index, l) in spec.listeners.iter().enumerate() {
+    let mut certificates = BTreeMap::new();
+    for (index, l) in specs.iter().enumerate() {
         let authentication = security::authentication(index, l).map_err(Invalid::from);
         let certificate = security::broker_certificate(index, l).map_err(Invalid::from);
         match (u16::try_from(l.port), authentication, certificate) {
@@ -337,7 +390,7 @@ pub fn resolve(
                     custom_certificate: certificate.is_some(),
                 };
                 if let Some(certificate) = certificate {
-                    listener_certificates.insert(listener.config_name(), certificate);
+                    certificates.insert(listener.config_name(), certificate);
                 }
                 listeners.push(listener);
             }
@@ -348,90 +401,75 @@ pub fn resolve(
             (_, Err(problem), _) | (_, _, Err(problem)) => invalid.push(problem),
         }
     }
-    let kstretch_principals = crate::pki::kstretch_principals(&kafka_name);
-    let authorization = security::authorization(spec.authorization.as_ref(), &kstretch_principals)
-        .unwrap_or_else(|problem| {
-            invalid.push(problem.into());
-            None
-        });
+    if invalid.is_empty() {
+        Ok(Listeners {
+            listeners,
+            certificates,
+        })
+    } else {
+        Err(invalid)
+    }
+}
 
-    let aliases: BTreeSet<&str> = resolved
+/// Every member cluster the pools run in, those they leave included.
+fn aliases(pools: &[ResolvedPool]) -> BTreeSet<&str> {
+    pools
         .iter()
         .flat_map(|p| std::iter::once(&p.alias).chain(p.leaving.iter().map(|l| &l.alias)))
         .map(String::as_str)
-        .collect();
-    let mut per_node = None;
-    let addressing = match kafka
+        .collect()
+}
+
+/// How nodes in the member clusters `aliases` reach each other, from `kafka`'s
+/// [`ADDRESSING_ANNOTATION`] (and [`NODE_PORT_HOSTS_ANNOTATION`]), and the per-node Services
+/// that takes, if any.
+fn addressing(
+    kafka: &Kafka,
+    aliases: &BTreeSet<&str>,
+) -> Result<(Addressing, Option<PerNode>), Invalid> {
+    let per_node = |per_node: PerNode| {
+        let addresses = BTreeMap::new();
+        (Addressing::PerNodeService { addresses }, Some(per_node))
+    };
+    let kafka_name = kafka.name_any();
+    match kafka
         .annotations()
         .get(ADDRESSING_ANNOTATION)
         .map(String::as_str)
     {
-        None if aliases.len() <= 1 => Some(Addressing::ClusterDns),
-        None | Some("mcs") => Some(Addressing::multi_cluster_services()),
-        Some("cluster-dns") if aliases.len() <= 1 => Some(Addressing::ClusterDns),
-        Some("loadbalancer") => {
-            per_node = Some(PerNode::LoadBalancer);
-            Some(Addressing::PerNodeService {
-                addresses: BTreeMap::new(),
-            })
-        }
+        None if aliases.len() <= 1 => Ok((Addressing::ClusterDns, None)),
+        None | Some("mcs") => Ok((Addressing::multi_cluster_services(), None)),
+        Some("cluster-dns") if aliases.len() <= 1 => Ok((Addressing::ClusterDns, None)),
+        Some("loadbalancer") => Ok(per_node(PerNode::LoadBalancer)),
         Some("nodeport") => {
             let value = kafka
                 .annotations()
                 .get(NODE_PORT_HOSTS_ANNOTATION)
                 .cloned()
                 .unwrap_or_default();
-            match node_port_hosts(&value, &aliases) {
-                Ok(hosts) => {
-                    per_node = Some(PerNode::NodePort { hosts });
-                    Some(Addressing::PerNodeService {
-                        addresses: BTreeMap::new(),
-                    })
-                }
-                Err(problem) => {
-                    invalid.push(Invalid::InvalidNodePortHosts {
-                        kafka: kafka_name.clone(),
-                        value,
-                        problem,
-                    });
-                    None
-                }
+            match node_port_hosts(&value, aliases) {
+                Ok(hosts) => Ok(per_node(PerNode::NodePort { hosts })),
+                Err(problem) => Err(Invalid::InvalidNodePortHosts {
+                    kafka: kafka_name,
+                    value,
+                    problem,
+                }),
             }
         }
-        Some("cluster-dns") => {
-            invalid.push(Invalid::ClusterDnsAcrossClusters {
-                kafka: kafka_name.clone(),
-                aliases: aliases.iter().copied().collect::<Vec<_>>().join(", "),
-            });
-            None
-        }
-        Some(other) => {
-            invalid.push(Invalid::UnknownAddressing {
-                kafka: kafka_name.clone(),
-                value: other.to_owned(),
-            });
-            None
-        }
-    };
-
-    match addressing {
-        Some(addressing) if invalid.is_empty() => Ok(Resolved {
-            pools: resolved,
-            listeners,
-            listener_certificates,
-            authorization,
-            config: config_strings(spec.config.as_ref()),
-            addressing,
-            per_node,
-            warnings: rack_warnings(spec),
+        Some("cluster-dns") => Err(Invalid::ClusterDnsAcrossClusters {
+            kafka: kafka_name,
+            aliases: aliases.iter().copied().collect::<Vec<_>>().join(", "),
         }),
-        _ => Err(invalid),
+        Some(other) => Err(Invalid::UnknownAddressing {
+            kafka: kafka_name,
+            value: other.to_owned(),
+        }),
     }
 }
 
 /// What of `spec.kafka.rack` is not applied: every broker's rack is its Kubernetes cluster's
 /// alias; a zone within the cluster (a node label or an environment variable) is not added yet.
-fn rack_warnings(spec: &kstretch_api::kafka::KafkaClusterSpec) -> Vec<String> {
+fn rack_warnings(spec: &KafkaClusterSpec) -> Vec<String> {
     let Some(rack) = &spec.rack else {
         return Vec::new();
     };
@@ -1078,5 +1116,162 @@ pub(crate) mod tests {
             "{}",
             r.warnings[0]
         );
+    }
+
+    #[test]
+    fn a_pool_with_problems_is_still_resolved_and_reports_them_in_order() {
+        let k = kafka(json!({"spec": {"kafka": {
+            "jvmOptions": {"-Xmx": "1g"}, "template": {"pod": {"priorityClassName": "high"}}}}}));
+        let p = pool(
+            "brokers",
+            &["broker"],
+            -1,
+            json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta",
+                                                "kstretch.io/move-throttle": "fast"}},
+                   "status": {"nodeIds": [3, 4, 5, 6], "clusterAlias": "beta",
+                              "leaving": {"clusterAlias": "alpha", "nodeIds": [3]}}}),
+        );
+        let mut three = members();
+        three.all.insert("gamma".into());
+        let (resolved, problems) = resolve_pool(&p, &k.spec.kafka, &three, false);
+        assert_eq!(
+            problems.iter().map(Invalid::reason).collect::<Vec<_>>(),
+            ["InvalidReplicas", "InvalidAnnotation"]
+        );
+        assert_eq!((resolved.replicas, resolved.alias.as_str()), (0, "beta"));
+        assert_eq!(resolved.ids.current, Some(vec![4, 5, 6]));
+        let jvm = resolved.jvm_options.unwrap();
+        assert_eq!(
+            jvm.xmx.as_deref(),
+            Some("1g"),
+            "the Kafka's, the pool has none"
+        );
+        assert_eq!(
+            resolved.template.unwrap()["pod"]["priorityClassName"],
+            "high"
+        );
+
+        let gamma = pool(
+            "brokers",
+            &["broker"],
+            1,
+            json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "gamma"}},
+                   "status": {"nodeIds": [3, 4], "clusterAlias": "beta",
+                              "leaving": {"clusterAlias": "alpha", "nodeIds": [3]}}}),
+        );
+        let (resolved, problems) = resolve_pool(&gamma, &k.spec.kafka, &three, false);
+        assert_eq!(
+            problems.iter().map(Invalid::reason).collect::<Vec<_>>(),
+            ["PoolMoveInProgress"]
+        );
+        assert_eq!((resolved.ids.current, resolved.leaving), (None, None));
+    }
+
+    #[test]
+    fn listeners_are_resolved_with_their_certificates_or_every_problem_is_reported() {
+        let listeners = |value: serde_json::Value| -> Vec<GenericKafkaListener> {
+            serde_json::from_value(value).unwrap()
+        };
+        let good = listeners(json!([
+            {"name": "plain", "port": 9092, "type": "internal", "tls": false},
+            {"name": "tls", "port": 9093, "type": "internal", "tls": true,
+             "configuration": {"brokerCertChainAndKey":
+                {"secretName": "s", "certificate": "tls.crt", "key": "tls.key"}}}]));
+        let Listeners {
+            listeners: resolved,
+            certificates,
+        } = resolve_listeners(&good).unwrap();
+        assert_eq!(
+            resolved
+                .iter()
+                .map(|l| (l.port, l.custom_certificate))
+                .collect::<Vec<_>>(),
+            [(9092, false), (9093, true)]
+        );
+        assert_eq!(certificates.keys().collect::<Vec<_>>(), ["TLS-9093"]);
+        assert_eq!(certificates["TLS-9093"].secret, "s");
+
+        let bad = listeners(json!([
+            {"name": "huge", "port": 70000, "type": "internal", "tls": false},
+            {"name": "plain", "port": 9092, "type": "internal", "tls": false},
+            {"name": "half", "port": 9093, "type": "internal", "tls": true,
+             "configuration": {"brokerCertChainAndKey": {"secretName": "s"}}}]));
+        let problems = resolve_listeners(&bad).unwrap_err();
+        assert_eq!(
+            problems.iter().map(Invalid::reason).collect::<Vec<_>>(),
+            ["InvalidListener", "InvalidListener"]
+        );
+        assert!(
+            problems[0].to_string().contains("port 70000"),
+            "{}",
+            problems[0]
+        );
+        assert!(
+            problems[1]
+                .to_string()
+                .contains("brokerCertChainAndKey.certificate"),
+            "{}",
+            problems[1]
+        );
+    }
+
+    #[test]
+    fn the_clusters_of_a_move_count_both_ways() {
+        let k = kafka(json!({}));
+        let c = pool("controllers", &["controller"], 1, json!({}));
+        let b = pool(
+            "brokers",
+            &["broker"],
+            1,
+            json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}},
+                   "status": {"nodeIds": [1, 2], "clusterAlias": "beta",
+                              "leaving": {"clusterAlias": "gamma", "nodeIds": [1]}}}),
+        );
+        let mut three = members();
+        three.all.insert("gamma".into());
+        let resolved = resolve(&k, &[&c, &b], &three).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            aliases(&resolved.pools),
+            BTreeSet::from(["alpha", "beta", "gamma"])
+        );
+    }
+
+    #[test]
+    fn addressing_defaults_by_the_number_of_clusters_and_refuses_unknown_modes() {
+        let with = |value: Option<&str>| {
+            let annotations = value.map_or(json!({}), |v| json!({ADDRESSING_ANNOTATION: v}));
+            kafka(json!({"metadata": {"annotations": annotations}}))
+        };
+        let one = BTreeSet::from(["alpha"]);
+        let two = BTreeSet::from(["alpha", "beta"]);
+        let mode = |value: Option<&str>, aliases: &BTreeSet<&str>| {
+            addressing(&with(value), aliases).map_err(|e| e.reason())
+        };
+        assert_eq!(mode(None, &one), Ok((Addressing::ClusterDns, None)));
+        assert_eq!(
+            mode(None, &two),
+            Ok((Addressing::multi_cluster_services(), None))
+        );
+        assert_eq!(
+            mode(Some("mcs"), &one),
+            Ok((Addressing::multi_cluster_services(), None))
+        );
+        assert_eq!(
+            mode(Some("cluster-dns"), &one),
+            Ok((Addressing::ClusterDns, None))
+        );
+        assert_eq!(
+            mode(Some("loadbalancer"), &one),
+            Ok((
+                Addressing::PerNodeService {
+                    addresses: BTreeMap::new()
+                },
+                Some(PerNode::LoadBalancer)
+            ))
+        );
+        assert_eq!(mode(Some("cluster-dns"), &two), Err("InvalidAddressing"));
+        assert_eq!(mode(Some("nodeport"), &one), Err("InvalidAddressing"));
+        let unknown = addressing(&with(Some("MCS")), &one).unwrap_err();
+        assert!(unknown.to_string().contains("\"MCS\""), "{unknown}");
     }
 }
