@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use kstretch_api::{KafkaConnect, names};
+use kstretch_api::common::ConfigValues;
+use kstretch_api::{KafkaConnect, KafkaConnectSpec, names};
 use kube::ResourceExt;
 use serde_json::Value;
 
@@ -133,29 +134,80 @@ pub fn is_forbidden(key: &str) -> bool {
 /// Validates `connect` and computes its effective settings.
 pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Vec<Invalid>> {
     let spec = &connect.spec;
+    // Each step's problems are recorded and a stand-in taken, so that every problem is
+    // reported: with any, the result is an error.
     let mut problems = Vec::new();
+    let alias = alias(connect, members).unwrap_or_else(|problem| {
+        problems.push(problem);
+        String::new()
+    });
+    let replicas = replicas(spec.replicas).unwrap_or_else(|problem| {
+        problems.push(problem);
+        0
+    });
+    let bootstrap_servers = bootstrap_servers(&spec.bootstrap_servers).unwrap_or_else(|found| {
+        problems.extend(found);
+        String::new()
+    });
+    let security = security::read(connect).unwrap_or_else(|problem| {
+        problems.push(problem.into());
+        security::Security::default()
+    });
+    let (user, found) = user_config(spec.config.as_ref());
+    problems.extend(found);
+    let (group, defaulted) = GroupAndTopics::of(spec, &user);
+    problems.extend(group.shared_topics());
 
+    let mut warnings = Vec::new();
+    warnings.extend(default_group_warning(&defaulted));
+    let (config, ignored) = worker_config(spec, user);
+    warnings.extend(ignored);
+
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Resolved {
+        alias,
+        replicas,
+        bootstrap_servers,
+        group_id: group.group_id,
+        config_storage_topic: group.config_storage_topic,
+        status_storage_topic: group.status_storage_topic,
+        offset_storage_topic: group.offset_storage_topic,
+        config,
+        warnings,
+        security,
+    })
+}
+
+/// The member cluster the workers run in: the stretch alias annotation's, else central's own.
+fn alias(connect: &KafkaConnect, members: &Members) -> Result<String, Invalid> {
     let alias = connect
         .annotations()
         .get(names::STRETCH_CLUSTER_ALIAS)
         .map(|a| a.trim().to_owned())
         .unwrap_or_else(|| members.own.clone());
     if !members.all.contains(&alias) {
-        problems.push(Invalid::UnknownClusterAlias {
-            alias: alias.clone(),
+        return Err(Invalid::UnknownClusterAlias {
+            alias,
             known: members.all.iter().cloned().collect::<Vec<_>>().join(", "),
         });
     }
+    Ok(alias)
+}
 
-    let replicas = match spec.replicas {
-        None => DEFAULT_REPLICAS,
-        Some(r) => u32::try_from(r).unwrap_or_else(|_| {
-            problems.push(Invalid::NegativeReplicas(r));
-            0
-        }),
-    };
+/// `spec.replicas`, else [`DEFAULT_REPLICAS`].
+fn replicas(replicas: Option<i32>) -> Result<u32, Invalid> {
+    match replicas {
+        None => Ok(DEFAULT_REPLICAS),
+        Some(r) => u32::try_from(r).map_err(|_| Invalid::NegativeReplicas(r)),
+    }
+}
 
-    let bootstrap_servers = spec.bootstrap_servers.trim().to_owned();
+/// `spec.bootstrapServers`, trimmed, if it is a list of `host:port`; else every problem.
+fn bootstrap_servers(value: &str) -> Result<String, Vec<Invalid>> {
+    let bootstrap_servers = value.trim().to_owned();
+    let mut problems = Vec::new();
     if bootstrap_servers.is_empty() {
         problems.push(Invalid::MissingBootstrapServers);
     }
@@ -170,97 +222,125 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
             problems.push(Invalid::InvalidBootstrapServers(entry.to_owned()));
         }
     }
+    if problems.is_empty() {
+        Ok(bootstrap_servers)
+    } else {
+        Err(problems)
+    }
+}
 
-    let security = security::read(connect).unwrap_or_else(|problem| {
-        problems.push(problem.into());
-        security::Security::default()
-    });
-
-    let mut user: BTreeMap<String, String> = BTreeMap::new();
-    for (key, value) in spec.config.iter().flatten() {
+/// The user's `config` as text (a `null` is no setting), and a problem for each value that is
+/// a list or an object.
+fn user_config(config: Option<&ConfigValues>) -> (BTreeMap<String, String>, Vec<Invalid>) {
+    let mut user = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (key, value) in config.into_iter().flatten() {
+        let invalid = |kind| Invalid::InvalidConfigValue {
+            key: key.clone(),
+            kind,
+        };
         let text = match value {
             Value::String(s) => s.clone(),
             Value::Number(n) => n.to_string(),
             Value::Bool(b) => b.to_string(),
             Value::Null => continue,
             Value::Array(_) => {
-                problems.push(Invalid::InvalidConfigValue {
-                    key: key.clone(),
-                    kind: "a list",
-                });
+                problems.push(invalid("a list"));
                 continue;
             }
             Value::Object(_) => {
-                problems.push(Invalid::InvalidConfigValue {
-                    key: key.clone(),
-                    kind: "an object",
-                });
+                problems.push(invalid("an object"));
                 continue;
             }
         };
         user.insert(key.clone(), text);
     }
+    (user, problems)
+}
 
-    // v1 fields first; v1beta2 resources set these in `config` (where they are otherwise
-    // forbidden), and resources setting neither get Strimzi's old defaults.
-    let mut defaulted = Vec::new();
-    let mut pick = |field: &Option<String>, key: &str, default: &str| {
-        field
-            .clone()
-            .or_else(|| user.get(key).cloned())
-            .unwrap_or_else(|| {
-                defaulted.push(key.to_owned());
-                default.to_owned()
-            })
-    };
-    let group_id = pick(&spec.group_id, "group.id", DEFAULT_GROUP_ID);
-    let config_storage_topic = pick(
-        &spec.config_storage_topic,
-        "config.storage.topic",
-        DEFAULT_CONFIG_STORAGE_TOPIC,
-    );
-    let status_storage_topic = pick(
-        &spec.status_storage_topic,
-        "status.storage.topic",
-        DEFAULT_STATUS_STORAGE_TOPIC,
-    );
-    let offset_storage_topic = pick(
-        &spec.offset_storage_topic,
-        "offset.storage.topic",
-        DEFAULT_OFFSET_STORAGE_TOPIC,
-    );
-    for (i, topic) in [
-        &config_storage_topic,
-        &status_storage_topic,
-        &offset_storage_topic,
-    ]
-    .iter()
-    .enumerate()
-    {
-        if [
-            &config_storage_topic,
-            &status_storage_topic,
-            &offset_storage_topic,
-        ][..i]
-            .contains(topic)
-        {
-            problems.push(Invalid::SharedStorageTopic {
-                topic: (*topic).clone(),
-            });
-        }
+/// The group ID and storage topics of the workers.
+#[derive(Debug, PartialEq, Eq)]
+struct GroupAndTopics {
+    group_id: String,
+    config_storage_topic: String,
+    status_storage_topic: String,
+    offset_storage_topic: String,
+}
+
+impl GroupAndTopics {
+    /// The v1 fields first; v1beta2 resources set these in `config` (`user`, where they are
+    /// otherwise forbidden), and resources setting neither get Strimzi's old defaults. With the
+    /// `config` keys of those that were defaulted.
+    fn of(spec: &KafkaConnectSpec, user: &BTreeMap<String, String>) -> (Self, Vec<String>) {
+        let mut defaulted = Vec::new();
+        let mut pick = |field: &Option<String>, key: &str, default: &str| {
+            field
+                .clone()
+                .or_else(|| user.get(key).cloned())
+                .unwrap_or_else(|| {
+                    defaulted.push(key.to_owned());
+                    default.to_owned()
+                })
+        };
+        let group = GroupAndTopics {
+            group_id: pick(&spec.group_id, "group.id", DEFAULT_GROUP_ID),
+            config_storage_topic: pick(
+                &spec.config_storage_topic,
+                "config.storage.topic",
+                DEFAULT_CONFIG_STORAGE_TOPIC,
+            ),
+            status_storage_topic: pick(
+                &spec.status_storage_topic,
+                "status.storage.topic",
+                DEFAULT_STATUS_STORAGE_TOPIC,
+            ),
+            offset_storage_topic: pick(
+                &spec.offset_storage_topic,
+                "offset.storage.topic",
+                DEFAULT_OFFSET_STORAGE_TOPIC,
+            ),
+        };
+        (group, defaulted)
     }
 
-    let mut warnings = Vec::new();
-    if !defaulted.is_empty() {
-        warnings.push((
+    /// A problem for each storage topic that an earlier one already names.
+    fn shared_topics(&self) -> Vec<Invalid> {
+        let topics = [
+            &self.config_storage_topic,
+            &self.status_storage_topic,
+            &self.offset_storage_topic,
+        ];
+        topics
+            .iter()
+            .enumerate()
+            .filter(|(i, topic)| topics[..*i].contains(topic))
+            .map(|(_, topic)| Invalid::SharedStorageTopic {
+                topic: (*topic).clone(),
+            })
+            .collect()
+    }
+}
+
+/// The warning that the `config` keys `defaulted` took Strimzi's defaults, if any did.
+fn default_group_warning(defaulted: &[String]) -> Option<(String, String)> {
+    (!defaulted.is_empty()).then(|| {
+        (
             WARNING_DEFAULT_GROUP.to_owned(),
             format!(
                 "{} not set, so Strimzi's defaults are used; two Connect clusters sharing a Kafka cluster with these defaults would join each other's group: set spec.groupId, spec.configStorageTopic, spec.statusStorageTopic and spec.offsetStorageTopic",
                 defaulted.join(", ")
             ),
-        ));
-    }
-    // The v1beta2 keys that were taken into the settings above are not "ignored".
+        )
+    })
+}
+
+/// The user's `config` as the workers get it, forbidden keys removed and
+/// [`CONFIG_DEFAULTS`] added, and the warning naming the forbidden keys it ignored, if any.
+fn worker_config(
+    spec: &KafkaConnectSpec,
+    mut user: BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, Option<(String, String)>) {
+    // The v1beta2 keys that were taken into the group and topics are not "ignored".
     let legacy_taken = |key: &str| match key {
         "group.id" => spec.group_id.is_none(),
         "config.storage.topic" => spec.config_storage_topic.is_none(),
@@ -274,36 +354,21 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
         .cloned()
         .collect();
     user.retain(|k, _| !is_forbidden(k));
-    if !ignored.is_empty() {
-        warnings.push((
+    for (key, value) in CONFIG_DEFAULTS {
+        user.entry((*key).to_owned())
+            .or_insert_with(|| (*value).to_owned());
+    }
+    let warning = (!ignored.is_empty()).then(|| {
+        (
             WARNING_FORBIDDEN_CONFIG.to_owned(),
             format!(
                 "spec.config sets {} which the operator manages; ignored (forbidden prefixes: {})",
                 ignored.join(", "),
                 FORBIDDEN_PREFIXES.join(", ")
             ),
-        ));
-    }
-    for (key, value) in CONFIG_DEFAULTS {
-        user.entry((*key).to_owned())
-            .or_insert_with(|| (*value).to_owned());
-    }
-
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    Ok(Resolved {
-        alias,
-        replicas,
-        bootstrap_servers,
-        group_id,
-        config_storage_topic,
-        status_storage_topic,
-        offset_storage_topic,
-        config: user,
-        warnings,
-        security,
-    })
+        )
+    });
+    (user, warning)
 }
 
 #[cfg(test)]
@@ -458,5 +523,141 @@ mod tests {
         ] {
             assert!(!is_forbidden(key), "{key}");
         }
+    }
+
+    #[test]
+    fn the_alias_is_trimmed_and_must_name_a_member_cluster() {
+        let with = |alias: &str| {
+            connect(
+                json!({"bootstrapServers": "k:9092"}),
+                json!({"strimzi.io/stretch-cluster-alias": alias}),
+            )
+        };
+        assert_eq!(alias(&with(" beta "), &members()).unwrap(), "beta");
+        let no_annotation = connect(json!({"bootstrapServers": "k:9092"}), json!({}));
+        assert_eq!(alias(&no_annotation, &members()).unwrap(), "alpha");
+        assert_eq!(
+            alias(&with("gamma"), &members()).unwrap_err(),
+            Invalid::UnknownClusterAlias {
+                alias: "gamma".into(),
+                known: "alpha, beta".into()
+            }
+        );
+    }
+
+    #[test]
+    fn replicas_default_to_strimzis_and_are_never_negative() {
+        assert_eq!(replicas(None).unwrap(), DEFAULT_REPLICAS);
+        assert_eq!(replicas(Some(0)).unwrap(), 0);
+        assert_eq!(
+            replicas(Some(-2)).unwrap_err(),
+            Invalid::NegativeReplicas(-2)
+        );
+    }
+
+    #[test]
+    fn bootstrap_servers_are_trimmed_and_every_entry_needs_a_host_and_a_port() {
+        assert_eq!(
+            bootstrap_servers(" a:9092, ,b:9093 ").unwrap(),
+            "a:9092, ,b:9093"
+        );
+        assert_eq!(
+            bootstrap_servers("").unwrap_err(),
+            [Invalid::MissingBootstrapServers]
+        );
+        assert_eq!(
+            bootstrap_servers(":9092,a,a:0,a:x,[::1]:9092").unwrap_err(),
+            [":9092", "a", "a:0", "a:x"].map(|e| Invalid::InvalidBootstrapServers(e.to_owned()))
+        );
+    }
+
+    #[test]
+    fn config_values_become_text_and_lists_and_objects_are_refused() {
+        let config: ConfigValues = serde_json::from_value(json!({
+            "s": "x", "n": 1.5, "b": false, "z": null, "l": [1], "o": {"a": 1}}))
+        .unwrap();
+        let (user, problems) = user_config(Some(&config));
+        assert_eq!(
+            user,
+            BTreeMap::from([
+                ("b".into(), "false".into()),
+                ("n".into(), "1.5".into()),
+                ("s".into(), "x".into()),
+            ])
+        );
+        assert_eq!(
+            problems,
+            [
+                Invalid::InvalidConfigValue {
+                    key: "l".into(),
+                    kind: "a list"
+                },
+                Invalid::InvalidConfigValue {
+                    key: "o".into(),
+                    kind: "an object"
+                },
+            ]
+        );
+        assert_eq!(user_config(None), (BTreeMap::new(), vec![]));
+    }
+
+    #[test]
+    fn each_storage_topic_named_before_is_a_problem_and_defaults_are_named() {
+        let spec = connect(
+            json!({"bootstrapServers": "k:9092", "statusStorageTopic": "t"}),
+            json!({}),
+        )
+        .spec;
+        let user = BTreeMap::from([
+            ("config.storage.topic".to_owned(), "t".to_owned()),
+            ("offset.storage.topic".to_owned(), "t".to_owned()),
+        ]);
+        let (group, defaulted) = GroupAndTopics::of(&spec, &user);
+        assert_eq!(group.group_id, DEFAULT_GROUP_ID);
+        assert_eq!(defaulted, ["group.id"]);
+        assert_eq!(
+            group.shared_topics(),
+            [
+                Invalid::SharedStorageTopic { topic: "t".into() },
+                Invalid::SharedStorageTopic { topic: "t".into() },
+            ]
+        );
+        let warning = default_group_warning(&defaulted).unwrap();
+        assert_eq!(warning.0, WARNING_DEFAULT_GROUP);
+        assert!(warning.1.starts_with("group.id not set"), "{}", warning.1);
+        assert_eq!(default_group_warning(&[]), None);
+    }
+
+    #[test]
+    fn forbidden_keys_are_dropped_and_named_unless_taken_as_v1beta2_settings() {
+        let v1 = connect(
+            json!({"bootstrapServers": "k:9092", "groupId": "g"}),
+            json!({}),
+        )
+        .spec;
+        let user = BTreeMap::from([
+            ("group.id".to_owned(), "old".to_owned()),
+            ("offset.storage.topic".to_owned(), "o".to_owned()),
+            ("value.converter".to_owned(), "mine".to_owned()),
+        ]);
+        let (config, warning) = worker_config(&v1, user);
+        assert_eq!(
+            config,
+            BTreeMap::from([
+                (
+                    "key.converter".into(),
+                    "org.apache.kafka.connect.json.JsonConverter".into()
+                ),
+                ("value.converter".into(), "mine".into()),
+            ])
+        );
+        let (reason, message) = warning.unwrap();
+        assert_eq!(reason, WARNING_FORBIDDEN_CONFIG);
+        assert!(
+            message.starts_with("spec.config sets group.id which"),
+            "offset.storage.topic was taken as the v1beta2 setting: {message}"
+        );
+        let (_, none) = worker_config(&v1, BTreeMap::new());
+        assert_eq!(none, None);
     }
 }
