@@ -58,7 +58,11 @@ pub fn group_names(bootstrap: &str) -> Result<BTreeSet<String>, rdkafka::error::
         .set("bootstrap.servers", bootstrap)
         .create()?;
     let groups = consumer.fetch_group_list(None, Duration::from_secs(10))?;
-    Ok(groups.groups().iter().map(|g| g.name().to_owned()).collect())
+    Ok(groups
+        .groups()
+        .iter()
+        .map(|g| g.name().to_owned())
+        .collect())
 }
 
 /// Broker IDs in the cluster metadata returned by `bootstrap`.
