@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kstretch_api::names::MEMBER_OBJECTS_FINALIZER;
 use kstretch_runtime::backoff::Backoff;
@@ -58,10 +59,55 @@ pub fn keep_or_retain(owners: &Owners, owner: &Owner) -> Result<(), Error> {
 pub trait OwnerContext<K: Resource<DynamicType = ()>>: Send + Sync + 'static {
     /// The kind of owner its resources are.
     const KIND: OwnerKind;
+    fn client(&self) -> &Client;
     fn owners(&self) -> &Owners;
+    fn agents(&self) -> &Agents;
     /// Consecutive failures per resource, for the error policy.
     fn retries(&self) -> &Backoff<ObjectRef<K>>;
     fn metrics(&self) -> &OwnerMetrics;
+}
+
+/// Implements [`OwnerContext`] for a context struct with the fields `client`, `owners`,
+/// `agents`, `retries` and `metrics`, for resources of kind `$kind`.
+macro_rules! owner_context {
+    ($context:ty, $resource:ty, $kind:expr) => {
+        impl $crate::owned::OwnerContext<$resource> for $context {
+            const KIND: $crate::link::OwnerKind = $kind;
+
+            fn client(&self) -> &kube::Client {
+                &self.client
+            }
+
+            fn owners(&self) -> &$crate::link::Owners {
+                &self.owners
+            }
+
+            fn agents(&self) -> &$crate::link::Agents {
+                &self.agents
+            }
+
+            fn retries(
+                &self,
+            ) -> &kstretch_runtime::backoff::Backoff<kube::runtime::reflector::ObjectRef<$resource>>
+            {
+                &self.retries
+            }
+
+            fn metrics(&self) -> &$crate::metrics::OwnerMetrics {
+                &self.metrics
+            }
+        }
+    };
+}
+pub(crate) use owner_context;
+
+/// The API of `obj`'s kind in its namespace.
+fn api_of<K, C>(ctx: &C, obj: &K) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+    C: OwnerContext<K>,
+{
+    Api::namespaced(ctx.client().clone(), &obj.namespace().unwrap_or_default())
 }
 
 /// Runs an owning controller (`controller`, with whatever it also watches) until `shutdown`:
@@ -201,26 +247,29 @@ async fn release_and_forget_unseen<K>(
 }
 
 /// Puts the finalizer on a resource central reconciles.
-pub async fn claim<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
+pub async fn claim<K, C>(ctx: &C, obj: &K) -> Result<(), kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    C: OwnerContext<K>,
 {
-    crate::finalizer::add(api, obj, MEMBER_OBJECTS_FINALIZER).await
+    crate::finalizer::add(&api_of(ctx, obj), obj, MEMBER_OBJECTS_FINALIZER).await
 }
 
 /// One step of the deletion of `obj` (which has a deletion timestamp): declares it to the
 /// agents, and releases the finalizer once every member cluster confirmed. Safe to repeat.
-pub async fn delete<K>(
-    client: &Client,
-    api: &Api<K>,
-    obj: &K,
-    owner: &Owner,
-    owners: &Owners,
-    agents: &Agents,
-) -> Result<Deletion, Error>
+pub async fn delete<K, C>(ctx: &C, obj: &K) -> Result<Deletion, Error>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    C: OwnerContext<K>,
 {
+    let (client, api, owners) = (ctx.client(), api_of(ctx, obj), ctx.owners());
+    let owner = &Owner::of(C::KIND, obj);
     if !obj
         .finalizers()
         .iter()
@@ -234,15 +283,15 @@ where
         tracing::warn!(namespace = %owner.namespace, name = %owner.name, kind = owner.kind.as_str(),
             "deleted with its CRD: its objects stay in the member clusters, unclaimed");
         owners.forget(owner)?;
-        crate::finalizer::remove(api, obj, MEMBER_OBJECTS_FINALIZER).await?;
+        crate::finalizer::remove(&api, obj, MEMBER_OBJECTS_FINALIZER).await?;
         return Ok(Deletion::Abandoned);
     }
     owners.delete(owner)?;
-    let waiting = unconfirmed(owner, owners, agents);
+    let waiting = unconfirmed(owner, owners, ctx.agents());
     if !waiting.is_empty() {
         return Ok(Deletion::Waiting(waiting));
     }
-    crate::finalizer::remove(api, obj, MEMBER_OBJECTS_FINALIZER).await?;
+    crate::finalizer::remove(&api, obj, MEMBER_OBJECTS_FINALIZER).await?;
     owners.deletion_done(owner)?;
     tracing::info!(namespace = %owner.namespace, name = %owner.name, kind = owner.kind.as_str(),
         "deleted: every member cluster removed its objects");

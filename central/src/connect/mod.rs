@@ -13,18 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kstretch_api::KafkaConnect;
-use kstretch_runtime::backoff::Backoff;
 use kstretch_runtime::watch::Subscription;
 use kube::runtime::controller;
-use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use error::Error;
 pub use reconcile::Context;
-
-use crate::link::{OwnerKind, Owners};
-use crate::metrics::OwnerMetrics;
 
 /// Runs the controller until `shutdown`. `agent_changes` wakes every `KafkaConnect` when an
 /// agent connects, disconnects or reports (pods becoming ready are seen that way).
@@ -48,18 +43,4 @@ pub async fn run(
     .await;
 }
 
-impl crate::owned::OwnerContext<KafkaConnect> for Context {
-    const KIND: OwnerKind = OwnerKind::KafkaConnect;
-
-    fn owners(&self) -> &Owners {
-        &self.owners
-    }
-
-    fn retries(&self) -> &Backoff<ObjectRef<KafkaConnect>> {
-        &self.retries
-    }
-
-    fn metrics(&self) -> &OwnerMetrics {
-        &self.metrics
-    }
-}
+crate::owned::owner_context!(Context, KafkaConnect, crate::link::OwnerKind::KafkaConnect);

@@ -78,24 +78,10 @@ pub fn owner_of(connect: &KafkaConnect) -> Owner {
 
 pub use crate::owned::keep_or_retain;
 
-fn api(ctx: &Context, connect: &KafkaConnect) -> kube::Api<KafkaConnect> {
-    kube::Api::namespaced(ctx.client.clone(), &connect.namespace().unwrap_or_default())
-}
-
 /// One step of the deletion of a `KafkaConnect`: its workers leave the member cluster on
 /// central's explicit word, and the resource goes once every agent confirmed.
 pub async fn delete(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let owner = owner_of(&connect);
-    match crate::owned::delete(
-        &ctx.client,
-        &api(&ctx, &connect),
-        connect.as_ref(),
-        &owner,
-        &ctx.owners,
-        &ctx.agents,
-    )
-    .await?
-    {
+    match crate::owned::delete(ctx.as_ref(), connect.as_ref()).await? {
         crate::owned::Deletion::Waiting(clusters) => {
             tracing::info!(clusters = %clusters.join(","), "waiting for agents to confirm the deletion");
             Ok(Action::requeue(BUSY_REQUEUE))
@@ -107,7 +93,7 @@ pub async fn delete(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Act
 /// Reconciles one `KafkaConnect`.
 pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Action, Error> {
     let owner = owner_of(&connect);
-    crate::owned::claim(&api(&ctx, &connect), connect.as_ref()).await?;
+    crate::owned::claim(ctx.as_ref(), connect.as_ref()).await?;
     let now = status::now();
     let name = connect.name_any();
     let namespace = connect.namespace().unwrap_or_default();

@@ -24,16 +24,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kstretch_api::{Kafka, KafkaNodePool, names};
-use kstretch_runtime::backoff::Backoff;
 use kstretch_runtime::watch::Subscription;
 use kube::ResourceExt;
 use kube::runtime::controller;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-
-use crate::link::{OwnerKind, Owners};
-use crate::metrics::OwnerMetrics;
 
 pub use error::Error;
 pub use reconcile::Context;
@@ -66,18 +62,4 @@ pub async fn run(
     .await;
 }
 
-impl crate::owned::OwnerContext<Kafka> for Context {
-    const KIND: OwnerKind = OwnerKind::Kafka;
-
-    fn owners(&self) -> &Owners {
-        &self.owners
-    }
-
-    fn retries(&self) -> &Backoff<ObjectRef<Kafka>> {
-        &self.retries
-    }
-
-    fn metrics(&self) -> &OwnerMetrics {
-        &self.metrics
-    }
-}
+crate::owned::owner_context!(Context, Kafka, crate::link::OwnerKind::Kafka);

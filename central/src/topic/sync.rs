@@ -156,8 +156,7 @@ pub async fn reconcile(
     let ongoing = replicas::ongoing(admin, &candidates, metrics).await;
     let (mut accs, requests) = plan::batch(&work, described, &ongoing, alterable);
     create_topics(admin, &requests.creates, &mut accs, metrics).await;
-    alter_configs(admin, &requests.changes, &mut accs, metrics).await;
-    create_partitions(admin, &requests.increases, &mut accs, metrics).await;
+    alter_configs_and_partitions(admin, &requests, &mut accs, metrics).await;
     if !requests.rf_work.is_empty() {
         replicas::change(admin, &work, &mut accs, requests.rf_work, metrics).await;
     }
@@ -238,38 +237,37 @@ async fn create_topics(
     }
 }
 
-/// IncrementalAlterConfigs for every topic whose configs differ.
-async fn alter_configs(
+/// IncrementalAlterConfigs for every topic whose configs differ, then CreatePartitions for
+/// every topic that needs more: one request each.
+async fn alter_configs_and_partitions(
     admin: &AdminClient,
-    changes: &[(usize, ConfigChange)],
+    requests: &plan::Requests,
     accs: &mut [Acc],
     metrics: &TopicMetrics,
 ) {
-    let list: Vec<ConfigChange> = changes.iter().map(|(_, c)| c.clone()).collect();
-    let request = admin.incremental_alter_configs(&list, false);
+    let changes: Vec<ConfigChange> = requests.changes.iter().map(|(_, c)| c.clone()).collect();
+    let request = admin.incremental_alter_configs(&changes, false);
     let answer = async {
         request
             .await
             .map(|rs| rs.into_iter().map(|r| r.result).collect())
     };
-    send_for_each(changes, accs, metrics, "alter_configs", answer).await;
-}
-
-/// CreatePartitions for every topic that needs more.
-async fn create_partitions(
-    admin: &AdminClient,
-    increases: &[(usize, NewPartitions)],
-    accs: &mut [Acc],
-    metrics: &TopicMetrics,
-) {
-    let list: Vec<NewPartitions> = increases.iter().map(|(_, p)| p.clone()).collect();
-    let request = admin.create_partitions(&list, false);
+    send_for_each(&requests.changes, accs, metrics, "alter_configs", answer).await;
+    let increases: Vec<NewPartitions> = requests.increases.iter().map(|(_, p)| p.clone()).collect();
+    let request = admin.create_partitions(&increases, false);
     let answer = async {
         request
             .await
             .map(|rs| rs.into_iter().map(|r| r.result).collect())
     };
-    send_for_each(increases, accs, metrics, "create_partitions", answer).await;
+    send_for_each(
+        &requests.increases,
+        accs,
+        metrics,
+        "create_partitions",
+        answer,
+    )
+    .await;
 }
 
 /// Sends the one request for `items`, timed as `call`, unless there are none (then `request`

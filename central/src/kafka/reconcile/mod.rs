@@ -122,17 +122,7 @@ fn api(ctx: &Context, kafka: &Kafka) -> kube::Api<Kafka> {
 /// One step of the deletion of a `Kafka`: its objects leave every member cluster on central's
 /// explicit word, and the resource goes once every agent confirmed (see [`crate::owned`]).
 pub async fn delete(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let owner = owner_of(&kafka);
-    match crate::owned::delete(
-        &ctx.client,
-        &api(&ctx, &kafka),
-        kafka.as_ref(),
-        &owner,
-        &ctx.owners,
-        &ctx.agents,
-    )
-    .await?
-    {
+    match crate::owned::delete(ctx.as_ref(), kafka.as_ref()).await? {
         crate::owned::Deletion::Waiting(clusters) => {
             let message = format!(
                 "being deleted: waiting for the agents of {} to confirm that its objects are gone (a cluster that never comes back: remove the finalizer {} by hand; its objects stay there, unclaimed)",
@@ -162,7 +152,7 @@ pub async fn delete(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Erro
 
 /// Reconciles one `Kafka` that is not being deleted.
 pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error> {
-    crate::owned::claim(&api(&ctx, &kafka), kafka.as_ref()).await?;
+    crate::owned::claim(ctx.as_ref(), kafka.as_ref()).await?;
     let now = status::now();
     let mut kafka_status = kafka.status.clone().unwrap_or_default();
     kafka_status.observed_generation = kafka.metadata.generation;
