@@ -200,7 +200,7 @@ async fn release_and_forget_unseen<K>(
 {
     tokio::select! {
         _ = shutdown.cancelled() => return,
-        ready = store.wait_until_ready() => if ready.is_err() { return },
+        ready = kstretch_runtime::watch::ready(&store) => if !ready { return },
     }
     let initial: Vec<Owner> = store.state().iter().map(|k| owner_of(k)).collect();
     tracing::info!(

@@ -2,6 +2,7 @@
 //! leader gate, whose store and changes every controller, the topic operator and the admin
 //! API's inventory share, and the controllers, started on the leader.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
@@ -9,6 +10,7 @@ use kstretch_api::{Kafka, KafkaConnect, KafkaConnector, KafkaNodePool};
 use kstretch_runtime::Health;
 use kstretch_runtime::backoff::Backoff;
 use kstretch_runtime::watch::{SharedWatch, WatchMetrics};
+use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource};
 use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
@@ -241,6 +243,7 @@ fn spawn_controllers(
     ));
     let kafka_ctx = Arc::new(kafka::Context {
         client: client.clone(),
+        events: kstretch_runtime::events::Events::new(client.clone(), "kstretch-central"),
         pools: watches.node_pools.watched().store().clone(),
         owners,
         agents: link.agents.clone(),
@@ -281,30 +284,64 @@ fn spawn_controllers(
         health.clone(),
         shutdown.clone(),
     ));
-    tasks.spawn(connector::run(
-        watches.connectors.subscribe(),
-        watches.connects.subscribe(),
-        Arc::new(connector::Context::new(
-            client.clone(),
-            metrics.connector,
-            &settings.connectors,
-        )),
+    let connectors = watches.connectors.watched().store().clone();
+    tasks.spawn(once_listed(
+        connectors,
         shutdown.clone(),
+        connector::run(
+            watches.connectors.subscribe(),
+            watches.connects.subscribe(),
+            Arc::new(connector::Context::new(
+                client.clone(),
+                metrics.connector,
+                &settings.connectors,
+            )),
+            shutdown.clone(),
+        ),
     ));
-    tasks.spawn(connect::run(
-        watches.connects.subscribe(),
-        connect_ctx,
-        link.agents.subscribe(),
+    let connects = watches.connects.watched().store().clone();
+    tasks.spawn(once_listed(
+        connects,
         shutdown.clone(),
+        connect::run(
+            watches.connects.subscribe(),
+            connect_ctx,
+            link.agents.subscribe(),
+            shutdown.clone(),
+        ),
     ));
-    tasks.spawn(kafka::run(
-        watches.kafkas.subscribe(),
-        watches.node_pools.subscribe(),
-        kafka_ctx,
-        link.agents.subscribe(),
+    let kafkas = watches.kafkas.watched().store().clone();
+    tasks.spawn(once_listed(
+        kafkas,
         shutdown.clone(),
+        kafka::run(
+            watches.kafkas.subscribe(),
+            watches.node_pools.subscribe(),
+            kafka_ctx,
+            link.agents.subscribe(),
+            shutdown.clone(),
+        ),
     ));
     tracing::info!(own = %members.own, members = ?members.all, "member clusters");
+}
+
+/// Runs `controller` (subscribed already, so it misses nothing) once `store`, its shared main
+/// store, has its first list. A kube controller waits for its store with
+/// `Store::wait_until_ready`, which wakes only the last of several tasks waiting at once; a shared
+/// store has several (see [`kstretch_runtime::watch::ready`]), so it starts on a listed one.
+async fn once_listed<K>(
+    store: Store<K>,
+    shutdown: CancellationToken,
+    controller: impl Future<Output = ()>,
+) where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        listed = kstretch_runtime::watch::ready(&store) => if listed {
+            controller.await;
+        },
+    }
 }
 
 #[cfg(test)]

@@ -1,67 +1,72 @@
-//! Kubernetes Events (`events.k8s.io/v1`) for a process's important transitions. Callers emit
-//! only when something changed (never once per reconcile); publishing runs in the background
-//! and is best effort: a failed Event is logged and never fails or slows the reconcile.
+//! Kubernetes Events (`events.k8s.io/v1`) for a process's important transitions, through one
+//! [`Events`] per process: its single kube `Recorder` remembers what it posted, so the same
+//! Event again updates a series instead of adding an object. Callers emit only when something
+//! changed (never once per reconcile); publishing runs in the background and is best effort: a
+//! failed Event is logged and never fails or slows the reconcile.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 pub use kube::runtime::events::EventType as Type;
 
-/// Publishes an Event about `regarding` from `controller` (e.g. `kstretch-central`).
-pub fn emit(
-    client: &kube::Client,
-    controller: &str,
-    regarding: ObjectReference,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: String,
-) {
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: controller.to_owned(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    );
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: action.to_owned(),
-        secondary: None,
-    };
-    tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&event, &regarding).await {
-            tracing::debug!(reason = %event.reason, "cannot publish an Event: {e}");
-        }
-    });
+/// The Event publisher of one process, reporting as its controller (e.g. `kstretch-central`)
+/// and, in a pod, as that pod. Cheap to clone: clones share the recorder and its series.
+#[derive(Clone)]
+pub struct Events {
+    recorder: Recorder,
 }
 
-/// [`emit`] about a typed object: a Warning if `warning`, else Normal.
-pub fn about<K>(
-    client: &kube::Client,
-    controller: &str,
-    regarding: &K,
-    warning: bool,
-    reason: &str,
-    action: &str,
-    note: String,
-) where
-    K: kube::Resource<DynamicType = ()>,
-{
-    let type_ = if warning {
-        EventType::Warning
-    } else {
-        EventType::Normal
-    };
-    emit(
-        client,
-        controller,
-        regarding.object_ref(&()),
-        type_,
-        reason,
-        action,
-        note,
-    );
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events").finish_non_exhaustive()
+    }
+}
+
+impl Events {
+    pub fn new(client: kube::Client, controller: &str) -> Self {
+        let reporter = Reporter {
+            controller: controller.to_owned(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client, reporter),
+        }
+    }
+
+    /// Publishes an Event about `regarding`.
+    pub fn emit(
+        &self,
+        regarding: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let recorder = self.recorder.clone();
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&event, &regarding).await {
+                tracing::debug!(reason = %event.reason, "cannot publish an Event: {e}");
+            }
+        });
+    }
+
+    /// [`Events::emit`] about a typed object: a Warning if `warning`, else Normal.
+    pub fn about<K>(&self, regarding: &K, warning: bool, reason: &str, action: &str, note: String)
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        let type_ = if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        self.emit(regarding.object_ref(&()), type_, reason, action, note);
+    }
 }

@@ -5,6 +5,7 @@
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
@@ -95,6 +96,23 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Watched<K> {
 
     pub fn store(&self) -> &Store<K> {
         &self.store
+    }
+}
+
+/// Waits until `store` has its first list; `false` if its writer is gone first. kube's
+/// `Store::wait_until_ready` wakes only the last of several tasks waiting at once (its one-shot
+/// channel keeps a single waker), and a shared store has several: so each waiter here also
+/// looks again every 100 ms.
+pub async fn ready<K>(store: &Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        let wait = tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready());
+        if let Ok(result) = wait.await {
+            return result.is_ok();
+        }
     }
 }
 
@@ -436,6 +454,35 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
 
     use super::*;
+
+    /// kube's `wait_until_ready` would leave all but the last of these waiting for ever.
+    #[tokio::test]
+    async fn every_task_waiting_for_a_store_at_once_sees_it_listed() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { ready(&store).await })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        for waiter in waiters {
+            let listed = tokio::time::timeout(std::time::Duration::from_secs(2), waiter)
+                .await
+                .expect("every waiter ends")
+                .unwrap();
+            assert!(listed);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_store_whose_writer_is_gone_is_never_ready() {
+        let (store, writer) = reflector::store::<ConfigMap>();
+        drop(writer);
+        assert!(!ready(&store).await);
+    }
 
     #[test]
     fn slim_drops_managed_fields_and_the_last_applied_copy_only() {

@@ -426,9 +426,7 @@ async fn complete(
     status.phase = Some(phase::COMPLETED.to_owned());
     status.completed_at = Some(now());
     tracing::info!(%message, "quorum recovery completed");
-    kstretch_runtime::events::about(
-        &ctx.client,
-        "kstretch-central",
+    ctx.events.about(
         kafka,
         true,
         "QuorumRecovered",

@@ -76,9 +76,7 @@ pub async fn raise_metadata(
         Ok((level, now)) => {
             if now {
                 tracing::info!(metadata_version = %target.metadata, "metadata.version raised");
-                kstretch_runtime::events::about(
-                    &ctx.client,
-                    "kstretch-central",
+                ctx.events.about(
                     kafka,
                     false,
                     "MetadataVersionRaised",

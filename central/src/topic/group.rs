@@ -398,15 +398,7 @@ fn after_deletion(
 
 /// Records an Event about `kt`.
 fn event(ctx: &Context, kt: &KafkaTopic, warning: bool, reason: &str, action: &str, note: String) {
-    kstretch_runtime::events::about(
-        &ctx.client,
-        "kstretch-central",
-        kt,
-        warning,
-        reason,
-        action,
-        note,
-    );
+    ctx.events.about(kt, warning, reason, action, note);
 }
 
 /// Whether a failure says the brokers could not be reached, so the cluster's connection is

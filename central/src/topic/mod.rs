@@ -48,6 +48,7 @@ pub struct Context {
     pub topics: TopicStores,
     pub queue: TopicQueue,
     pub metrics: TopicMetrics,
+    pub events: kstretch_runtime::events::Events,
     pub cluster_ids: ClusterIds,
     /// Per resource, what the last batch saw (see [`fingerprint`]).
     seen: Mutex<HashMap<ResourceRef, u64>>,
@@ -209,6 +210,7 @@ pub async fn run(
         .map(|(ns, watch)| (ns, watch.watched().store().clone()))
         .collect();
     let ctx = Arc::new(Context {
+        events: kstretch_runtime::events::Events::new(client.clone(), "kstretch-central"),
         client,
         kafka,
         kafkas,
@@ -237,7 +239,7 @@ pub async fn run(
         tasks.spawn(async move {
             // Before the Kafka cache is filled every topic would look like it names no Kafka
             // (`KafkaNotFound`, which waits for a change of the topic).
-            if ctx.kafkas.wait_until_ready().await.is_err() {
+            if !kstretch_runtime::watch::ready(&ctx.kafkas).await {
                 return;
             }
             while let Some(keys) = ctx
@@ -294,7 +296,7 @@ async fn timed_pass(ctx: Arc<Context>, health: Health) {
     const TICK: Duration = Duration::from_secs(1);
     let ticks_per_pass = (ctx.settings.full_reconcile.as_secs_f64() / TICK.as_secs_f64()).max(1.0);
     for (_, store) in &ctx.topics.stores {
-        if store.wait_until_ready().await.is_err() {
+        if !kstretch_runtime::watch::ready(store).await {
             return;
         }
     }

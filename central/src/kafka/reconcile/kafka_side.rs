@@ -239,15 +239,8 @@ async fn advance_quorum(
         Ok(quorum::Progress::Settled) => None,
         Ok(quorum::Progress::Changed(what)) => {
             tracing::info!(change = %what, "controller quorum changed");
-            kstretch_runtime::events::about(
-                &ctx.client,
-                "kstretch-central",
-                kafka,
-                false,
-                "QuorumChanged",
-                "Quorum",
-                what.clone(),
-            );
+            ctx.events
+                .about(kafka, false, "QuorumChanged", "Quorum", what.clone());
             Some(what)
         }
         Ok(quorum::Progress::Waiting(why)) => {
@@ -417,9 +410,7 @@ async fn restart(ctx: &Context, kafka: &Kafka, node: &NodeView, pod: PodToRestar
         Ok(result) if replaced(&result) => {
             ctx.metrics.restarted();
             tracing::info!(pod = %node.pod, cluster = %node.alias, "rolled pod");
-            kstretch_runtime::events::about(
-                &ctx.client,
-                "kstretch-central",
+            ctx.events.about(
                 kafka,
                 false,
                 "PodRolled",
@@ -518,9 +509,7 @@ async fn unregister(
             Ok(()) | Err(kstretch_kadmin::Error::BrokerNotRegistered { .. }) => {
                 ctx.metrics.unregistered();
                 tracing::info!(node = id, "unregistered a removed node from KRaft");
-                kstretch_runtime::events::about(
-                    &ctx.client,
-                    "kstretch-central",
+                ctx.events.about(
                     kafka,
                     false,
                     "NodeUnregistered",

@@ -67,6 +67,8 @@ pub(super) const SCALE_DOWN_BLOCKED: &str = "ScaleDownBlocked";
 #[derive(Clone)]
 pub struct Context {
     pub client: Client,
+    /// The Kafka controller's one Event publisher.
+    pub events: kstretch_runtime::events::Events,
     pub pools: Store<KafkaNodePool>,
     pub owners: Owners,
     pub agents: Agents,
@@ -160,7 +162,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         return paused(&ctx, &kafka, kafka_status, &now).await;
     }
     // Pools not listed yet must not read as "no pools".
-    if ctx.pools.wait_until_ready().await.is_err()
+    if !kstretch_runtime::watch::ready(&ctx.pools).await
         || (kafka_status.cluster_id.is_none() && cache_is_behind(&ctx, &kafka).await?)
     {
         return Ok(Action::requeue(BUSY_REQUEUE));

@@ -69,9 +69,7 @@ async fn record_pool(
             .iter()
             .map(|id| kraft::pod_name(&kafka_name, &name, *id))
             .collect();
-        kstretch_runtime::events::about(
-            &pass.ctx.client,
-            "kstretch-central",
+        pass.ctx.events.about(
             pool,
             false,
             "NodesAdded",
@@ -83,10 +81,8 @@ async fn record_pool(
         );
     }
     if !removed.is_empty() {
-        kstretch_runtime::events::about(
-            &pass.ctx.client,
-            "kstretch-central",
-            pool,
+        pass.ctx.events.about(
+pool,
             false,
             "NodesRemoved",
             "Scale",

@@ -26,9 +26,7 @@ impl Pass<'_> {
             c.type_ == "Ready" && c.status == "False" && c.reason.as_deref() == Some(reason)
         });
         if !refused_before {
-            kstretch_runtime::events::emit(
-                &ctx.client,
-                "kstretch-central",
+            ctx.events.emit(
                 kube::Resource::object_ref(self.kafka, &()),
                 kstretch_runtime::events::Type::Warning,
                 reason,

@@ -189,9 +189,7 @@ fn announce_readiness(pass: &Pass<'_>, ready: &Condition) {
             .unwrap_or_else(|| "NotReady".to_owned());
         (kstretch_runtime::events::Type::Warning, reason)
     };
-    kstretch_runtime::events::emit(
-        &pass.ctx.client,
-        "kstretch-central",
+    pass.ctx.events.emit(
         kube::Resource::object_ref(pass.kafka, &()),
         type_,
         &reason,
@@ -221,9 +219,7 @@ fn announce_warnings(
         if shown(reason) || !announced.insert(reason.as_str()) {
             continue;
         }
-        kstretch_runtime::events::emit(
-            &ctx.client,
-            "kstretch-central",
+        ctx.events.emit(
             kube::Resource::object_ref(kafka, &()),
             kstretch_runtime::events::Type::Warning,
             reason,
@@ -337,10 +333,8 @@ async fn migrate_static_quorum(
         Ok(now) => {
             if now {
                 tracing::info!("controller quorum made dynamic");
-                kstretch_runtime::events::about(
-                    &ctx.client,
-                    "kstretch-central",
-                    kafka,
+                ctx.events.about(
+kafka,
                     false,
                     "QuorumMigrated",
                     "Quorum",
