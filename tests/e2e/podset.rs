@@ -612,6 +612,86 @@ fn impersonating_kubeconfig(cluster_index: usize, user: &str) -> PathBuf {
     path
 }
 
+/// The cache keeps only the names and revisions of a podset's pods; a pod is created from the
+/// manifest read then. An agent that may list and watch podsets but not read one says so in the
+/// podset's condition, and creates the pods once it may.
+#[tokio::test]
+async fn pods_are_created_from_the_manifest_read_then_and_a_failed_read_is_reported() {
+    let s = setup(1, "podset-read").await;
+    let user = format!("kstretch-e2e-agent-{}", s.ns.name);
+    let kubeconfig = impersonating_kubeconfig(s.cluster_index, &user);
+    let role = |podset_verbs: &[&str]| -> Role {
+        serde_json::from_value(json!({
+            "metadata": {"name": "kstretch-agent"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"],
+                 "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
+                {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets"],
+                 "verbs": podset_verbs},
+                {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets/status"],
+                 "verbs": ["get", "patch"]},
+                {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets/finalizers"],
+                 "verbs": ["update"]},
+            ],
+        }))
+        .unwrap()
+    };
+    let roles = s.ns.api::<Role>();
+    roles
+        .create(&PostParams::default(), &role(&["list", "watch"]))
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "kstretch-agent"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kstretch-agent"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }))
+    .unwrap();
+    s.ns.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let agent = Agent::start_with(&kubeconfig, &s.ns.name);
+    agent.wait_ready().await;
+    let pods = vec![pod_manifest("read-0", "read", "r1")];
+    apply(&s.podsets, &podset_manifest("read-pool", "read", pods)).await;
+    let failing = wait_for_object(&s.podsets, "read-pool", TIMEOUT, |ps| {
+        ps.status.as_ref().is_some_and(|s| !s.conditions.is_empty())
+    })
+    .await;
+    let condition = &failing.status.unwrap().conditions[0];
+    assert_eq!(
+        (condition.type_.as_str(), condition.reason.as_deref()),
+        ("Error", Some("KubernetesError"))
+    );
+    let message = condition.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("cannot read the podset's pod manifests to create pod read-0")
+            && message.contains("forbidden"),
+        "{message}"
+    );
+    assert!(s.pods.get_opt("read-0").await.unwrap().is_none());
+
+    // Allowed to read it: the pod is created from the podset's full manifest.
+    roles
+        .patch(
+            "kstretch-agent",
+            &PatchParams::default(),
+            &Patch::Merge(&role(&["get", "list", "watch"])),
+        )
+        .await
+        .unwrap();
+    let settled = wait_status(&s.podsets, "read-pool", 1, 1, 1).await;
+    assert!(settled.status.unwrap().conditions.is_empty());
+    let pod = s.pods.get("read-0").await.unwrap();
+    assert_eq!(
+        pod.spec.unwrap().containers[0].image.as_deref(),
+        Some("quay.io/strimzi/kafka:latest")
+    );
+    let _ = std::fs::remove_file(&kubeconfig);
+    s.ns.delete().await;
+}
+
 #[tokio::test]
 async fn readyz_fails_until_the_watches_sync_then_passes() {
     let s = setup(1, "podset-readyz").await;

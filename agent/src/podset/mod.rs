@@ -26,7 +26,10 @@
 //! backoff (`kstretch_runtime::backoff`). Reconciliations read only the watch caches and write only
 //! what the plan says; nothing is deleted before both caches have completed their first list
 //! ([`error::Error::NotSynced`]). Pods are trimmed before they enter the cache
-//! ([`plan::trim_pod`]) because the agent watches every pod of its scope.
+//! ([`plan::trim_pod`]) because the agent watches every pod of its scope, and a podset's pods
+//! are cached as names and revisions only ([`plan::slim_pod_entry`]): a pass that creates pods
+//! reads their manifests from the apiserver then, so a pod is created from the podset as it is
+//! now (a pod whose entry changed since the plan waits for that change's own pass).
 //!
 //! # Readiness and liveness
 //!
@@ -232,8 +235,14 @@ impl PodSetController {
         let (podset_writer, pod_writer) = (self.podset_writer, self.pod_writer);
 
         let podsets = watcher(podset_api, watcher::Config::default())
-            // Managed fields are never read and can be as large as the spec.
-            .modify(|podset| podset.metadata.managed_fields = None)
+            // Managed fields are never read and can be as large as the spec; of the pods'
+            // manifests only names and revisions are kept (see `plan::slim_pod_entry`).
+            .modify(|podset| {
+                podset.metadata.managed_fields = None;
+                for entry in &mut podset.spec.pods {
+                    *entry = plan::slim_pod_entry(entry);
+                }
+            })
             .default_backoff()
             .reflect(podset_writer)
             .inspect(observe(

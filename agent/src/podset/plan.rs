@@ -98,6 +98,45 @@ pub struct DesiredPod {
     pub revision: Option<String>,
 }
 
+/// What the podset cache keeps of a `spec.pods` entry: its name and revision, all that the plan
+/// ([`desired_pods`]) and the link's report read. The full manifest, most of a podset's memory
+/// at a thousand pods, is read from the apiserver only to create a pod. Entries without a
+/// usable name keep none, so they are refused as before.
+pub fn slim_pod_entry(entry: &OpaqueObject) -> OpaqueObject {
+    let mut slim = OpaqueObject::new();
+    let Some(metadata) = entry.get("metadata") else {
+        return slim;
+    };
+    let mut kept = OpaqueObject::new();
+    if let Some(name) = metadata.get("name").filter(|n| n.is_string()) {
+        kept.insert("name".into(), name.clone());
+    }
+    if let Some(revision) = metadata
+        .get("annotations")
+        .and_then(|a| a.get(names::REVISION))
+        .filter(|r| r.is_string())
+    {
+        let mut annotations = OpaqueObject::new();
+        annotations.insert(names::REVISION.into(), revision.clone());
+        kept.insert("annotations".into(), serde_json::Value::Object(annotations));
+    }
+    slim.insert("metadata".into(), serde_json::Value::Object(kept));
+    slim
+}
+
+/// The first entry of `pods` named `name`, if its revision is `revision`: the manifest of a
+/// pod to create, read fresh; `None` when the podset changed since the plan was made (the
+/// change's own event plans again).
+pub fn entry_for<'a>(
+    pods: &'a [OpaqueObject],
+    name: &str,
+    revision: Option<&str>,
+) -> Option<(usize, &'a OpaqueObject)> {
+    let (desired, _) = desired_pods(pods);
+    let found = desired.into_iter().find(|d| d.name == name)?;
+    (found.revision.as_deref() == revision).then(|| (found.index, &pods[found.index]))
+}
+
 /// A per-pod problem: reported in the `Error` condition, never fatal to the other pods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodFailure {
@@ -672,6 +711,49 @@ mod tests {
     use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, Time};
     use serde_json::json;
+
+    #[test]
+    fn a_slim_podset_plans_exactly_as_the_full_one() {
+        let full: Vec<OpaqueObject> = [
+            json!({"metadata": {"name": "a-0", "labels": {"x": "y"},
+                   "annotations": {"strimzi.io/revision": "r1", "other": "z"}},
+                   "spec": {"containers": [{"name": "kafka", "image": "i"}]}}),
+            json!({"metadata": {"name": "a-1"}, "spec": {}}),
+            json!({"metadata": {"name": "a-0", "annotations": {"strimzi.io/revision": "r2"}}}),
+            json!({"metadata": {"labels": {}}}),
+            json!({"metadata": {"name": 7, "annotations": {"strimzi.io/revision": 3}}}),
+            json!({"metadata": {"name": ""}}),
+            json!({"spec": {}}),
+        ]
+        .into_iter()
+        .map(|v| v.as_object().unwrap().clone())
+        .collect();
+        let slim: Vec<OpaqueObject> = full.iter().map(slim_pod_entry).collect();
+        assert_eq!(desired_pods(&slim), desired_pods(&full));
+        assert_eq!(
+            serde_json::Value::Object(slim[0].clone()),
+            json!({"metadata": {"name": "a-0", "annotations": {"strimzi.io/revision": "r1"}}})
+        );
+    }
+
+    #[test]
+    fn the_manifest_to_create_is_the_entry_of_that_name_and_revision_or_none() {
+        let pods: Vec<OpaqueObject> = [
+            json!({"metadata": {"name": "a-0", "annotations": {"strimzi.io/revision": "r1"}}, "spec": {"n": 0}}),
+            json!({"metadata": {"name": "a-1"}, "spec": {"n": 1}}),
+        ]
+        .into_iter()
+        .map(|v| v.as_object().unwrap().clone())
+        .collect();
+        let (index, entry) = entry_for(&pods, "a-0", Some("r1")).unwrap();
+        assert_eq!((index, &entry["spec"]), (0, &json!({"n": 0})));
+        assert_eq!(entry_for(&pods, "a-1", None).map(|(i, _)| i), Some(1));
+        assert!(
+            entry_for(&pods, "a-0", Some("r0")).is_none(),
+            "a newer revision"
+        );
+        assert!(entry_for(&pods, "a-2", None).is_none(), "no longer listed");
+    }
 
     const NOW: &str = "2026-01-01T00:00:00Z";
     const LATER: &str = "2026-01-01T00:05:00Z";

@@ -9,7 +9,9 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
+use kstretch_api::common::OpaqueObject;
 use kstretch_api::{StrimziPodSet, StrimziPodSetStatus, condition};
+use kstretch_runtime::events::Events;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
     PropagationPolicy,
@@ -51,6 +53,7 @@ pub struct Context {
     pub pod_watch: Arc<WatchState>,
     pub podset_watch: Arc<WatchState>,
     pub metrics: Metrics,
+    pub events: Events,
     /// Requeue delay after a successful reconciliation: the periodic resync.
     pub resync: Duration,
     /// Consecutive failures per podset, for the error policy's backoff.
@@ -75,12 +78,14 @@ impl Context {
         metrics: Metrics,
         resync: Duration,
     ) -> Context {
+        let events = Events::new(client.clone(), "kstretch-agent");
         Context {
             client,
             pods,
             podsets,
             pod_watch,
             podset_watch,
+            events,
             metrics,
             resync,
             failures: Mutex::new(HashMap::new()),
@@ -217,8 +222,21 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
         tracing::debug!(pods = ?plan.waiting, "waiting for pods being deleted before creating them again");
     }
 
+    let creates = plan
+        .actions
+        .iter()
+        .any(|a| matches!(a, plan::Action::Create { .. }));
+    let manifests = if creates {
+        match read_pods(ctx, &namespace, &owner).await {
+            Ok(Some(pods)) => Ok(pods),
+            Ok(None) => return Ok(Action::await_change()),
+            Err(e) => Err(e.to_string()),
+        }
+    } else {
+        Ok(Vec::new())
+    };
     let writer = PodWriter {
-        client: &ctx.client,
+        events: &ctx.events,
         pods: Api::namespaced(ctx.client.clone(), &namespace),
         dynamic: Api::namespaced_with(
             ctx.client.clone(),
@@ -228,6 +246,8 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
         namespace: &namespace,
         owner: &owner,
         podset,
+        manifests: manifests.as_deref().map_err(String::as_str),
+        desired: &desired,
         metrics: &ctx.metrics,
     };
     let writer = &writer;
@@ -257,15 +277,8 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
             Ok(()) => {
                 ctx.metrics.status_updates.inc();
                 for e in plan::status_events(podset.status.as_ref(), &status) {
-                    kstretch_runtime::events::about(
-                        &ctx.client,
-                        "kstretch-agent",
-                        podset,
-                        e.warning,
-                        e.reason,
-                        "Reconcile",
-                        e.note,
-                    );
+                    ctx.events
+                        .about(podset, e.warning, e.reason, "Reconcile", e.note);
                 }
             }
             Err(err) if status_code(&err) == Some(404) => {
@@ -284,6 +297,20 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
     } else {
         Err(Error::Pods(failures))
     }
+}
+
+/// The `spec.pods` of the podset `owner` as the apiserver has it now; `None` when that podset
+/// is gone (deleted, or replaced by one of another UID).
+async fn read_pods(
+    ctx: &Context,
+    namespace: &str,
+    owner: &Owner,
+) -> Result<Option<Vec<OpaqueObject>>, kube::Error> {
+    let api: Api<StrimziPodSet> = Api::namespaced(ctx.client.clone(), namespace);
+    let podset = api.get_opt(&owner.name).await?;
+    Ok(podset
+        .filter(|p| p.metadata.uid.as_deref() == Some(owner.uid.as_str()))
+        .map(|p| p.spec.pods))
 }
 
 /// Writes the status with server-side apply under [`FIELD_MANAGER`]: the controller owns the
@@ -312,7 +339,7 @@ async fn write_status(
 
 /// Carries out the plan's actions for one podset.
 struct PodWriter<'a> {
-    client: &'a Client,
+    events: &'a Events,
     pods: Api<Pod>,
     /// Pods are created from the podset's JSON as is, so fields newer than `k8s-openapi` knows
     /// are not lost on the way.
@@ -320,6 +347,10 @@ struct PodWriter<'a> {
     namespace: &'a str,
     owner: &'a Owner,
     podset: &'a StrimziPodSet,
+    /// The podset's `spec.pods` as the apiserver has it now (the cache keeps only names and
+    /// revisions), read once when the plan creates pods; or why it could not be read.
+    manifests: Result<&'a [OpaqueObject], &'a str>,
+    desired: &'a [plan::DesiredPod],
     metrics: &'a Metrics,
 }
 
@@ -329,9 +360,16 @@ impl PodWriter<'_> {
     async fn apply(&self, action: &plan::Action) -> Option<PodFailure> {
         let pod = action.pod();
         let result = match action {
-            plan::Action::Create { index, .. } => {
-                let manifest = match self.manifest(*index, pod) {
-                    Ok(manifest) => manifest,
+            plan::Action::Create { .. } => {
+                let manifest = match self.manifest(pod) {
+                    Ok(Some(manifest)) => manifest,
+                    Ok(None) => {
+                        tracing::debug!(
+                            pod,
+                            "the podset changed since it was planned; its event plans again"
+                        );
+                        return None;
+                    }
                     Err(failure) => return Some(failure),
                 };
                 self.create(pod, &manifest)
@@ -370,9 +408,7 @@ impl PodWriter<'_> {
         self.dynamic.create(&post_params(), manifest).await?;
         self.metrics.pods_created.inc();
         tracing::info!(pod, "created pod");
-        kstretch_runtime::events::about(
-            self.client,
-            "kstretch-agent",
+        self.events.about(
             self.podset,
             false,
             "PodCreated",
@@ -405,15 +441,8 @@ impl PodWriter<'_> {
                 format!("deleted pod {pod}: the podset no longer lists it")
             }
         };
-        kstretch_runtime::events::about(
-            self.client,
-            "kstretch-agent",
-            self.podset,
-            false,
-            "PodDeleted",
-            "Delete",
-            note,
-        );
+        self.events
+            .about(self.podset, false, "PodDeleted", "Delete", note);
         Ok(())
     }
 
@@ -439,21 +468,29 @@ impl PodWriter<'_> {
         Ok(())
     }
 
-    /// The pod of `spec.pods[index]` as it is created: in the podset's namespace, controlled by
-    /// the podset, without the fields the apiserver sets itself.
-    fn manifest(&self, index: usize, name: &str) -> Result<DynamicObject, PodFailure> {
+    /// The pod `name` as it is created, from the podset's current manifests: in the podset's
+    /// namespace, controlled by the podset, without the fields the apiserver sets itself.
+    /// `None` when the podset no longer lists it at the planned revision.
+    fn manifest(&self, name: &str) -> Result<Option<DynamicObject>, PodFailure> {
         let invalid = |message: String| PodFailure {
             pod: name.to_owned(),
             reason: plan::reason::INVALID_POD,
             message,
         };
-        let mut object = self
-            .podset
-            .spec
-            .pods
-            .get(index)
-            .cloned()
-            .ok_or_else(|| invalid(format!("spec.pods[{index}] does not exist")))?;
+        let revision = self
+            .desired
+            .iter()
+            .find(|d| d.name == name)
+            .and_then(|d| d.revision.as_deref());
+        let manifests = self.manifests.map_err(|e| PodFailure {
+            pod: name.to_owned(),
+            reason: plan::reason::KUBERNETES_API_ERROR,
+            message: format!("cannot read the podset's pod manifests to create pod {name}: {e}"),
+        })?;
+        let Some((index, entry)) = plan::entry_for(manifests, name, revision) else {
+            return Ok(None);
+        };
+        let mut object = entry.clone();
         object.insert("apiVersion".into(), Value::from("v1"));
         object.insert("kind".into(), Value::from("Pod"));
         object.remove("status");
@@ -482,6 +519,7 @@ impl PodWriter<'_> {
             .map_err(|e| invalid(format!("cannot encode the owner reference: {e}")))?;
         metadata.insert("ownerReferences".into(), Value::Array(vec![reference]));
         serde_json::from_value(Value::Object(object))
+            .map(Some)
             .map_err(|e| invalid(format!("spec.pods[{index}] is not a valid pod: {e}")))
     }
 }
