@@ -18,6 +18,8 @@ pub mod owned;
 pub mod pki;
 pub mod pod_template;
 pub mod status;
+#[cfg(test)]
+mod testing;
 pub mod topic;
 pub mod user;
 pub mod wiring;

@@ -347,60 +347,12 @@ async fn once_listed<K>(
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::convert::Infallible;
-    use std::sync::Mutex;
-    use std::task::{Context, Poll};
     use std::time::Duration;
 
-    use bytes::Bytes;
-    use http::{Method, Request, Response};
-    use http_body_util::combinators::BoxBody;
-    use http_body_util::{BodyExt, Full, StreamBody};
     use kstretch_api::{KafkaOperation, KafkaTopic, KafkaUser};
 
     use super::*;
-
-    /// An apiserver that answers every list with `lists`' objects at its path (none by default),
-    /// every other request but a watch with an empty list, and keeps every watch open. It counts
-    /// the watch requests per resource path and records the writes.
-    #[derive(Clone, Default)]
-    struct Apiserver {
-        lists: Arc<BTreeMap<String, String>>,
-        watches: Arc<Mutex<BTreeMap<String, usize>>>,
-        writes: Arc<Mutex<Vec<String>>>,
-    }
-
-    impl tower::Service<Request<kube::client::Body>> for Apiserver {
-        type Response = Response<BoxBody<Bytes, Infallible>>;
-        type Error = Infallible;
-        type Future = std::future::Ready<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, request: Request<kube::client::Body>) -> Self::Future {
-            let uri = request.uri();
-            let path = uri.path().to_owned();
-            let watch = uri
-                .query()
-                .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
-            if watch {
-                *self.watches.lock().unwrap().entry(path).or_default() += 1;
-                let body = StreamBody::new(futures::stream::pending()).boxed();
-                return std::future::ready(Ok(Response::new(body)));
-            }
-            if request.method() != Method::GET {
-                let line = format!("{} {path}", request.method());
-                self.writes.lock().unwrap().push(line);
-            }
-            let items = self.lists.get(&path).map_or("", String::as_str);
-            let list = format!(
-                r#"{{"apiVersion":"v1","kind":"List","metadata":{{"resourceVersion":"1"}},"items":[{items}]}}"#
-            );
-            std::future::ready(Ok(Response::new(Full::new(Bytes::from(list)).boxed())))
-        }
-    }
+    use crate::testing::Apiserver;
 
     fn path<K: Resource<DynamicType = ()>>(namespace: Option<&str>) -> String {
         K::url_path(&(), namespace)
@@ -421,13 +373,9 @@ mod tests {
         async fn start(
             namespace: Option<&str>,
             topics: Option<Vec<String>>,
-            lists: BTreeMap<String, String>,
+            apiserver: Apiserver,
         ) -> Self {
-            let apiserver = Apiserver {
-                lists: Arc::new(lists),
-                ..Apiserver::default()
-            };
-            let client = kube::Client::new(apiserver.clone(), "default");
+            let client = apiserver.client();
             let (shutdown, health) = (CancellationToken::new(), Health::new());
             let settings = Settings {
                 namespace: namespace.map(str::to_owned),
@@ -484,7 +432,7 @@ mod tests {
         }
 
         fn watches(&self) -> BTreeMap<String, usize> {
-            self.apiserver.watches.lock().unwrap().clone()
+            self.apiserver.watches()
         }
 
         fn metrics(&self) -> String {
@@ -530,7 +478,7 @@ mod tests {
 
     #[tokio::test]
     async fn central_opens_one_watch_per_kind() {
-        let central = Central::start(None, None, BTreeMap::new()).await;
+        let central = Central::start(None, None, Apiserver::default()).await;
         let expected = [
             path::<Kafka>(None),
             path::<KafkaNodePool>(None),
@@ -547,7 +495,7 @@ mod tests {
     #[tokio::test]
     async fn central_watches_its_namespace_and_each_topic_namespace_once() {
         let topics = vec!["topics-a".to_owned(), "topics-b".to_owned()];
-        let central = Central::start(Some("kafka"), Some(topics), BTreeMap::new()).await;
+        let central = Central::start(Some("kafka"), Some(topics), Apiserver::default()).await;
         let ns = Some("kafka");
         let expected = [
             path::<Kafka>(ns),
@@ -571,9 +519,9 @@ mod tests {
             .unwrap_or(0)
     }
 
-    fn item<K: Resource<DynamicType = ()> + serde::Serialize>(mut k: K) -> String {
+    fn in_kafka<K: Resource<DynamicType = ()>>(mut k: K) -> K {
         k.meta_mut().namespace = Some("kafka".into());
-        serde_json::to_string(&k).unwrap()
+        k
     }
 
     #[tokio::test]
@@ -584,24 +532,14 @@ mod tests {
             .labels
             .get_or_insert_default()
             .insert(kstretch_api::names::CLUSTER.into(), "my-cluster".into());
-        let lists = [
-            (
-                path::<Kafka>(None),
-                item(Kafka::new("my-cluster", Default::default())),
-            ),
-            (
-                path::<KafkaConnect>(None),
-                item(KafkaConnect::new("c", Default::default())),
-            ),
-            (
-                path::<KafkaConnector>(None),
-                item(KafkaConnector::new("k", Default::default())),
-            ),
-            (path::<KafkaTopic>(None), item(topic)),
-        ];
-        let central = Central::start(None, None, lists.into_iter().collect()).await;
-        // Each controller reconciles its resource (and fails at the apiserver, which knows
-        // nothing else): its subscription started with what the watch had.
+        let apiserver = Apiserver::default();
+        apiserver.hold(&in_kafka(Kafka::new("my-cluster", Default::default())));
+        apiserver.hold(&in_kafka(KafkaConnect::new("c", Default::default())));
+        apiserver.hold(&in_kafka(KafkaConnector::new("k", Default::default())));
+        apiserver.hold(&in_kafka(topic));
+        let central = Central::start(None, None, apiserver).await;
+        // Each controller reconciles its resource (whatever comes of it at an apiserver that
+        // knows nothing else): its subscription started with what the watch had.
         central
             .until("every controller reconciled", |c| {
                 let m = c.metrics();
@@ -618,11 +556,9 @@ mod tests {
         central
             .until("the topic operator read its topic", |c| {
                 c.apiserver
-                    .writes
-                    .lock()
-                    .unwrap()
+                    .writes()
                     .iter()
-                    .any(|w| w.contains("/kafkatopics/t"))
+                    .any(|w| w.path.contains("/kafkatopics/t"))
             })
             .await;
         central.stop().await;
