@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -77,6 +78,22 @@ impl Apiserver {
     /// Every write so far, in the order received.
     pub fn writes(&self) -> Vec<Write> {
         self.writes.lock().unwrap().clone()
+    }
+
+    /// The writes so far, once `done` holds for them (checked every 10 ms, for 5 s at most):
+    /// for what central sends in the background.
+    pub async fn writes_once(&self, what: &str, done: impl Fn(&[Write]) -> bool) -> Vec<Write> {
+        let waited = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                let writes = self.writes();
+                if done(&writes) {
+                    return writes;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| panic!("{what}: {:#?}", self.writes()))
     }
 
     fn answer(&self, method: &Method, path: &str, body: Value) -> Answer {

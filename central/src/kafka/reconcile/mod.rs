@@ -23,6 +23,8 @@ mod pools;
 mod publish;
 mod refuse;
 mod report;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
