@@ -44,6 +44,7 @@ fn world(kafka: &Kafka, pools: &[KafkaNodePool]) -> World {
     owners.release(OwnerKind::Kafka).unwrap();
     let ctx = Context {
         client: apiserver.client(),
+        events: kstretch_runtime::events::Events::new(apiserver.client(), "kstretch-central"),
         pools: store,
         owners,
         agents: Agents::new(),
