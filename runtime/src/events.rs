@@ -1,19 +1,22 @@
 //! Kubernetes Events (`events.k8s.io/v1`) for a process's important transitions, through one
-//! [`Events`] per process: its single kube `Recorder` remembers what it posted, so the same
-//! Event again updates a series instead of adding an object. Callers emit only when something
-//! changed (never once per reconcile); publishing runs in the background and is best effort: a
-//! failed Event is logged and never fails or slows the reconcile.
+//! [`Events`] per controller. Each Event is its own object: a kube `Recorder` kept across Events
+//! would fold an Event into the series of an earlier one with the same reason about the same
+//! object even when its note differs ("nodes [6] added" hidden behind "nodes [0, 1, 2] added").
+//! Callers emit only when something changed (never once per reconcile); publishing runs in the
+//! background and is best effort: a failed Event is logged and never fails or slows the
+//! reconcile.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 pub use kube::runtime::events::EventType as Type;
 
-/// The Event publisher of one process, reporting as its controller (e.g. `kstretch-central`)
-/// and, in a pod, as that pod. Cheap to clone: clones share the recorder and its series.
+/// The Event publisher of one controller, reporting as `controller` (e.g. `kstretch-central`)
+/// and, in a pod, as that pod. Cheap to clone.
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    client: kube::Client,
+    reporter: Reporter,
 }
 
 impl std::fmt::Debug for Events {
@@ -28,9 +31,7 @@ impl Events {
             controller: controller.to_owned(),
             instance: std::env::var("POD_NAME").ok(),
         };
-        Self {
-            recorder: Recorder::new(client, reporter),
-        }
+        Self { client, reporter }
     }
 
     /// Publishes an Event about `regarding`.
@@ -42,7 +43,7 @@ impl Events {
         action: &str,
         note: String,
     ) {
-        let recorder = self.recorder.clone();
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
         let event = Event {
             type_,
             reason: reason.to_owned(),
