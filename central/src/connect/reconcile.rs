@@ -241,21 +241,11 @@ fn rejected_objects(
     namespace: &str,
     name: &str,
 ) -> Vec<(String, String)> {
-    use kstretch_proto::agent::v1::Outcome;
     let Some(report) = record.and_then(|r| r.last_apply.as_ref()) else {
         return Vec::new();
     };
     let prefix = build::component_name(name);
-    let failed: Vec<String> = report
-        .results
-        .iter()
-        .filter(|r| matches!(r.outcome(), Outcome::Rejected | Outcome::DeleteFailed))
-        .filter_map(|r| {
-            let o = r.r#ref.as_ref()?;
-            (o.namespace == namespace && o.name.starts_with(&prefix))
-                .then(|| format!("{} {}: {}", o.kind, o.name, r.message))
-        })
-        .collect();
+    let failed = crate::link::agents::rejected_in(report, namespace, &prefix);
     if failed.is_empty() {
         return Vec::new();
     }

@@ -237,6 +237,22 @@ impl Agents {
     }
 }
 
+/// The objects of `report` in `namespace` whose names start with `prefix` that the agent could
+/// not apply or delete, each as "kind name: message".
+pub fn rejected_in(report: &ApplyReport, namespace: &str, prefix: &str) -> Vec<String> {
+    use kstretch_proto::agent::v1::Outcome;
+    report
+        .results
+        .iter()
+        .filter(|r| matches!(r.outcome(), Outcome::Rejected | Outcome::DeleteFailed))
+        .filter_map(|r| {
+            let o = r.r#ref.as_ref()?;
+            (o.namespace == namespace && o.name.starts_with(prefix))
+                .then(|| format!("{} {}: {}", o.kind, o.name, r.message))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -259,7 +259,6 @@ fn rejected_objects(
     records: &BTreeMap<String, AgentRecord>,
     kafka: &Kafka,
 ) -> Vec<(String, String)> {
-    use kstretch_proto::agent::v1::Outcome;
     let ns = kafka.namespace().unwrap_or_default();
     let prefix = format!("{}-", kafka.name_any());
     let mut out = Vec::new();
@@ -267,16 +266,7 @@ fn rejected_objects(
         let Some(report) = &record.last_apply else {
             continue;
         };
-        let failed: Vec<String> = report
-            .results
-            .iter()
-            .filter(|r| matches!(r.outcome(), Outcome::Rejected | Outcome::DeleteFailed))
-            .filter_map(|r| {
-                let o = r.r#ref.as_ref()?;
-                (o.namespace == ns && o.name.starts_with(&prefix))
-                    .then(|| format!("{} {}: {}", o.kind, o.name, r.message))
-            })
-            .collect();
+        let failed = crate::link::agents::rejected_in(report, &ns, &prefix);
         if !failed.is_empty() {
             out.push((
                 "ApplyFailed".to_owned(),
