@@ -12,6 +12,8 @@ pub mod kube_client;
 pub mod leader_pod;
 pub mod lease;
 pub mod metrics;
+pub mod namespaces;
+pub mod reflect;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;

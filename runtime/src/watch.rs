@@ -1,6 +1,7 @@
-//! Watched object stores: one watch per kind, with its sync state, readiness check and metrics,
-//! whose store and changes every reader of the kind shares ([`SharedWatch`]), so every
-//! controller reads the cluster from memory instead of polling it.
+//! Watched object stores: one watch per kind (or one per namespace and kind, into one store, see
+//! [`crate::reflect`]), with its sync state, readiness checks and metrics, whose store and
+//! changes every reader of the kind shares ([`SharedWatch`]), so every controller reads the
+//! cluster from memory instead of polling it.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::Health;
+use crate::reflect::{Merged, reflect_each};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
@@ -88,8 +90,9 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Watched<K> {
         self.store.state()
     }
 
-    /// True once the first complete list has arrived; before that, "zero objects" means
-    /// "not known yet", not "none exist", and nothing may be deleted on its basis.
+    /// True once the first complete list has arrived (of every namespace, when the kind is
+    /// watched in several); before that, "zero objects" means "not known yet", not "none
+    /// exist", and nothing may be deleted on its basis.
     pub fn synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
     }
@@ -127,8 +130,8 @@ pub fn slim<K: Resource>(object: &mut K) {
 }
 
 /// What a watch keeps current from its events: the readiness check `check` (failing, with the
-/// error, while the watch cannot be (re-)established, passing once the first list has arrived),
-/// the sync flag of its [`Watched`], and the kind's metrics.
+/// error, while the watch cannot be (re-)established, passing once its first list has arrived)
+/// and the kind's metrics. (The [`Watched`]'s sync flag is the store's: every watch listed.)
 struct Tracker {
     kind: String,
     check: String,
@@ -136,8 +139,11 @@ struct Tracker {
     health: Health,
     metrics: WatchMetrics,
     /// The kind's objects, for the gauge: several watches of one kind report their sum.
-    objects: Box<dyn Fn() -> usize + Send + Sync>,
+    objects: Objects,
 }
+
+/// Counts a kind's objects (over every store of the kind).
+type Objects = Arc<dyn Fn() -> usize + Send + Sync>;
 
 impl Tracker {
     fn observe<K>(&self, event: &Result<watcher::Event<K>, watcher::Error>) {
@@ -160,33 +166,37 @@ impl Tracker {
     }
 }
 
-/// Records every item of `stream` with `tracker` and passes on the events only: the watcher
-/// retries its errors with its own backoff, and passed on they would stop their readers (a
-/// controller's trigger streams pause on an error).
-fn tracked<K, S>(stream: S, tracker: Tracker) -> impl Stream<Item = watcher::Event<K>> + Send
+/// Records every item of `stream` with its part's tracker (`trackers`, one per watch) and
+/// passes on the events only, with their part: the watcher retries its errors with its own
+/// backoff, and passed on they would stop their readers (a controller's trigger streams pause
+/// on an error).
+fn tracked<K, S>(
+    stream: S,
+    trackers: Vec<Tracker>,
+) -> impl Stream<Item = (usize, watcher::Event<K>)> + Send
 where
     K: Send + 'static,
-    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    S: Stream<Item = (usize, Result<watcher::Event<K>, watcher::Error>)> + Send,
 {
-    stream.filter_map(move |item| {
-        tracker.observe(&item);
-        std::future::ready(item.ok())
+    stream.filter_map(move |(part, item)| {
+        if let Some(tracker) = trackers.get(part) {
+            tracker.observe(&item);
+        }
+        std::future::ready(item.ok().map(|event| (part, event)))
     })
 }
 
 /// The readiness check of a watch of `K`, failing until its first list arrives.
 fn tracker<K: Resource<DynamicType = ()>>(
-    check: Option<&str>,
+    check: &str,
     health: &Health,
     metrics: &WatchMetrics,
-    objects: Box<dyn Fn() -> usize + Send + Sync>,
+    objects: Objects,
 ) -> Tracker {
-    let kind = K::kind(&()).into_owned();
-    let check = check.map_or_else(|| format!("watch:{kind}"), str::to_owned);
-    health.set_ready(&check, false, "waiting for the first list");
+    health.set_ready(check, false, "waiting for the first list");
     Tracker {
-        kind,
-        check,
+        kind: K::kind(&()).into_owned(),
+        check: check.to_owned(),
         synced: Arc::new(AtomicBool::new(false)),
         health: health.clone(),
         metrics: metrics.clone(),
@@ -293,60 +303,93 @@ where
         metrics: &WatchMetrics,
         shutdown: CancellationToken,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        let (store, writer) = reflector::store();
-        let len = store.clone();
-        let objects = Box::new(move || len.len());
-        Self::start_with(
-            api,
-            (store, writer),
-            None,
-            objects,
-            health,
-            metrics,
-            shutdown,
-        )
+        Self::start_each(vec![(None, api)], health, metrics, shutdown)
     }
 
-    /// [`SharedWatch::start`] for one of several watches of a kind (in several namespaces):
-    /// `check` names its readiness check, `objects` counts the kind's objects over all of them,
-    /// and `store` is the store (and its writer) `objects` reads.
+    /// Watches each of `apis` (one per namespace, or one over every namespace) until
+    /// `shutdown`, into one store (see [`crate::reflect`]): returns the watch and the task that
+    /// drives it. With one `Api` it keeps the readiness check `watch:<Kind>`; with several, one
+    /// per namespace, `watch:<Kind>/<namespace>`. The kind's `watched_objects` counts the store.
+    pub fn start_each(
+        apis: Vec<(Option<String>, Api<K>)>,
+        health: &Health,
+        metrics: &WatchMetrics,
+        shutdown: CancellationToken,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        let kind = K::kind(&());
+        let several = apis.len() > 1;
+        let checks = apis
+            .iter()
+            .map(|(ns, _)| match ns.as_ref().filter(|_| several) {
+                Some(ns) => format!("watch:{kind}/{ns}"),
+                None => format!("watch:{kind}"),
+            })
+            .collect();
+        let (store, writer) = reflector::store();
+        let objects = Arc::new(move || store.len());
+        Self::start_with(apis, writer, checks, objects, health, metrics, shutdown)
+    }
+
+    /// [`SharedWatch::start`] for one of several watches of a kind (in several namespaces)
+    /// that keep separate stores: `check` names its readiness check, `objects` counts the
+    /// kind's objects over all of them, and `store` is the store (and its writer) `objects`
+    /// reads.
     pub fn start_one_of(
         api: Api<K>,
-        store: (Store<K>, Writer<K>),
+        (_, writer): (Store<K>, Writer<K>),
         check: &str,
         objects: Box<dyn Fn() -> usize + Send + Sync>,
         health: &Health,
         metrics: &WatchMetrics,
         shutdown: CancellationToken,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        Self::start_with(api, store, Some(check), objects, health, metrics, shutdown)
+        Self::start_with(
+            vec![(None, api)],
+            writer,
+            vec![check.to_owned()],
+            Arc::from(objects),
+            health,
+            metrics,
+            shutdown,
+        )
     }
 
     fn start_with(
-        api: Api<K>,
-        (store, writer): (Store<K>, Writer<K>),
-        check: Option<&str>,
-        objects: Box<dyn Fn() -> usize + Send + Sync>,
+        apis: Vec<(Option<String>, Api<K>)>,
+        writer: Writer<K>,
+        checks: Vec<String>,
+        objects: Objects,
         health: &Health,
         metrics: &WatchMetrics,
         shutdown: CancellationToken,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        let tracker = tracker::<K>(check, health, metrics, objects);
+        let trackers: Vec<Tracker> = checks
+            .iter()
+            .map(|check| tracker::<K>(check, health, metrics, objects.clone()))
+            .collect();
+        let namespaces: Vec<Option<String>> = apis.iter().map(|(ns, _)| ns.clone()).collect();
+        let merged = Merged::new(writer, namespaces.clone());
+        let store = merged.store();
         let watch = Self {
             watched: Watched {
-                kind: tracker.kind.clone(),
+                kind: K::kind(&()).into_owned(),
                 store: store.clone(),
-                synced: tracker.synced.clone(),
+                synced: merged.synced(),
             },
             subscribers: Arc::default(),
         };
-        let events = watcher(api, watcher::Config::default())
-            .modify(slim::<K>)
-            .default_backoff()
-            .reflect(writer);
+        let streams = apis
+            .into_iter()
+            .map(|(_, api)| {
+                watcher(api, watcher::Config::default())
+                    .modify(slim::<K>)
+                    .default_backoff()
+            })
+            .collect();
+        let events = tracked(reflect_each(streams, merged), trackers);
         let task = feed(
-            tracked(events, tracker),
-            store,
+            events,
+            Parts { store, namespaces },
             watch.subscribers.clone(),
             shutdown,
         );
@@ -358,23 +401,22 @@ where
         &self.watched
     }
 
-    /// Every object present now (once the first list arrived), then every change, deletions
-    /// included. Read it for as long as the watch runs: the watch waits for a subscriber whose
+    /// Every object in the store now (each namespace's once it has listed), then every change,
+    /// deletions included. Read it for as long as the watch runs: the watch waits for a subscriber whose
     /// unread changes fill its buffer.
     pub fn subscribe_changes(&self) -> BoxStream<'static, Change<K>> {
         let (tx, rx) = mpsc::channel(Self::BUFFER);
         lock(&self.subscribers).push(tx);
         // Registered first, so a change between the copy and the next event is not missed (it
-        // may come twice). Before the first list, the list brings every object anyway.
-        let present: Vec<Change<K>> = if self.watched.synced() {
-            self.watched
-                .objects()
-                .into_iter()
-                .map(Change::Applied)
-                .collect()
-        } else {
-            Vec::new()
-        };
+        // may come twice). A namespace not listed yet has nothing in the store: its list brings
+        // its objects. (Not gated on `synced`: with several namespaces, those listed before the
+        // others would be missed.)
+        let present: Vec<Change<K>> = self
+            .watched
+            .objects()
+            .into_iter()
+            .map(Change::Applied)
+            .collect();
         let changes = futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|change| (change, rx))
         });
@@ -402,11 +444,46 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Reads `events` (already applied to `store`) until they end or `shutdown`, passing each
+/// The store of a [`SharedWatch`] and the namespace of each of its watches (`None`: every
+/// namespace).
+struct Parts<K: Resource<DynamicType = ()> + 'static> {
+    store: Store<K>,
+    namespaces: Vec<Option<String>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Parts<K> {
+    /// What the subscribers hear of `event` of watch `part`: after a complete list, every object
+    /// that list covers.
+    fn changes(&self, part: usize, event: watcher::Event<K>) -> Vec<Change<K>> {
+        match event {
+            watcher::Event::Apply(k) => self
+                .store
+                .get(&ObjectRef::from_obj(&k))
+                .map(Change::Applied)
+                .into_iter()
+                .collect(),
+            watcher::Event::Delete(k) => vec![Change::Deleted(Arc::new(k))],
+            watcher::Event::InitDone => {
+                let namespace = self.namespaces.get(part).and_then(Option::as_deref);
+                self.store
+                    .state()
+                    .into_iter()
+                    .filter(|k| {
+                        namespace.is_none_or(|ns| k.meta().namespace.as_deref() == Some(ns))
+                    })
+                    .map(Change::Applied)
+                    .collect()
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+        }
+    }
+}
+
+/// Reads `events` (already applied to the store) until they end or `shutdown`, passing each
 /// change on to every subscriber.
 async fn feed<K>(
-    events: impl Stream<Item = watcher::Event<K>> + Send,
-    store: Store<K>,
+    events: impl Stream<Item = (usize, watcher::Event<K>)> + Send,
+    parts: Parts<K>,
     subscribers: Subscribers<K>,
     shutdown: CancellationToken,
 ) where
@@ -414,23 +491,17 @@ async fn feed<K>(
 {
     let mut events = std::pin::pin!(events);
     loop {
-        let event = tokio::select! {
+        let (part, event) = tokio::select! {
             _ = shutdown.cancelled() => break,
             event = events.next() => match event {
                 Some(event) => event,
                 None => break,
             },
         };
-        let changes: Vec<Change<K>> = match event {
-            watcher::Event::Apply(k) => store
-                .get(&ObjectRef::from_obj(&k))
-                .map(Change::Applied)
-                .into_iter()
-                .collect(),
-            watcher::Event::Delete(k) => vec![Change::Deleted(Arc::new(k))],
-            watcher::Event::InitDone => store.state().into_iter().map(Change::Applied).collect(),
-            watcher::Event::Init | watcher::Event::InitApply(_) => continue,
-        };
+        let changes = parts.changes(part, event);
+        if changes.is_empty() {
+            continue;
+        }
         let senders = lock(&subscribers).clone();
         let mut closed = false;
         for sender in senders {
@@ -516,7 +587,8 @@ mod tests {
 
     mod apiserver {
         //! A scripted apiserver: the first list of ConfigMaps fails, later ones answer `a` and
-        //! `b`, and the watch sends `script`'s events, then stays open.
+        //! `b` (in the namespace of the request), and the watch sends `script`'s events, then
+        //! stays open.
 
         use std::convert::Infallible;
         use std::sync::Arc;
@@ -536,14 +608,14 @@ mod tests {
             pub script: Arc<Vec<String>>,
         }
 
-        fn cm(name: &str, rv: u32) -> String {
+        fn cm(namespace: &str, name: &str, rv: u32) -> String {
             format!(
-                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{namespace}","resourceVersion":"{rv}"}}}}"#
             )
         }
 
         pub fn event(kind: &str, name: &str, rv: u32) -> String {
-            format!(r#"{{"type":"{kind}","object":{}}}"#, cm(name, rv)) + "\n"
+            format!(r#"{{"type":"{kind}","object":{}}}"#, cm("ns", name, rv)) + "\n"
         }
 
         impl tower::Service<Request<kube::client::Body>> for Apiserver {
@@ -556,6 +628,12 @@ mod tests {
             }
 
             fn call(&mut self, request: Request<kube::client::Body>) -> Self::Future {
+                let path = request.uri().path().to_owned();
+                let namespace = path
+                    .split('/')
+                    .skip_while(|s| *s != "namespaces")
+                    .nth(1)
+                    .unwrap_or("ns");
                 let watch = request
                     .uri()
                     .query()
@@ -577,8 +655,8 @@ mod tests {
                 } else {
                     let list = format!(
                         r#"{{"apiVersion":"v1","kind":"ConfigMapList","metadata":{{"resourceVersion":"2"}},"items":[{},{}]}}"#,
-                        cm("a", 1),
-                        cm("b", 2)
+                        cm(namespace, "a", 1),
+                        cm(namespace, "b", 2)
                     );
                     Response::new(Full::new(Bytes::from(list)).boxed())
                 };
@@ -649,6 +727,52 @@ mod tests {
         // A subscriber that comes later starts from what is there.
         let late = sorted(first(watch.subscribe_changes(), 3).await);
         assert_eq!(late, ["applied a", "applied b", "applied c"]);
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_shared_watch_of_two_namespaces_keeps_both_in_one_store_with_a_check_each() {
+        let apiserver = apiserver::Apiserver {
+            lists: Arc::new(AtomicUsize::new(0)),
+            script: Arc::new(Vec::new()),
+        };
+        let client = kube::Client::new(apiserver, "default");
+        let apis = ["x", "y"]
+            .map(|ns| {
+                let api = Api::<ConfigMap>::namespaced(client.clone(), ns);
+                (Some(ns.to_owned()), api)
+            })
+            .into();
+        let (health, metrics) = (Health::new(), WatchMetrics::default());
+        let shutdown = CancellationToken::new();
+        let (watch, task) = SharedWatch::start_each(apis, &health, &metrics, shutdown.clone());
+        let changes = watch.subscribe_changes();
+        tokio::spawn(task);
+        // One namespace's first list fails and is retried; the other's objects stay.
+        let named = changes.take(4).map(|change| match change {
+            Change::Applied(cm) => format!("{}/{}", cm.namespace().unwrap(), cm.name_any()),
+            Change::Deleted(cm) => format!("deleted {}", cm.name_any()),
+        });
+        let seen = tokio::time::timeout(Duration::from_secs(30), named.collect())
+            .await
+            .expect("both namespaces' objects arrive");
+        assert_eq!(sorted(seen), ["x/a", "x/b", "y/a", "y/b"]);
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while !watch.watched().synced() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("synced once both listed");
+        assert_eq!(watch.watched().objects().len(), 4);
+        let (ready, checks) = health.readiness();
+        let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["watch:ConfigMap/x", "watch:ConfigMap/y"]);
+        assert!(ready, "{checks:?}");
+        let objects = metrics.objects.get_or_create(&KindLabel {
+            kind: "ConfigMap".into(),
+        });
+        assert_eq!(objects.get(), 4);
         shutdown.cancel();
     }
 
