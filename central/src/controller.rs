@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kstretch_api::Kafka;
 use kstretch_runtime::backoff::Backoff;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -84,9 +84,10 @@ pub fn key<K: ResourceExt>(resource: &K) -> (String, String) {
     )
 }
 
-/// Runs the controller of `K` with `reconcile` until `shutdown`.
+/// Runs the controller of `K` with `reconcile` until `shutdown`, watching each of `apis` (one
+/// per namespace, or one over every namespace) into one store.
 pub async fn run<K, F, Fut>(
-    api: Api<K>,
+    apis: Vec<(Option<String>, Api<K>)>,
     ctx: Arc<Context>,
     shutdown: CancellationToken,
     reconcile: F,
@@ -103,7 +104,7 @@ pub async fn run<K, F, Fut>(
 {
     let kind = K::kind(&());
     tracing::info!(%kind, "controller starting");
-    Controller::new(api, watcher::Config::default())
+    kstretch_runtime::reflect::controller(apis, watcher::Config::default())
         .with_config(controller::Config::default().debounce(Duration::from_millis(200)))
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(

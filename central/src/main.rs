@@ -11,6 +11,7 @@ use kstretch_central::kafka::resolve::Members;
 use kstretch_central::link::{self, Link, LinkConfig, ServerTls, TlsFiles};
 use kstretch_central::{admin, connector, topic, wiring};
 use kstretch_runtime::lease::{self, LeaderElectionArgs, LeaderMetrics};
+use kstretch_runtime::namespaces::Namespaces;
 use kstretch_runtime::tls::TlsMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 use tokio::task::JoinSet;
@@ -43,9 +44,11 @@ struct Args {
     #[arg(long, env = "KSTRETCH_GRPC_ADDR", default_value = "0.0.0.0:9090")]
     grpc_addr: SocketAddr,
 
-    /// Namespace whose resources central manages; all namespaces when unset.
-    #[arg(long, env = "KSTRETCH_NAMESPACE")]
-    namespace: Option<String>,
+    /// Namespaces whose resources central manages (comma-separated): one watch per namespace
+    /// and kind. All namespaces when unset or empty; an empty element or a namespace named
+    /// twice stops start-up.
+    #[arg(long, env = "KSTRETCH_NAMESPACE", value_delimiter = ',')]
+    namespace: Vec<String>,
 
     /// Address of the agent link (gRPC with mutual TLS). Served only when --tls-ca,
     /// --tls-cert and --tls-key are given.
@@ -106,16 +109,21 @@ async fn main() -> anyhow::Result<()> {
     let leader_metrics = LeaderMetrics::register(&mut registry);
     let tls_metrics = TlsMetrics::register(&mut registry);
     let metrics = wiring::Metrics::register(&mut registry);
-    // An illegal namespace policy or unreadable TLS files must stop central before it touches
-    // anything.
+    // A bad namespace list, an illegal namespace policy or unreadable TLS files must stop
+    // central before it touches anything.
     let settings = settings(&args)?;
     let tls = server_tls(&args)?;
 
-    let (client, version) = connect(&args, &health).await?;
+    let (client, version) = connect(&args, &settings.namespaces, &health).await?;
     let (mut leader, election) = lease::start(
         &args.leader_election,
         client.clone(),
-        args.namespace.as_deref(),
+        // The Lease's namespace when neither its flag nor $POD_NAMESPACE says: the first watched.
+        settings
+            .namespaces
+            .list()
+            .and_then(|l| l.first())
+            .map(String::as_str),
         health.clone(),
         leader_metrics,
         shutdown.clone(),
@@ -177,7 +185,8 @@ async fn main() -> anyhow::Result<()> {
 
 /// The leader side's settings from the flags.
 fn settings(args: &Args) -> anyhow::Result<wiring::Settings> {
-    let topics = topic::TopicSettings::from_args(&args.topics, args.namespace.as_deref())?;
+    let namespaces = Namespaces::parse(&args.namespace)?;
+    let topics = topic::TopicSettings::from_args(&args.topics, &namespaces)?;
     let mut all: std::collections::BTreeSet<String> = args
         .member_clusters
         .iter()
@@ -186,7 +195,7 @@ fn settings(args: &Args) -> anyhow::Result<wiring::Settings> {
         .collect();
     all.insert(args.cluster_alias.clone());
     Ok(wiring::Settings {
-        namespace: args.namespace.clone(),
+        namespaces,
         topics,
         connectors: args.connectors.clone(),
         members: Members {
@@ -216,13 +225,17 @@ fn server_tls(args: &Args) -> anyhow::Result<Option<ServerTls>> {
 }
 
 /// The client, once the apiserver answered, and its version.
-async fn connect(args: &Args, health: &Health) -> anyhow::Result<(kube::Client, String)> {
+async fn connect(
+    args: &Args,
+    namespaces: &Namespaces,
+    health: &Health,
+) -> anyhow::Result<(kube::Client, String)> {
     let client = args.kube.client().await?;
     let version = client
         .apiserver_version()
         .await
         .context("cannot reach the Kubernetes API server")?;
-    tracing::info!(kubernetes = %version.git_version, namespace = ?args.namespace, "connected");
+    tracing::info!(kubernetes = %version.git_version, namespaces = %namespaces, "connected");
     health.set_ready("kubernetes", true, version.git_version.clone());
     Ok((client, version.git_version))
 }
@@ -306,4 +319,43 @@ async fn stop(
         let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(namespace: &str) -> Args {
+        Args::try_parse_from(["kstretch-central", &format!("--namespace={namespace}")])
+            .expect("flags parse")
+    }
+
+    #[test]
+    fn namespace_takes_a_comma_separated_list() {
+        let two = settings(&args("a,b")).expect("two namespaces");
+        assert_eq!(
+            two.namespaces,
+            Namespaces::List(vec!["a".into(), "b".into()])
+        );
+        // The topic operator follows them when --topic-namespaces is unset.
+        assert_eq!(
+            two.topics.namespaces,
+            Some(vec!["a".to_owned(), "b".to_owned()])
+        );
+        assert_eq!(
+            settings(&args("kafka")).unwrap().namespaces,
+            Namespaces::one("kafka")
+        );
+        assert_eq!(settings(&args("")).unwrap().namespaces, Namespaces::All);
+        let unset = Args::try_parse_from(["kstretch-central"]).expect("flags parse");
+        assert_eq!(settings(&unset).unwrap().namespaces, Namespaces::All);
+    }
+
+    #[test]
+    fn an_empty_element_or_a_duplicate_stops_start_up() {
+        let err = settings(&args("a,,b")).unwrap_err().to_string();
+        assert!(err.contains("empty element"), "{err}");
+        let err = settings(&args("a,b,a")).unwrap_err().to_string();
+        assert!(err.contains("more than once"), "{err}");
+    }
 }

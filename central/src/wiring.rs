@@ -5,15 +5,14 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use k8s_openapi::NamespaceResourceScope;
 use kstretch_api::{Kafka, KafkaConnect, KafkaConnector, KafkaNodePool};
 use kstretch_runtime::Health;
 use kstretch_runtime::backoff::Backoff;
+use kstretch_runtime::namespaces::Namespaces;
 use kstretch_runtime::watch::{SharedWatch, WatchMetrics};
 use kube::runtime::reflector::Store;
-use kube::{Api, Client, Resource};
+use kube::{Client, Resource};
 use prometheus_client::registry::Registry;
-use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -28,8 +27,9 @@ use crate::{connect, connector, kafka, operation, topic, user};
 /// What the leader side is started with.
 #[derive(Debug)]
 pub struct Settings {
-    /// Namespace whose resources central manages; all namespaces when `None`.
-    pub namespace: Option<String>,
+    /// The namespaces whose resources central manages (every kind but `KafkaTopic`, which
+    /// follows `topics`): one watch per namespace and kind, into one store per kind.
+    pub namespaces: Namespaces,
     pub topics: topic::TopicSettings,
     pub connectors: connector::ConnectorArgs,
     pub members: Members,
@@ -85,8 +85,9 @@ pub struct Started {
     pub inventory: Inventory,
 }
 
-/// Central's one watch of each kind, whose stores and changes every reader shares; the
-/// `KafkaUser` and `KafkaOperation` watches are their only controllers' own.
+/// Central's one watch of each kind (one per namespace when it watches several, into one store),
+/// whose stores and changes every reader shares; the `KafkaUser` and `KafkaOperation` watches
+/// are their only controllers' own.
 #[derive(Debug)]
 pub struct Watches {
     kafkas: SharedWatch<Kafka>,
@@ -108,17 +109,18 @@ impl Watches {
         tasks: &mut JoinSet<()>,
         shutdown: &CancellationToken,
     ) -> Self {
-        let ns = settings.namespace.as_deref();
-        let (kafkas, task) = SharedWatch::start(api(client, ns), health, metrics, shutdown.clone());
+        let ns = &settings.namespaces;
+        let (kafkas, task) =
+            SharedWatch::start_each(ns.apis(client), health, metrics, shutdown.clone());
         tasks.spawn(task);
         let (node_pools, task) =
-            SharedWatch::start(api(client, ns), health, metrics, shutdown.clone());
+            SharedWatch::start_each(ns.apis(client), health, metrics, shutdown.clone());
         tasks.spawn(task);
         let (connects, task) =
-            SharedWatch::start(api(client, ns), health, metrics, shutdown.clone());
+            SharedWatch::start_each(ns.apis(client), health, metrics, shutdown.clone());
         tasks.spawn(task);
         let (connectors, task) =
-            SharedWatch::start(api(client, ns), health, metrics, shutdown.clone());
+            SharedWatch::start_each(ns.apis(client), health, metrics, shutdown.clone());
         tasks.spawn(task);
         let topics = topic::Watches::start(
             client,
@@ -136,18 +138,6 @@ impl Watches {
             connectors,
             topics,
         }
-    }
-}
-
-/// `K` in `namespace`, or in every namespace.
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
     }
 }
 
@@ -230,7 +220,7 @@ fn spawn_controllers(
         health,
     } = c;
     let members = settings.members.clone();
-    let ns = settings.namespace.as_deref();
+    let ns = &settings.namespaces;
     let kafka_store = watches.kafkas.watched().store().clone();
     let kafka_access = KafkaAccess::default();
     let connect_ctx = Arc::new(connect::Context::new(
@@ -255,7 +245,7 @@ fn spawn_controllers(
         retries: Arc::new(Backoff::new(crate::owned::RETRY_CAP)),
     });
     tasks.spawn(user::run(
-        api(&client, ns),
+        ns.apis(&client),
         Arc::new(user::Context::new(
             client.clone(),
             kafka_store.clone(),
@@ -265,7 +255,7 @@ fn spawn_controllers(
         shutdown.clone(),
     ));
     tasks.spawn(operation::run(
-        api(&client, ns),
+        ns.apis(&client),
         Arc::new(operation::Context::new(
             client.clone(),
             kafka_store,
@@ -350,6 +340,7 @@ mod tests {
     use std::time::Duration;
 
     use kstretch_api::{KafkaOperation, KafkaTopic, KafkaUser};
+    use kube::Resource;
 
     use super::*;
     use crate::testing::Apiserver;
@@ -371,14 +362,20 @@ mod tests {
         /// Starts the watches, waits (as a standby would) until they are filled, then starts
         /// the controllers, which subscribe to the watches only now.
         async fn start(
-            namespace: Option<&str>,
+            namespaces: &[&str],
             topics: Option<Vec<String>>,
             apiserver: Apiserver,
         ) -> Self {
             let client = apiserver.client();
             let (shutdown, health) = (CancellationToken::new(), Health::new());
             let settings = Settings {
-                namespace: namespace.map(str::to_owned),
+                namespaces: Namespaces::parse(
+                    &namespaces
+                        .iter()
+                        .map(|n| (*n).to_owned())
+                        .collect::<Vec<_>>(),
+                )
+                .unwrap(),
                 topics: topic::TopicSettings {
                     namespaces: topics,
                     ..Default::default()
@@ -478,7 +475,7 @@ mod tests {
 
     #[tokio::test]
     async fn central_opens_one_watch_per_kind() {
-        let central = Central::start(None, None, Apiserver::default()).await;
+        let central = Central::start(&[], None, Apiserver::default()).await;
         let expected = [
             path::<Kafka>(None),
             path::<KafkaNodePool>(None),
@@ -495,7 +492,7 @@ mod tests {
     #[tokio::test]
     async fn central_watches_its_namespace_and_each_topic_namespace_once() {
         let topics = vec!["topics-a".to_owned(), "topics-b".to_owned()];
-        let central = Central::start(Some("kafka"), Some(topics), Apiserver::default()).await;
+        let central = Central::start(&["kafka"], Some(topics), Apiserver::default()).await;
         let ns = Some("kafka");
         let expected = [
             path::<Kafka>(ns),
@@ -508,6 +505,39 @@ mod tests {
             path::<KafkaOperation>(ns),
         ];
         assert_eq!(watches_once(&central, &expected).await, once(&expected));
+        central.stop().await;
+    }
+
+    #[tokio::test]
+    async fn central_watches_each_of_its_namespaces_once_per_kind() {
+        // Topics default to central's namespaces (`TopicSettings::from_args`).
+        let topics = Some(vec!["a".to_owned(), "b".to_owned()]);
+        let central = Central::start(&["a", "b"], topics, Apiserver::default()).await;
+        let mut expected = Vec::new();
+        for ns in [Some("a"), Some("b")] {
+            expected.extend([
+                path::<Kafka>(ns),
+                path::<KafkaNodePool>(ns),
+                path::<KafkaTopic>(ns),
+                path::<KafkaConnect>(ns),
+                path::<KafkaConnector>(ns),
+                path::<KafkaUser>(ns),
+                path::<KafkaOperation>(ns),
+            ]);
+        }
+        assert_eq!(watches_once(&central, &expected).await, once(&expected));
+        // One readiness check per namespace and kind.
+        let (_, checks) = central.health.readiness();
+        for check in ["watch:Kafka/a", "watch:Kafka/b", "watch:KafkaConnector/b"] {
+            assert!(
+                checks.iter().any(|c| c.name == check && c.ok),
+                "{check}: {checks:?}"
+            );
+        }
+        assert!(
+            !checks.iter().any(|c| c.name == "watch:Kafka"),
+            "{checks:?}"
+        );
         central.stop().await;
     }
 
@@ -537,7 +567,7 @@ mod tests {
         apiserver.hold(&in_kafka(KafkaConnect::new("c", Default::default())));
         apiserver.hold(&in_kafka(KafkaConnector::new("k", Default::default())));
         apiserver.hold(&in_kafka(topic));
-        let central = Central::start(None, None, apiserver).await;
+        let central = Central::start(&[], None, apiserver).await;
         // Each controller reconciles its resource (whatever comes of it at an apiserver that
         // knows nothing else): its subscription started with what the watch had.
         central

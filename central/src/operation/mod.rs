@@ -22,6 +22,10 @@ pub use crate::controller::Context;
 pub type OperationMetrics = crate::metrics::ControllerMetrics;
 
 /// Runs the controller until `shutdown`.
-pub async fn run(ops: Api<KafkaOperation>, ctx: Arc<Context>, shutdown: CancellationToken) {
+pub async fn run(
+    ops: Vec<(Option<String>, Api<KafkaOperation>)>,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
     crate::controller::run(ops, ctx, shutdown, reconcile::apply).await;
 }

@@ -5,13 +5,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kstretch_core::topics::{AlterableConfigs, NamespacePolicy, NamespaceRule};
+use kstretch_runtime::namespaces::Namespaces;
 use serde::Deserialize;
 
 /// Command-line flags of the topic operator (flattened into central's).
 #[derive(clap::Args, Debug, Clone)]
 pub struct TopicArgs {
-    /// Namespaces whose `KafkaTopic`s central manages (comma-separated); central's --namespace,
-    /// or every namespace, when unset.
+    /// Namespaces whose `KafkaTopic`s central manages (comma-separated); central's --namespace
+    /// (each of its namespaces), or every namespace, when unset.
     #[arg(
         long = "topic-namespaces",
         env = "KSTRETCH_TOPIC_NAMESPACES",
@@ -127,10 +128,10 @@ struct RuleFile {
 }
 
 impl TopicSettings {
-    /// Checks `args`; `central_namespace` is central's own --namespace.
+    /// Checks `args`; `central_namespaces` is central's own --namespace.
     pub fn from_args(
         args: &TopicArgs,
-        central_namespace: Option<&str>,
+        central_namespaces: &Namespaces,
     ) -> Result<Self, SettingsError> {
         let namespaces: Vec<String> = args
             .namespaces
@@ -138,9 +139,9 @@ impl TopicSettings {
             .map(|n| n.trim().to_owned())
             .filter(|n| !n.is_empty())
             .collect();
-        let namespaces = match (namespaces.is_empty(), central_namespace) {
+        let namespaces = match (namespaces.is_empty(), central_namespaces.list()) {
             (false, _) => Some(namespaces),
-            (true, Some(ns)) => Some(vec![ns.to_owned()]),
+            (true, Some(list)) => Some(list.to_vec()),
             (true, None) => None,
         };
         let policy = match &args.namespace_policy {
@@ -262,20 +263,29 @@ mod tests {
             queue_capacity: 10,
             full_reconcile_secs: 120,
         };
-        let s = TopicSettings::from_args(&args, Some("kafka")).unwrap();
+        let s = TopicSettings::from_args(&args, &Namespaces::one("kafka")).unwrap();
         assert_eq!(s.namespaces, Some(vec!["kafka".to_owned()]));
         assert!(s.alterable.allows("retention.ms"));
         assert!(!s.alterable.allows("cleanup.policy"));
         assert_eq!(
-            TopicSettings::from_args(&args, None).unwrap().namespaces,
+            TopicSettings::from_args(&args, &Namespaces::All)
+                .unwrap()
+                .namespaces,
             None
+        );
+        let central = Namespaces::List(vec!["a".into(), "b".into()]);
+        assert_eq!(
+            TopicSettings::from_args(&args, &central)
+                .unwrap()
+                .namespaces,
+            Some(vec!["a".to_owned(), "b".to_owned()])
         );
         let listed = TopicArgs {
             namespaces: vec!["a".into(), " b ".into(), String::new()],
             ..args
         };
         assert_eq!(
-            TopicSettings::from_args(&listed, Some("kafka"))
+            TopicSettings::from_args(&listed, &Namespaces::one("kafka"))
                 .unwrap()
                 .namespaces,
             Some(vec!["a".to_owned(), "b".to_owned()])

@@ -20,7 +20,11 @@ pub use crate::controller::Context;
 pub use kstretch_api::names::USER_OPERATOR_FINALIZER as FINALIZER;
 
 /// Runs the controller until `shutdown`.
-pub async fn run(users: Api<KafkaUser>, ctx: Arc<Context>, shutdown: CancellationToken) {
+pub async fn run(
+    users: Vec<(Option<String>, Api<KafkaUser>)>,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
     crate::controller::run(users, ctx, shutdown, reconcile::apply).await;
 }
 
