@@ -2,6 +2,7 @@
 
 use anyhow::Context as _;
 use clap::Parser;
+use kstretch_runtime::namespaces::Namespaces;
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 
@@ -27,9 +28,11 @@ struct Args {
     #[arg(long, env = "KSTRETCH_CLUSTER_ALIAS")]
     cluster_alias: String,
 
-    /// Namespace whose podsets the agent manages; all namespaces when unset.
-    #[arg(long, env = "KSTRETCH_NAMESPACE")]
-    namespace: Option<String>,
+    /// Namespaces whose podsets the agent manages and where it applies what central sends
+    /// (comma-separated): one watch per namespace and kind. All namespaces when unset or empty;
+    /// an empty element or a namespace named twice stops start-up.
+    #[arg(long, env = "KSTRETCH_NAMESPACE", value_delimiter = ',')]
+    namespace: Vec<String>,
 
     #[command(flatten)]
     podsets: podset::PodSetArgs,
@@ -45,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let args = Args::parse();
     kstretch_runtime::telemetry::init(args.observability.log_format, &args.observability.log)?;
+    let namespaces = Namespaces::parse(&args.namespace)?;
     let shutdown = kstretch_runtime::shutdown::signal();
     let health = Health::new();
     let mut registry = Registry::with_prefix("kstretch_agent");
@@ -58,14 +62,14 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(
         cluster = %args.cluster_alias,
         kubernetes = %version.git_version,
-        namespace = ?args.namespace,
+        namespaces = %namespaces,
         "connected"
     );
     health.set_ready("kubernetes", true, version.git_version.clone());
 
     let podset_controller = podset::PodSetController::new(
         client.clone(),
-        args.namespace.clone(),
+        namespaces.clone(),
         args.podsets.clone(),
         health.clone(),
         &mut registry,
@@ -78,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
         &args.link,
         link::AgentIdentity {
             cluster_alias: args.cluster_alias.clone(),
-            namespace: args.namespace.clone(),
+            namespaces,
             kubernetes_version: version.git_version,
         },
         client.clone(),
@@ -100,4 +104,27 @@ async fn main() -> anyhow::Result<()> {
     let _ = podset_controller.await;
     let _ = link.await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn namespaces(flag: &str) -> Result<Namespaces, kstretch_runtime::namespaces::NamespacesError> {
+        let args = Args::try_parse_from(["kstretch-agent", "--cluster-alias=beta", flag])
+            .expect("flags parse");
+        Namespaces::parse(&args.namespace)
+    }
+
+    #[test]
+    fn namespace_takes_a_comma_separated_list_and_refuses_empty_elements_and_duplicates() {
+        assert_eq!(
+            namespaces("--namespace=a,b").unwrap(),
+            Namespaces::List(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(namespaces("--namespace=a").unwrap(), Namespaces::one("a"));
+        assert_eq!(namespaces("--namespace=").unwrap(), Namespaces::All);
+        assert!(namespaces("--namespace=a,").is_err());
+        assert!(namespaces("--namespace=a,a").is_err());
+    }
 }

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, EXPLICIT_DELETION, Hello, Snapshot};
+use kstretch_runtime::namespaces::Namespaces;
 use kstretch_runtime::{Health, Registry};
 use kube::Client;
 use tokio::sync::watch;
@@ -84,7 +85,7 @@ pub struct LinkArgs {
 
     /// Namespace of the ConfigMap `kstretch-agent-central`, which keeps the term of the
     /// central the agent obeys across restarts; default: the agent's own pod's namespace
-    /// (`POD_NAMESPACE`), else --namespace.
+    /// (`POD_NAMESPACE`), else --namespace (its first namespace).
     #[arg(long, env = "POD_NAMESPACE")]
     pub state_namespace: Option<String>,
 
@@ -121,7 +122,7 @@ pub fn parse_central_url(text: &str) -> Result<String, String> {
 #[derive(Debug, Clone)]
 pub struct AgentIdentity {
     pub cluster_alias: String,
-    pub namespace: Option<String>,
+    pub namespaces: Namespaces,
     pub kubernetes_version: String,
 }
 
@@ -153,10 +154,10 @@ pub fn start(
     let server_name = args.tls_server_name.clone();
     let image = args.image.clone().unwrap_or_default();
     let max_delay = args.reconnect_max_delay;
-    let state_namespace = args
-        .state_namespace
-        .clone()
-        .or_else(|| identity.namespace.clone());
+    let state_namespace = args.state_namespace.clone().or_else(|| {
+        let first = identity.namespaces.list().and_then(|l| l.first());
+        first.cloned()
+    });
     async move {
         let Some((url, tls)) = config else {
             tracing::info!("no --central: running without central (nothing is applied or deleted)");
@@ -180,16 +181,13 @@ pub fn start(
         let tls = tls::follow(tls);
         tls.report_to(tls_metrics, Some(health.clone()));
         tokio::spawn(tls.clone().watch(tls_reload, shutdown.clone()));
-        let scope = match &identity.namespace {
-            Some(ns) => Scope::Namespaces([ns.clone()].into()),
+        let scope = match identity.namespaces.list() {
+            Some(list) => Scope::Namespaces(list.iter().cloned().collect()),
             None => Scope::All,
         };
         let restarter = restart::Restarter::new(client.clone(), scope.clone(), caches.pods.clone());
-        let (services, services_watch) = status::NodeServices::start(
-            client.clone(),
-            identity.namespace.as_deref(),
-            shutdown.clone(),
-        );
+        let (services, services_watch) =
+            status::NodeServices::start(&client, &identity.namespaces, shutdown.clone());
         tokio::spawn(services_watch);
         let status = StatusSource::new(caches, services);
         let applier = Applier::new(client, scope.clone(), metrics.clone());

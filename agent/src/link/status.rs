@@ -13,6 +13,8 @@ use kstretch_api::StrimziPodSet;
 use kstretch_proto::agent::v1::{
     PodSetStatus, PodStatus, ServicePort, ServiceStatus, StatusReport,
 };
+use kstretch_runtime::namespaces::Namespaces;
+use kstretch_runtime::reflect::{Merged, reflect_each};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::{self, Store};
@@ -179,7 +181,8 @@ pub fn service_statuses(services: &[Arc<Service>]) -> Vec<ServiceStatus> {
     out
 }
 
-/// A watch of the per-node Services in the agent's namespace (or all).
+/// A watch of the per-node Services in the agent's namespaces (one per namespace, into one
+/// store), or in all.
 #[derive(Debug, Clone)]
 pub struct NodeServices {
     store: Store<Service>,
@@ -189,32 +192,27 @@ pub struct NodeServices {
 impl NodeServices {
     /// Starts the watch; it runs until the returned future ends with `shutdown`.
     pub fn start(
-        client: Client,
-        namespace: Option<&str>,
+        client: &Client,
+        namespaces: &Namespaces,
         shutdown: tokio_util::sync::CancellationToken,
     ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
-        let api: Api<Service> = match namespace {
-            Some(ns) => Api::namespaced(client, ns),
-            None => Api::all(client),
-        };
-        let (store, writer) = reflector::store();
-        let synced = Arc::new(AtomicBool::new(false));
-        let flag = synced.clone();
+        let (namespaces, apis): (Vec<_>, Vec<Api<Service>>) =
+            namespaces.apis(client).into_iter().unzip();
+        let merged = Merged::new(reflector::store::Writer::default(), namespaces);
+        let (store, synced) = (merged.store(), merged.synced());
         let config = watcher::Config::default().labels(&format!("{NODE_SERVICE_LABEL}=true"));
+        let streams = apis
+            .into_iter()
+            .map(|api| watcher(api, config.clone()).default_backoff())
+            .collect();
         let task = async move {
-            let stream = watcher(api, config)
-                .default_backoff()
-                .reflect(writer)
-                .for_each(move |event| {
-                    match event {
-                        Ok(watcher::Event::InitDone) => flag.store(true, Ordering::Relaxed),
-                        Ok(_) => {}
-                        Err(e) => {
-                            tracing::warn!(error = %e, "per-node service watch failed; retrying")
-                        }
-                    }
-                    async {}
-                });
+            // `synced` is set once every namespace has listed.
+            let stream = reflect_each(streams, merged).for_each(move |(_, event)| {
+                if let Err(e) = event {
+                    tracing::warn!(error = %e, "per-node service watch failed; retrying")
+                }
+                async {}
+            });
             tokio::select! {
                 _ = shutdown.cancelled() => {}
                 _ = stream => {}
@@ -225,7 +223,7 @@ impl NodeServices {
 
     fn report(&self) -> Option<Vec<ServiceStatus>> {
         self.synced
-            .load(Ordering::Relaxed)
+            .load(Ordering::Acquire)
             .then(|| service_statuses(&self.store.state()))
     }
 }

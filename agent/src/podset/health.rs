@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kstretch_runtime::Health;
+use kstretch_runtime::namespaces::Namespaces;
 
 /// Name of the liveness heartbeat the supervisor renews.
 pub const HEARTBEAT: &str = "podset-controller";
@@ -16,6 +17,8 @@ pub const PROBE_CHECK: &str = "podset-controller/apiserver";
 #[derive(Debug)]
 pub struct WatchState {
     kind: &'static str,
+    /// Its namespace when the agent watches several (each has its own watch and check).
+    namespace: Option<String>,
     check: String,
     health: Health,
     inner: Mutex<WatchStatus>,
@@ -34,6 +37,7 @@ struct WatchStatus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchSnapshot {
     pub kind: &'static str,
+    pub namespace: Option<String>,
     pub started: Instant,
     pub synced: bool,
     pub failing_since: Option<Instant>,
@@ -44,10 +48,24 @@ impl WatchState {
     /// Registers the readiness check `podset-controller/watch:<kind>`, failing until the first
     /// complete list has arrived.
     pub fn new(kind: &'static str, health: Health) -> Arc<WatchState> {
-        let check = format!("{HEARTBEAT}/watch:{kind}");
+        Self::in_namespace(kind, None, health)
+    }
+
+    /// [`WatchState::new`] for the watch of `namespace`, one of several: its check is
+    /// `podset-controller/watch:<kind>/<namespace>`.
+    pub fn in_namespace(
+        kind: &'static str,
+        namespace: Option<String>,
+        health: Health,
+    ) -> Arc<WatchState> {
+        let check = match &namespace {
+            Some(ns) => format!("{HEARTBEAT}/watch:{kind}/{ns}"),
+            None => format!("{HEARTBEAT}/watch:{kind}"),
+        };
         health.set_ready(&check, false, "waiting for the first list");
         Arc::new(WatchState {
             kind,
+            namespace,
             check,
             health,
             inner: Mutex::new(WatchStatus {
@@ -94,6 +112,7 @@ impl WatchState {
         let s = self.lock();
         WatchSnapshot {
             kind: self.kind,
+            namespace: self.namespace.clone(),
             started: s.started,
             synced: s.synced,
             failing_since: s.failing_since,
@@ -104,6 +123,7 @@ impl WatchState {
     fn publish(&self, s: &WatchStatus) {
         let snapshot = WatchSnapshot {
             kind: self.kind,
+            namespace: self.namespace.clone(),
             started: s.started,
             synced: s.synced,
             failing_since: s.failing_since,
@@ -117,6 +137,41 @@ impl WatchState {
     // usable, and health reporting must not add a second panic.
     fn lock(&self) -> std::sync::MutexGuard<'_, WatchStatus> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One kind's watches: one per watched namespace, or one (of one namespace or all).
+#[derive(Debug)]
+pub struct KindWatch {
+    parts: Vec<Arc<WatchState>>,
+}
+
+impl KindWatch {
+    /// The watch states of `kind` in `namespaces`; each has its own readiness check when there
+    /// are several.
+    pub fn new(kind: &'static str, namespaces: &Namespaces, health: &Health) -> Arc<KindWatch> {
+        let parts = match namespaces.list().filter(|_| namespaces.several()) {
+            Some(list) => list
+                .iter()
+                .map(|ns| WatchState::in_namespace(kind, Some(ns.clone()), health.clone()))
+                .collect(),
+            None => vec![WatchState::new(kind, health.clone())],
+        };
+        Arc::new(KindWatch { parts })
+    }
+
+    /// The state of watch `part` (in the order of the namespaces).
+    pub fn part(&self, part: usize) -> Option<&Arc<WatchState>> {
+        self.parts.get(part)
+    }
+
+    /// True once every watch of the kind holds a complete first list.
+    pub fn synced(&self) -> bool {
+        self.parts.iter().all(|w| w.synced())
+    }
+
+    pub fn snapshots(&self) -> impl Iterator<Item = WatchSnapshot> + '_ {
+        self.parts.iter().map(|w| w.snapshot())
     }
 }
 
@@ -158,12 +213,16 @@ pub fn liveness(
 ) -> Result<(), String> {
     let limit = allowances.failure;
     for w in watches {
+        let kind = match &w.namespace {
+            Some(ns) => format!("{} (namespace {ns})", w.kind),
+            None => w.kind.to_owned(),
+        };
         if let Some(since) = w.failing_since {
             let failing = now.saturating_duration_since(since);
             if failing > limit {
                 return Err(format!(
                     "the {} watch has failed for {}s: {}",
-                    w.kind,
+                    kind,
                     failing.as_secs(),
                     w.last_error.as_deref().unwrap_or("unknown error")
                 ));
@@ -172,7 +231,7 @@ pub fn liveness(
         if !w.synced && now.saturating_duration_since(w.started) > limit {
             return Err(format!(
                 "the {} watch has not synced in {}s",
-                w.kind,
+                kind,
                 now.saturating_duration_since(w.started).as_secs()
             ));
         }
@@ -204,6 +263,7 @@ mod tests {
     fn snapshot(start: Instant) -> WatchSnapshot {
         WatchSnapshot {
             kind: "Pod",
+            namespace: None,
             started: start,
             synced: true,
             failing_since: None,
@@ -227,6 +287,45 @@ mod tests {
         w.progress(false);
         assert!(health.readiness().0, "a good event after an error recovers");
         assert!(w.synced());
+    }
+
+    #[test]
+    fn a_kind_in_several_namespaces_has_a_check_per_namespace_and_syncs_with_the_last() {
+        let health = Health::new();
+        let namespaces = Namespaces::List(vec!["a".into(), "b".into()]);
+        let pods = KindWatch::new("Pod", &namespaces, &health);
+        let (_, checks) = health.readiness();
+        let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "podset-controller/watch:Pod/a",
+                "podset-controller/watch:Pod/b"
+            ]
+        );
+        pods.part(0).unwrap().progress(true);
+        assert!(!pods.synced(), "b has not listed");
+        pods.part(1).unwrap().progress(true);
+        assert!(pods.synced() && health.readiness().0);
+        pods.part(1).unwrap().error("forbidden".into());
+        let t0 = Instant::now();
+        let snapshots: Vec<WatchSnapshot> = pods.snapshots().collect();
+        let err = liveness(
+            t0 + Duration::from_secs(3600),
+            t0,
+            &snapshots,
+            Some(t0 + Duration::from_secs(3600)),
+            ALLOW,
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("the Pod (namespace b) watch has failed"),
+            "{err}"
+        );
+        // One namespace (or all): the one check of before.
+        let health = Health::new();
+        let _ = KindWatch::new("Pod", &Namespaces::one("a"), &health);
+        assert_eq!(health.readiness().1[0].name, "podset-controller/watch:Pod");
     }
 
     #[test]

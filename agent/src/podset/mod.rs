@@ -37,7 +37,9 @@
 //! Kafka pods stay deleted. So its health says whether its view of the cluster is live:
 //!
 //! - **Readiness** (`/readyz`): one check per watch, `podset-controller/watch:StrimziPodSet` and
-//!   `podset-controller/watch:Pod`, failing until the watch's first complete list has arrived and
+//!   `podset-controller/watch:Pod` (with several namespaces in `--namespace`, one watch and one
+//!   check per namespace and kind, `podset-controller/watch:Pod/<namespace>`, all of a kind
+//!   feeding one cache, see `kstretch_runtime::reflect`), failing until the watch's first complete list has arrived and
 //!   again whenever the watch stream reports an error, until its next good event (kube's watcher
 //!   retries with backoff and re-lists after a `410 Gone`). A third check,
 //!   `podset-controller/apiserver`, follows the periodic probe below.
@@ -68,6 +70,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kstretch_api::StrimziPodSet;
+use kstretch_runtime::namespaces::Namespaces;
+use kstretch_runtime::reflect::{Merged, reflect_each};
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, Registry};
 use kube::api::ListParams;
@@ -77,7 +81,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use health::{Allowances, WatchState};
+use health::{Allowances, KindWatch};
 use metrics::Metrics;
 use reconcile::Context;
 
@@ -136,7 +140,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// The podset controller, ready to run.
 pub struct PodSetController {
     client: Client,
-    namespace: Option<String>,
+    namespaces: Namespaces,
     args: PodSetArgs,
     health: Health,
     metrics: Metrics,
@@ -153,8 +157,8 @@ pub struct Caches {
     pub podsets: Store<StrimziPodSet>,
     /// Trimmed pods ([`plan::trim_pod`]): metadata, phase and the `Ready` condition.
     pub pods: Store<Pod>,
-    podset_watch: Arc<WatchState>,
-    pod_watch: Arc<WatchState>,
+    podset_watch: Arc<KindWatch>,
+    pod_watch: Arc<KindWatch>,
 }
 
 impl Caches {
@@ -167,7 +171,7 @@ impl Caches {
 impl std::fmt::Debug for PodSetController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PodSetController")
-            .field("namespace", &self.namespace)
+            .field("namespaces", &self.namespaces)
             .field("args", &self.args)
             .finish_non_exhaustive()
     }
@@ -177,7 +181,7 @@ impl PodSetController {
     /// Registers the controller's metrics; call before the metrics registry is served.
     pub fn new(
         client: Client,
-        namespace: Option<String>,
+        namespaces: Namespaces,
         args: PodSetArgs,
         health: Health,
         registry: &mut Registry,
@@ -188,12 +192,12 @@ impl PodSetController {
         let caches = Caches {
             podsets,
             pods,
-            podset_watch: WatchState::new("StrimziPodSet", health.clone()),
-            pod_watch: WatchState::new("Pod", health.clone()),
+            podset_watch: KindWatch::new("StrimziPodSet", &namespaces, &health),
+            pod_watch: KindWatch::new("Pod", &namespaces, &health),
         };
         PodSetController {
             client,
-            namespace,
+            namespaces,
             args,
             health,
             metrics: Metrics::register(registry),
@@ -209,16 +213,6 @@ impl PodSetController {
         self.caches.clone()
     }
 
-    fn api<K>(&self) -> Api<K>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    {
-        match &self.namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        }
-    }
-
     /// Runs until `shutdown`; in-flight reconciliations finish first.
     pub async fn run(self, shutdown: CancellationToken) {
         let Caches {
@@ -227,51 +221,46 @@ impl PodSetController {
             podset_watch,
             pod_watch,
         } = self.caches.clone();
-        let (podset_api, pod_api, probe_api) = (
-            self.api::<StrimziPodSet>(),
-            self.api::<Pod>(),
-            self.api::<Pod>(),
-        );
-        let (podset_writer, pod_writer) = (self.podset_writer, self.pod_writer);
-
-        let podsets = watcher(podset_api, watcher::Config::default())
+        // The probe lists pods where the agent watches them: one namespace of the list is enough
+        // to tell whether the apiserver answers.
+        let probe_api: Api<Pod> = match self.namespaces.list().and_then(|l| l.first()) {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let podsets = watch_each(
+            self.namespaces.apis::<StrimziPodSet>(&self.client),
             // Managed fields are never read and can be as large as the spec; of the pods'
             // manifests only names and revisions are kept (see `plan::slim_pod_entry`).
-            .modify(|podset| {
+            |podset: &mut StrimziPodSet| {
                 podset.metadata.managed_fields = None;
                 for entry in &mut podset.spec.pods {
                     *entry = plan::slim_pod_entry(entry);
                 }
-            })
-            .default_backoff()
-            .reflect(podset_writer)
-            .inspect(observe(
-                podset_watch.clone(),
-                self.watch_metrics.clone(),
-                podset_store.clone(),
-                "StrimziPodSet",
-            ))
-            // Every change triggers, status-only ones included: the status is written only when
-            // it differs from the cached one, so the echo of the controller's own status write is
-            // what corrects a pass that compared against a cache not yet showing that write.
-            // (Filtering status changes out once left a podset's status stale until the resync.)
-            .applied_objects()
-            // Errors were recorded above and the watcher retries them with its own backoff;
-            // passing them on would also pause the controller's other trigger streams.
-            .filter_map(|item| std::future::ready(item.ok().map(Ok)));
-        let pods = watcher(pod_api, watcher::Config::default())
-            .modify(plan::trim_pod)
-            .default_backoff()
-            .reflect(pod_writer)
-            .inspect(observe(
-                pod_watch.clone(),
-                self.watch_metrics.clone(),
-                pod_store.clone(),
-                "Pod",
-            ))
-            // Deletions too: a deleted pod must wake its podset to be created again.
-            .touched_objects()
-            .filter_map(|item| std::future::ready(item.ok().map(Ok)));
+            },
+            self.podset_writer,
+            podset_watch.clone(),
+            self.watch_metrics.clone(),
+            "StrimziPodSet",
+        )
+        // Every change triggers, status-only ones included: the status is written only when it
+        // differs from the cached one, so the echo of the controller's own status write is what
+        // corrects a pass that compared against a cache not yet showing that write. (Filtering
+        // status changes out once left a podset's status stale until the resync.)
+        .applied_objects()
+        // Errors were recorded above and the watcher retries them with its own backoff;
+        // passing them on would also pause the controller's other trigger streams.
+        .filter_map(|item| std::future::ready(item.ok().map(Ok)));
+        let pods = watch_each(
+            self.namespaces.apis::<Pod>(&self.client),
+            plan::trim_pod,
+            self.pod_writer,
+            pod_watch.clone(),
+            self.watch_metrics.clone(),
+            "Pod",
+        )
+        // Deletions too: a deleted pod must wake its podset to be created again.
+        .touched_objects()
+        .filter_map(|item| std::future::ready(item.ok().map(Ok)));
 
         let ctx = Arc::new(Context::new(
             self.client.clone(),
@@ -317,7 +306,7 @@ impl PodSetController {
             supervisor_stop.cancel();
         };
         tracing::info!(
-            namespace = ?self.namespace,
+            namespaces = %self.namespaces,
             concurrency = self.args.concurrency,
             resync = ?self.args.resync_interval,
             "podset controller started"
@@ -353,25 +342,70 @@ fn podsets_of(pod: &Pod, podsets: &Store<StrimziPodSet>) -> Vec<ObjectRef<Strimz
         .collect()
 }
 
-/// Records every item of a watch stream into its [`WatchState`] and metrics.
+/// The watches of `apis` (one per namespace, or one of all), each object changed by `modify`
+/// and each watch retried with the default backoff, applied to `writer`'s one store (see
+/// [`kstretch_runtime::reflect`]) and each item recorded in its part of `state` and in the
+/// metrics, as one stream.
+fn watch_each<K, M>(
+    apis: Vec<(Option<String>, Api<K>)>,
+    modify: M,
+    writer: reflector::store::Writer<K>,
+    state: Arc<KindWatch>,
+    metrics: WatchMetrics,
+    kind: &'static str,
+) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+where
+    M: Fn(&mut K) + Clone + Send + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + k8s_openapi::serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (namespaces, streams): (Vec<_>, Vec<_>) = apis
+        .into_iter()
+        .map(|(ns, api)| {
+            let stream = watcher(api, watcher::Config::default())
+                .modify(modify.clone())
+                .default_backoff();
+            (ns, stream)
+        })
+        .unzip();
+    let merged = Merged::new(writer, namespaces);
+    let observe = observe(state, metrics, merged.store(), kind);
+    reflect_each(streams, merged).map(move |(part, item)| {
+        observe(part, &item);
+        item
+    })
+}
+
+/// Records every item of a watch stream into its part's [`health::WatchState`] and the metrics (the
+/// kind's objects are the one store's).
 fn observe<K>(
-    state: Arc<WatchState>,
+    state: Arc<KindWatch>,
     metrics: WatchMetrics,
     store: Store<K>,
     kind: &'static str,
-) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>)
+) -> impl Fn(usize, &Result<watcher::Event<K>, watcher::Error>)
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    move |item| match item {
-        Ok(event) => {
-            state.progress(matches!(event, watcher::Event::InitDone));
-            metrics.set_objects(kind, store.len());
-        }
-        Err(err) => {
-            metrics.error(kind);
-            tracing::warn!(kind, %err, "watch failed; retrying");
-            state.error(err.to_string());
+    move |part, item| {
+        let Some(state) = state.part(part) else {
+            return;
+        };
+        match item {
+            Ok(event) => {
+                state.progress(matches!(event, watcher::Event::InitDone));
+                metrics.set_objects(kind, store.len());
+            }
+            Err(err) => {
+                metrics.error(kind);
+                tracing::warn!(kind, %err, "watch failed; retrying");
+                state.error(err.to_string());
+            }
         }
     }
 }
@@ -399,7 +433,7 @@ fn log_result<E: std::fmt::Debug>(
 async fn supervise(
     probe: Api<Pod>,
     health: Health,
-    watches: [Arc<WatchState>; 2],
+    watches: [Arc<KindWatch>; 2],
     interval: Duration,
     allowances: Allowances,
     stop: CancellationToken,
@@ -434,7 +468,7 @@ async fn supervise(
                 health.set_ready(health::PROBE_CHECK, false, "probe timed out");
             }
         }
-        let snapshots = watches.each_ref().map(|w| w.snapshot());
+        let snapshots: Vec<_> = watches.iter().flat_map(|w| w.snapshots()).collect();
         match health::liveness(
             Instant::now(),
             started,

@@ -25,7 +25,7 @@ use tracing::Instrument;
 use super::error::{
     Error, RequestOutcome, classify_change, classify_create, pod_failure, status_code,
 };
-use super::health::WatchState;
+use super::health::KindWatch;
 use super::metrics::{CauseLabel, Metrics, ReasonLabel, ResultLabel};
 use super::plan::{self, DeleteCause, Owner, PodFailure};
 
@@ -50,8 +50,8 @@ pub struct Context {
     pub client: Client,
     pub pods: Store<Pod>,
     pub podsets: Store<StrimziPodSet>,
-    pub pod_watch: Arc<WatchState>,
-    pub podset_watch: Arc<WatchState>,
+    pub pod_watch: Arc<KindWatch>,
+    pub podset_watch: Arc<KindWatch>,
     pub metrics: Metrics,
     pub events: Events,
     /// Requeue delay after a successful reconciliation: the periodic resync.
@@ -73,8 +73,8 @@ impl Context {
         client: Client,
         pods: Store<Pod>,
         podsets: Store<StrimziPodSet>,
-        pod_watch: Arc<WatchState>,
-        podset_watch: Arc<WatchState>,
+        pod_watch: Arc<KindWatch>,
+        podset_watch: Arc<KindWatch>,
         metrics: Metrics,
         resync: Duration,
     ) -> Context {
