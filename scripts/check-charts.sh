@@ -47,12 +47,14 @@ variants=(
   "central-default|kstretch-central|$ns|--set tls.generate.agents={beta}"
   "central-clusterwide|kstretch-central|$ns|--set clusterWide=true --set leaderElection.leaseName=lease-cw"
   "central-topics|kstretch-central|$ns|--set watchNamespaces={$ns} --set topicNamespaces={$ns_topics}"
+  "central-namespaces|kstretch-central|$ns|--set watchNamespaces={$ns,$ns_topics} --set leaderElection.leaseName=lease-ns"
   "central-secret|kstretch-central|$ns|--set tls.mode=secret --set tls.secretName=external-tls"
   "central-certmanager|kstretch-central|$ns|--set tls.mode=certManager"
   "central-certmanager-issuer|kstretch-central|$ns|--set tls.mode=certManager --set tls.certManager.createIssuer=false --set tls.certManager.issuerRef.name=kstretch-ca --set tls.certManager.issuerRef.kind=ClusterIssuer"
   "central-monitor|kstretch-central|$ns|--set serviceMonitor.enabled=true --set replicaCount=1 --set leaderElection.enabled=false"
   "agent-default|kstretch-agent|$ns|${agent_min[*]}"
   "agent-clusterwide|kstretch-agent|$ns|${agent_min[*]} --set clusterWide=true"
+  "agent-namespaces|kstretch-agent|$ns|${agent_min[*]} --set watchNamespaces={$ns,$ns_topics}"
   "agent-generate|kstretch-agent|$ns|${agent_min[*]} --set tls.mode=generate --set-file tls.generate.caCert=$out/ca.pem --set-file tls.generate.caKey=$out/ca-key.pem"
   "agent-certmanager|kstretch-agent|$ns|${agent_min[*]} --set tls.mode=certManager --set tls.certManager.issuerRef.name=kstretch-ca"
   "agent-monitor|kstretch-agent|$ns|${agent_min[*]} --set serviceMonitor.enabled=true"
@@ -83,7 +85,8 @@ refused kstretch-central "value must be one of 'generate', 'secret', 'certManage
 refused kstretch-central "tls.mode=secret needs tls.secretName" --set tls.mode=secret
 refused kstretch-central "needs tls.certManager.issuerRef.name" \
   --set tls.mode=certManager --set tls.certManager.createIssuer=false
-refused kstretch-central "maxItems: got 2, want 1" --set 'watchNamespaces={a,b}'
+refused kstretch-central "watchNamespaces" --set 'watchNamespaces={a,b,a}'
+refused kstretch-agent "watchNamespaces" "${agent_min[@]}" --set 'watchNamespaces={a,a}'
 refused kstretch-central "additional properties 'typo' not allowed" --set typo=1
 refused kstretch-agent "clusterAlias is required" --set central.url=https://c:9443 --set tls.secretName=s
 refused kstretch-agent "central.url is required" --set clusterAlias=beta --set tls.secretName=s
@@ -110,6 +113,23 @@ has 'kstretch://cluster/beta' agent-certmanager.yaml
 has 'kind: ServiceMonitor' agent-monitor.yaml
 has 'kind: ServiceMonitor' central-monitor.yaml
 [[ $(grep -c 'kind: RoleBinding' "$out/central-topics.yaml") == 3 ]] # watched, topics, lease
+# Several watched namespaces: one --namespace list, the chart's Role and RoleBinding in each.
+for chart in central agent; do
+  has "--namespace=$ns,$ns_topics" "$chart-namespaces.yaml"
+  for namespace in "$ns" "$ns_topics"; do
+    for kind in Role RoleBinding; do
+      n=$(python3 - "$out/$chart-namespaces.yaml" "$kind" "$run-namespaces-kstretch-$chart" "$namespace" <<'PY'
+import sys
+text, kind, name, namespace = open(sys.argv[1]).read(), *sys.argv[2:]
+print(sum(1 for doc in text.split("\n---")
+          if f"\nkind: {kind}\n" in doc and f"\n  name: {name}\n" in doc
+          and f"\n  namespace: {namespace}\n" in doc))
+PY
+      )
+      [[ $n == 1 ]] || { echo "$chart-namespaces.yaml: $n ${kind}s $run-namespaces-kstretch-$chart in $namespace, want 1" >&2; exit 1; }
+    done
+  done
+done
 for f in "$out"/central-*.yaml "$out"/agent-*.yaml; do
   f=${f##*/}
   has 'readOnlyRootFilesystem: true' "$f"
@@ -258,4 +278,11 @@ can "$kc_beta" "$a" no list pods --all-namespaces
 can "$kc_beta" "$a" no get kafkas.kafka.strimzi.io -n "$ns"
 can "$kc_beta" "$a" no create pods --subresource eviction -n "$ns"
 can "$kc_beta" "$run-clusterwide-kstretch-agent" yes list pods --all-namespaces
+# Several watched namespaces: each is granted, no other is.
+for namespace in "$ns" "$ns_topics"; do
+  can "$kc_alpha" "$run-namespaces-kstretch-central" yes watch kafkas.kafka.strimzi.io -n "$namespace"
+  can "$kc_beta" "$run-namespaces-kstretch-agent" yes watch pods -n "$namespace"
+done
+can "$kc_alpha" "$run-namespaces-kstretch-central" no list kafkas.kafka.strimzi.io -n kube-system
+can "$kc_beta" "$run-namespaces-kstretch-agent" no list pods -n kube-system
 echo "charts: lint, render, apply and RBAC checks passed"

@@ -46,12 +46,13 @@ app.kubernetes.io/part-of: kstretch
 {{- end }}
 {{- end }}
 
-{{/* The namespace the agent manages: the one entry of watchNamespaces, or the release namespace. */}}
-{{- define "kstretch-agent.watchNamespace" -}}
-{{- if gt (len .Values.watchNamespaces) 1 }}
-{{- fail "kstretch-agent watches one namespace (--namespace) or all: list at most one namespace in watchNamespaces, or set clusterWide=true" }}
+{{/* The namespaces the agent manages (a JSON list): watchNamespaces, or the release namespace. */}}
+{{- define "kstretch-agent.watchNamespaces" -}}
+{{- $list := .Values.watchNamespaces | default (list .Release.Namespace) }}
+{{- if ne (len $list) (len (uniq $list)) }}
+{{- fail (printf "watchNamespaces names a namespace more than once: %s" (join "," $list)) }}
 {{- end }}
-{{- default .Release.Namespace (first .Values.watchNamespaces) }}
+{{- $list | toJson }}
 {{- end }}
 
 {{- define "kstretch-agent.tlsSecretName" -}}

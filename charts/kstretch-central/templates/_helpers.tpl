@@ -55,17 +55,18 @@ app.kubernetes.io/part-of: kstretch
 {{- end }}
 {{- end }}
 
-{{/* The namespace central manages: the one entry of watchNamespaces, or the release namespace. */}}
-{{- define "kstretch-central.watchNamespace" -}}
-{{- if gt (len .Values.watchNamespaces) 1 }}
-{{- fail "kstretch-central watches one namespace (--namespace) or all: list at most one namespace in watchNamespaces, or set clusterWide=true" }}
+{{/* The namespaces central manages (a JSON list): watchNamespaces, or the release namespace. */}}
+{{- define "kstretch-central.watchNamespaces" -}}
+{{- $list := .Values.watchNamespaces | default (list .Release.Namespace) }}
+{{- if ne (len $list) (len (uniq $list)) }}
+{{- fail (printf "watchNamespaces names a namespace more than once: %s" (join "," $list)) }}
 {{- end }}
-{{- default .Release.Namespace (first .Values.watchNamespaces) }}
+{{- $list | toJson }}
 {{- end }}
 
-{{/* Every namespace that gets central's Role: the watched one and the topic namespaces. */}}
+{{/* Every namespace that gets central's Role: the watched ones and the topic namespaces. */}}
 {{- define "kstretch-central.roleNamespaces" -}}
-{{- $list := list (include "kstretch-central.watchNamespace" .) }}
+{{- $list := include "kstretch-central.watchNamespaces" . | fromJsonArray }}
 {{- range .Values.topicNamespaces }}{{ $list = append $list . }}{{ end }}
 {{- $list | uniq | toJson }}
 {{- end }}
