@@ -315,6 +315,81 @@ async fn a_stretched_kafka_runs_its_pools_in_their_clusters_and_reports_status()
     stretch.finish().await;
 }
 
+/// One central and its agents over a list of namespaces (`--namespace=a,b`, as Strimzi's
+/// `STRIMZI_NAMESPACE`): the `Kafka` in each listed namespace is reconciled and runs, in both
+/// member clusters; the same `Kafka` in a third namespace is left alone (no status, no finalizer,
+/// no podset anywhere), and central's store of `Kafka`s holds the two listed ones only.
+#[tokio::test]
+async fn one_central_runs_a_kafka_in_each_listed_namespace_and_leaves_a_third_alone() {
+    let mut stretch = Stretch::start("kafka-ns", &[]).await;
+    let second = stretch.namespace_in_both("b").await;
+    let third = stretch.namespace_in_both("c").await;
+    let listed = format!("{},{second}", stretch.ns);
+    stretch.stop_central();
+    stretch.start_central_watching(&listed);
+    for alias in [ALPHA, BETA] {
+        stretch.start_agent_watching(alias, &listed);
+    }
+    let alpha = stretch.clusters[ALPHA].client.clone();
+    for ns in [stretch.ns.clone(), second.clone(), third.clone()] {
+        kstretch_tests::cluster::apply(&alpha, &ns, kafka(json!({}))).await;
+        let controllers = pool("controllers", &["controller"], 3, None, json!({}));
+        kstretch_tests::cluster::apply(&alpha, &ns, controllers).await;
+        let brokers = pool("brokers", &["broker"], 3, Some(BETA), json!({}));
+        kstretch_tests::cluster::apply(&alpha, &ns, brokers).await;
+    }
+
+    for ns in [&stretch.ns, &second] {
+        let kafkas: Api<Kafka> = Api::namespaced(alpha.clone(), ns);
+        wait_for(
+            &format!("the Kafka in {ns} to be ready"),
+            TIMEOUT,
+            || async {
+                match kafkas.get_opt("my-cluster").await {
+                    Ok(Some(k)) if is_deployed(&k) => Seen::Done(()),
+                    other => Seen::NotYet(format!("{other:?}\n{}", stretch.logs())),
+                }
+            },
+        )
+        .await;
+        for (alias, podset) in [
+            (ALPHA, "my-cluster-controllers"),
+            (BETA, "my-cluster-brokers"),
+        ] {
+            let podsets: Api<StrimziPodSet> =
+                Api::namespaced(stretch.clusters[alias].client.clone(), ns);
+            assert!(
+                podsets.get_opt(podset).await.unwrap().is_some(),
+                "{podset} in {alias}/{ns}"
+            );
+        }
+    }
+
+    // The third namespace: nothing read it, nothing was written there.
+    let kafka = Api::<Kafka>::namespaced(alpha.clone(), &third)
+        .get("my-cluster")
+        .await
+        .unwrap();
+    assert!(kafka.status.is_none(), "{:?}", kafka.status);
+    assert!(
+        kafka.metadata.finalizers.unwrap_or_default().is_empty(),
+        "central claimed the Kafka of an unlisted namespace"
+    );
+    for alias in [ALPHA, BETA] {
+        let podsets: Api<StrimziPodSet> =
+            Api::namespaced(stretch.clusters[alias].client.clone(), &third);
+        let listed = podsets.list(&ListParams::default()).await.unwrap();
+        assert!(listed.items.is_empty(), "podsets in {alias}/{third}");
+    }
+    assert_eq!(
+        stretch
+            .central_metric(r#"kstretch_central_watched_objects{kind="Kafka"}"#)
+            .await,
+        Some(2.0)
+    );
+    stretch.finish().await;
+}
+
 /// A `Kafka` whose nodes (kwok pods) run no Kafka: the broker scale-down check is skipped,
 /// and the environment's Kafka (which knows none of these IDs) answers the roll checks.
 fn kafka_without_its_own_brokers() -> Value {

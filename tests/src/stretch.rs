@@ -221,6 +221,13 @@ impl Stretch {
 
     /// Starts (or restarts) the agent of `alias`.
     pub fn start_agent(&mut self, alias: &str) {
+        let ns = self.ns.clone();
+        self.start_agent_watching(alias, &ns);
+    }
+
+    /// Starts (or restarts) the agent of `alias` watching `namespaces` (its `--namespace`, e.g.
+    /// `a,b`) instead of the test's namespace.
+    pub fn start_agent_watching(&mut self, alias: &str, namespaces: &str) {
         let env = TestEnv::get();
         let cluster = env
             .clusters
@@ -231,7 +238,7 @@ impl Stretch {
             &binary("kstretch-agent"),
             &cluster.kubeconfig,
             alias,
-            &self.ns,
+            namespaces,
             &format!("https://127.0.0.1:{}", self.link_port),
             &self.pki.agent(alias),
             free_port(),
@@ -251,6 +258,17 @@ impl Stretch {
         if let Some(mut agent) = self.agents.remove(alias) {
             agent.stop();
         }
+    }
+
+    /// Creates the namespace `<test namespace>-<suffix>` in both clusters (deleted by
+    /// [`Stretch::finish`], as the test's own) and returns its name.
+    pub async fn namespace_in_both(&mut self, suffix: &str) -> String {
+        let name = format!("{}-{suffix}", self.ns);
+        for alias in [ALPHA, BETA] {
+            let ns = self.clusters[alias].namespace_named(&name).await;
+            self.namespaces.push(ns);
+        }
+        name
     }
 
     /// An API for `K` in the test namespace of cluster `alias`.
