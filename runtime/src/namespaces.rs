@@ -116,8 +116,8 @@ impl std::fmt::Display for Namespaces {
     }
 }
 
-/// An RFC 1123 label, which every namespace name is.
-fn is_dns_label(name: &str) -> bool {
+/// An RFC 1123 label: what every namespace name is (and what cluster aliases must be).
+pub fn is_dns_label(name: &str) -> bool {
     let bytes = name.as_bytes();
     let edge = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     name.len() <= 63

@@ -124,13 +124,7 @@ pub fn from_der(der: &[u8]) -> Result<ClusterIdentity, IdentityError> {
 
 /// A DNS label (RFC 1123): what cluster aliases are, since they end up in names and labels.
 pub fn is_valid_alias(alias: &str) -> bool {
-    let bytes = alias.as_bytes();
-    let edge = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes.first().is_some_and(edge)
-        && bytes.last().is_some_and(edge)
-        && bytes.iter().all(|b| edge(b) || *b == b'-')
+    kstretch_runtime::namespaces::is_dns_label(alias)
 }
 
 #[cfg(test)]
