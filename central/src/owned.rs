@@ -16,6 +16,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kstretch_api::condition::Condition;
 use kstretch_api::names::MEMBER_OBJECTS_FINALIZER;
 use kstretch_runtime::backoff::Backoff;
 use kube::runtime::controller::{Action, Controller};
@@ -53,6 +54,29 @@ pub fn keep_or_retain(owners: &Owners, owner: &Owner) -> Result<(), Error> {
         owners.put(owner.clone(), Part::Retain)?;
     }
     Ok(())
+}
+
+/// The conditions of a paused owning resource (see [`crate::status::is_paused`]) after its last
+/// desired state was kept (or its objects retained): Ready is `Unknown`, saying why.
+pub fn paused(
+    owners: &Owners,
+    owner: &Owner,
+    conditions: &[Condition],
+    now: &str,
+) -> Result<Vec<Condition>, Error> {
+    keep_or_retain(owners, owner)?;
+    let ready = Condition::new(kstretch_api::condition::READY, kstretch_api::condition::UNKNOWN)
+        .with_reason("ReconciliationPaused")
+        .with_message(format!(
+            "reconciliation is paused by the annotation {}=true; nothing is changed until it is removed",
+            kstretch_api::names::PAUSE_RECONCILIATION
+        ));
+    Ok(crate::kafka::status::conditions(
+        conditions,
+        ready,
+        &[],
+        now,
+    ))
 }
 
 /// What [`run`] needs of an owning controller's context.

@@ -5,6 +5,15 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
+/// Whether `resource` carries `strimzi.io/pause-reconciliation: "true"`: nothing is changed for
+/// it until the annotation goes.
+pub fn is_paused<K: kube::Resource>(resource: &K) -> bool {
+    resource
+        .annotations()
+        .get(kstretch_api::names::PAUSE_RECONCILIATION)
+        .is_some_and(|v| v == "true")
+}
+
 /// Central's field manager for everything it applies.
 pub const FIELD_MANAGER: &str = "kstretch-central";
 

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kstretch_api::condition::{self, Condition};
-use kstretch_api::{KafkaConnect, KafkaConnectStatus, names};
+use kstretch_api::condition::Condition;
+use kstretch_api::{KafkaConnect, KafkaConnectStatus};
 use kstretch_runtime::backoff::Backoff;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -100,23 +100,8 @@ pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Acti
     let mut st = connect.status.clone().unwrap_or_default();
     st.observed_generation = connect.metadata.generation;
 
-    if connect
-        .annotations()
-        .get(names::PAUSE_RECONCILIATION)
-        .is_some_and(|v| v == "true")
-    {
-        keep_or_retain(&ctx.owners, &owner)?;
-        st.conditions = status::conditions(
-            &st.conditions,
-            Condition::new(condition::READY, condition::UNKNOWN)
-                .with_reason("ReconciliationPaused")
-                .with_message(format!(
-                    "reconciliation is paused by the annotation {}=true; nothing is changed until it is removed",
-                    names::PAUSE_RECONCILIATION
-                )),
-            &[],
-            &now,
-        );
+    if crate::status::is_paused(connect.as_ref()) {
+        st.conditions = crate::owned::paused(&ctx.owners, &owner, &st.conditions, &now)?;
         write_status(&ctx.client, &connect, st).await?;
         return Ok(Action::await_change());
     }

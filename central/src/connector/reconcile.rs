@@ -89,11 +89,7 @@ pub async fn apply(kc: Arc<KafkaConnector>, ctx: Arc<Context>) -> Result<Action,
     if kc.metadata.deletion_timestamp.is_some() {
         return delete(&kc, &ctx, target, connect.as_ref()).await;
     }
-    if kc
-        .annotations()
-        .get(names::PAUSE_RECONCILIATION)
-        .is_some_and(|v| v == "true")
-    {
+    if crate::status::is_paused(kc.as_ref()) {
         let existing = kc.status.clone().unwrap_or_default();
         let status = KafkaConnectorStatus {
             conditions: plan::conditions(

@@ -107,12 +107,6 @@ pub fn has_finalizer(kt: &KafkaTopic) -> bool {
         .any(|f| f == names::TOPIC_OPERATOR_FINALIZER)
 }
 
-pub fn is_paused(kt: &KafkaTopic) -> bool {
-    kt.annotations()
-        .get(names::PAUSE_RECONCILIATION)
-        .is_some_and(|v| v == "true")
-}
-
 /// Whether another operator instance, managing another Kafka cluster, wrote this status.
 pub fn foreign_cluster<'a>(kt: &'a KafkaTopic, cluster_id: &str) -> Option<&'a str> {
     kt.status
@@ -175,7 +169,7 @@ pub fn decide(kt: &KafkaTopic, facts: &Facts<'_>) -> Decision {
     if !kt.is_managed() {
         return Decision::Report(Outcome::main(Main::Unmanaged));
     }
-    if is_paused(kt) {
+    if crate::status::is_paused(kt) {
         return Decision::Report(Outcome::main(Main::Paused));
     }
     if let Err(violation) = policy {

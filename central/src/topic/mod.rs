@@ -310,7 +310,10 @@ async fn timed_pass(ctx: Arc<Context>, health: Health) {
     loop {
         interval.tick().await;
         let all = ctx.topics.all();
-        let paused = all.iter().filter(|t| decide::is_paused(t)).count();
+        let paused = all
+            .iter()
+            .filter(|t| crate::status::is_paused(t.as_ref()))
+            .count();
         ctx.metrics.resources(all.len(), paused);
         ctx.metrics
             .queue(ctx.queue.waiting(), ctx.queue.take_max_waiting());

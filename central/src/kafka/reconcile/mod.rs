@@ -31,7 +31,6 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kstretch_api::condition::Condition;
 use kstretch_api::{Kafka, KafkaNodePool, KafkaStatus, names};
 use kstretch_core::kraft;
 use kstretch_core::node_ids::Role;
@@ -160,7 +159,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let now = status::now();
     let mut kafka_status = kafka.status.clone().unwrap_or_default();
     kafka_status.observed_generation = kafka.metadata.generation;
-    if is_paused(&kafka) {
+    if crate::status::is_paused(kafka.as_ref()) {
         return paused(&ctx, &kafka, kafka_status, &now).await;
     }
     // Pools not listed yet must not read as "no pools".
@@ -212,13 +211,6 @@ struct Pass<'a> {
 /// What a stage gives the next one, or the [`Action`] that ends the reconciliation here.
 type Flow<T> = Result<ControlFlow<Action, T>, Error>;
 
-fn is_paused(kafka: &Kafka) -> bool {
-    kafka
-        .annotations()
-        .get(names::PAUSE_RECONCILIATION)
-        .is_some_and(|v| v == "true")
-}
-
 /// A paused `Kafka` changes nothing anywhere: its last desired state stands (or is retained).
 async fn paused(
     ctx: &Context,
@@ -226,18 +218,8 @@ async fn paused(
     mut kafka_status: KafkaStatus,
     now: &str,
 ) -> Result<Action, Error> {
-    keep_or_retain(&ctx.owners, &owner_of(kafka))?;
-    kafka_status.conditions = status::conditions(
-        &kafka_status.conditions,
-        Condition::new(kstretch_api::condition::READY, "Unknown")
-            .with_reason("ReconciliationPaused")
-            .with_message(format!(
-                "reconciliation is paused by the annotation {}=true; nothing is changed until it is removed",
-                names::PAUSE_RECONCILIATION
-            )),
-        &[],
-        now,
-    );
+    let conditions = &kafka_status.conditions;
+    kafka_status.conditions = crate::owned::paused(&ctx.owners, &owner_of(kafka), conditions, now)?;
     status::apply_kafka(&ctx.client, kafka, kafka_status).await?;
     Ok(Action::await_change())
 }
