@@ -312,12 +312,14 @@ fn report(
 /// starting, failing or finishing.
 fn reconcile_events(ctx: &Context, kt: &KafkaTopic, outcome: &Outcome) {
     if let Some(note) = created_note(kt, outcome) {
-        event(ctx, kt, false, "TopicCreated", "CreateTopic", note);
+        ctx.events
+            .about(kt, false, "TopicCreated", "CreateTopic", note);
     }
     let topic = kt.kafka_topic_name().unwrap_or_default();
     let before = kt.status.as_ref().and_then(|s| s.replicas_change.as_ref());
     if let Some(e) = decide::replicas_change_event(topic, before, outcome) {
-        event(ctx, kt, e.warning, e.reason, "ChangeReplicas", e.note);
+        ctx.events
+            .about(kt, e.warning, e.reason, "ChangeReplicas", e.note);
     }
 }
 
@@ -373,7 +375,8 @@ fn after_deletion(
     match deleted {
         Deleted::Gone => {
             let note = format!("topic {topic} deleted from Kafka");
-            event(ctx, &kt, false, "TopicDeleted", "DeleteTopic", note);
+            ctx.events
+                .about(kt.as_ref(), false, "TopicDeleted", "DeleteTopic", note);
             ending.release(kt, key);
             false
         }
@@ -383,7 +386,8 @@ fn after_deletion(
             let note = format!(
                 "Kafka refuses topic deletion (delete.topic.enable=false): topic {topic} stays in Kafka, no longer managed"
             );
-            event(ctx, &kt, true, "TopicNotDeleted", "DeleteTopic", note);
+            ctx.events
+                .about(kt.as_ref(), true, "TopicNotDeleted", "DeleteTopic", note);
             ending.release(kt, key);
             false
         }
@@ -397,10 +401,6 @@ fn after_deletion(
 }
 
 /// Records an Event about `kt`.
-fn event(ctx: &Context, kt: &KafkaTopic, warning: bool, reason: &str, action: &str, note: String) {
-    ctx.events.about(kt, warning, reason, action, note);
-}
-
 /// Whether a failure says the brokers could not be reached, so the cluster's connection is
 /// made again from its bootstrap list.
 fn is_unavailable(reason: Option<&str>) -> bool {
