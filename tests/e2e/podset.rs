@@ -612,33 +612,28 @@ fn impersonating_kubeconfig(cluster_index: usize, user: &str) -> PathBuf {
     path
 }
 
-/// The cache keeps only the names and revisions of a podset's pods; a pod is created from the
-/// manifest read then. An agent that may list and watch podsets but not read one says so in the
-/// podset's condition, and creates the pods once it may.
-#[tokio::test]
-async fn pods_are_created_from_the_manifest_read_then_and_a_failed_read_is_reported() {
-    let s = setup(1, "podset-read").await;
-    let user = format!("kstretch-e2e-agent-{}", s.ns.name);
-    let kubeconfig = impersonating_kubeconfig(s.cluster_index, &user);
-    let role = |podset_verbs: &[&str]| -> Role {
-        serde_json::from_value(json!({
-            "metadata": {"name": "kstretch-agent"},
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods"],
-                 "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
-                {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets"],
-                 "verbs": podset_verbs},
-                {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets/status"],
-                 "verbs": ["get", "patch"]},
-                {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets/finalizers"],
-                 "verbs": ["update"]},
-            ],
-        }))
-        .unwrap()
-    };
-    let roles = s.ns.api::<Role>();
-    roles
-        .create(&PostParams::default(), &role(&["list", "watch"]))
+/// The podset controller's minimal Role, with `podset_verbs` on podsets.
+fn agent_role(podset_verbs: &[&str]) -> Role {
+    serde_json::from_value(json!({
+        "metadata": {"name": "kstretch-agent"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"],
+             "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
+            {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets"],
+             "verbs": podset_verbs},
+            {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets/status"],
+             "verbs": ["get", "patch"]},
+            {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets/finalizers"],
+             "verbs": ["update"]},
+        ],
+    }))
+    .unwrap()
+}
+
+/// Gives `user` the [`agent_role`] in the test's namespace.
+async fn grant_agent_role(s: &Setup, user: &str, podset_verbs: &[&str]) {
+    s.ns.api::<Role>()
+        .create(&PostParams::default(), &agent_role(podset_verbs))
         .await
         .unwrap();
     let binding: RoleBinding = serde_json::from_value(json!({
@@ -651,6 +646,17 @@ async fn pods_are_created_from_the_manifest_read_then_and_a_failed_read_is_repor
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
+}
+
+/// The cache keeps only the names and revisions of a podset's pods; a pod is created from the
+/// manifest read then. An agent that may list and watch podsets but not read one says so in the
+/// podset's condition, and creates the pods once it may.
+#[tokio::test]
+async fn pods_are_created_from_the_manifest_read_then_and_a_failed_read_is_reported() {
+    let s = setup(1, "podset-read").await;
+    let user = format!("kstretch-e2e-agent-{}", s.ns.name);
+    let kubeconfig = impersonating_kubeconfig(s.cluster_index, &user);
+    grant_agent_role(&s, &user, &["list", "watch"]).await;
     let agent = Agent::start_with(&kubeconfig, &s.ns.name);
     agent.wait_ready().await;
     let pods = vec![pod_manifest("read-0", "read", "r1")];
@@ -673,11 +679,11 @@ async fn pods_are_created_from_the_manifest_read_then_and_a_failed_read_is_repor
     assert!(s.pods.get_opt("read-0").await.unwrap().is_none());
 
     // Allowed to read it: the pod is created from the podset's full manifest.
-    roles
+    s.ns.api::<Role>()
         .patch(
             "kstretch-agent",
             &PatchParams::default(),
-            &Patch::Merge(&role(&["get", "list", "watch"])),
+            &Patch::Merge(&agent_role(&["get", "list", "watch"])),
         )
         .await
         .unwrap();
@@ -724,34 +730,7 @@ async fn readyz_fails_until_the_watches_sync_then_passes() {
     );
 
     // Grant what the agent needs (this is the minimal Role of the podset controller).
-    let role: Role = serde_json::from_value(json!({
-        "metadata": {"name": "kstretch-agent"},
-        "rules": [
-            {"apiGroups": [""], "resources": ["pods"],
-             "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
-            {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets"],
-             "verbs": ["get", "list", "watch"]},
-            {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets/status"],
-             "verbs": ["get", "patch"]},
-            {"apiGroups": ["core.strimzi.io"], "resources": ["strimzipodsets/finalizers"],
-             "verbs": ["update"]},
-        ],
-    }))
-    .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "kstretch-agent"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kstretch-agent"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }))
-    .unwrap();
-    s.ns.api::<Role>()
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    s.ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    grant_agent_role(&s, &user, &["get", "list", "watch"]).await;
     agent.wait_ready().await;
     let (code, body) = agent.get("/readyz").await.unwrap();
     assert_eq!(code, 200, "{body}");
