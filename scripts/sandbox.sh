@@ -80,7 +80,7 @@ up() {
       "$kubectl" --kubeconfig "$kc" apply -f - >/dev/null
   done
   "$kubectl" --kubeconfig "$(kubeconfig_of "$central_cluster")" wait --for condition=Established \
-    --timeout 60s crd/kafkas.kafka.strimzi.io >/dev/null
+    --timeout 60s crd --all >/dev/null
 
   make_pki "${CLUSTERS[@]}"
   # Restart our processes so the sandbox always runs the binaries just built.
@@ -113,8 +113,14 @@ up() {
     local ip_var=KSTRETCH_REAL_NODE_IP_$(upper "$c")
     hosts+=${hosts:+,}$c=${!ip_var}
   done
-  "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" apply --server-side \
-    --field-manager kstretch-sandbox -f "$ROOT/examples/kafka-stretch.yaml" >/dev/null
+  # An Established CRD may still be answered with 503 for a moment (the apiserver starts serving
+  # a CRD's resource after it reports it), so the example is applied again until it takes.
+  local tries=0
+  until "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" apply --server-side \
+    --field-manager kstretch-sandbox -f "$ROOT/examples/kafka-stretch.yaml" >/dev/null; do
+    ((++tries < 30)) || die "the example could not be applied (see above)"
+    sleep 1
+  done
   # Where each cluster's NodePorts are reached: the address of its real node.
   "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" annotate --overwrite \
     kafka/my-cluster "kstretch.io/node-port-hosts=$hosts" >/dev/null
