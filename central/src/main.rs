@@ -119,11 +119,7 @@ async fn main() -> anyhow::Result<()> {
         &args.leader_election,
         client.clone(),
         // The Lease's namespace when neither its flag nor $POD_NAMESPACE says: the first watched.
-        settings
-            .namespaces
-            .list()
-            .and_then(|l| l.first())
-            .map(String::as_str),
+        settings.namespaces.first(),
         health.clone(),
         leader_metrics,
         shutdown.clone(),

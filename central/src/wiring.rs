@@ -469,6 +469,19 @@ mod tests {
         central.watches()
     }
 
+    /// The path of every kind central watches, in `namespace`.
+    fn every_kind(namespace: Option<&str>) -> Vec<String> {
+        vec![
+            path::<Kafka>(namespace),
+            path::<KafkaNodePool>(namespace),
+            path::<KafkaTopic>(namespace),
+            path::<KafkaConnect>(namespace),
+            path::<KafkaConnector>(namespace),
+            path::<KafkaUser>(namespace),
+            path::<KafkaOperation>(namespace),
+        ]
+    }
+
     fn once(paths: &[String]) -> BTreeMap<String, usize> {
         paths.iter().map(|p| (p.clone(), 1)).collect()
     }
@@ -476,15 +489,7 @@ mod tests {
     #[tokio::test]
     async fn central_opens_one_watch_per_kind() {
         let central = Central::start(&[], None, Apiserver::default()).await;
-        let expected = [
-            path::<Kafka>(None),
-            path::<KafkaNodePool>(None),
-            path::<KafkaTopic>(None),
-            path::<KafkaConnect>(None),
-            path::<KafkaConnector>(None),
-            path::<KafkaUser>(None),
-            path::<KafkaOperation>(None),
-        ];
+        let expected = every_kind(None);
         assert_eq!(watches_once(&central, &expected).await, once(&expected));
         central.stop().await;
     }
@@ -513,18 +518,8 @@ mod tests {
         // Topics default to central's namespaces (`TopicSettings::from_args`).
         let topics = Some(vec!["a".to_owned(), "b".to_owned()]);
         let central = Central::start(&["a", "b"], topics, Apiserver::default()).await;
-        let mut expected = Vec::new();
-        for ns in [Some("a"), Some("b")] {
-            expected.extend([
-                path::<Kafka>(ns),
-                path::<KafkaNodePool>(ns),
-                path::<KafkaTopic>(ns),
-                path::<KafkaConnect>(ns),
-                path::<KafkaConnector>(ns),
-                path::<KafkaUser>(ns),
-                path::<KafkaOperation>(ns),
-            ]);
-        }
+        let mut expected = every_kind(Some("a"));
+        expected.extend(every_kind(Some("b")));
         assert_eq!(watches_once(&central, &expected).await, once(&expected));
         // One readiness check per namespace and kind.
         let (_, checks) = central.health.readiness();

@@ -73,6 +73,12 @@ impl Namespaces {
         }
     }
 
+    /// The first listed namespace (for what lives in one namespace: the Lease, the agent's
+    /// term ConfigMap); `None` for every namespace.
+    pub fn first(&self) -> Option<&str> {
+        self.list().and_then(|l| l.first()).map(String::as_str)
+    }
+
     /// The namespace when exactly one is watched.
     pub fn single(&self) -> Option<&str> {
         match self.list() {

@@ -154,10 +154,10 @@ pub fn start(
     let server_name = args.tls_server_name.clone();
     let image = args.image.clone().unwrap_or_default();
     let max_delay = args.reconnect_max_delay;
-    let state_namespace = args.state_namespace.clone().or_else(|| {
-        let first = identity.namespaces.list().and_then(|l| l.first());
-        first.cloned()
-    });
+    let state_namespace = args
+        .state_namespace
+        .clone()
+        .or_else(|| identity.namespaces.first().map(str::to_owned));
     async move {
         let Some((url, tls)) = config else {
             tracing::info!("no --central: running without central (nothing is applied or deleted)");

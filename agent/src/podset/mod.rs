@@ -223,7 +223,7 @@ impl PodSetController {
         } = self.caches.clone();
         // The probe lists pods where the agent watches them: one namespace of the list is enough
         // to tell whether the apiserver answers.
-        let probe_api: Api<Pod> = match self.namespaces.list().and_then(|l| l.first()) {
+        let probe_api: Api<Pod> = match self.namespaces.first() {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
