@@ -984,6 +984,29 @@ fn warning(k: &Kafka, reason: &str) -> Option<String> {
     })
 }
 
+/// Each operation's phase and Ready condition, a line each, for failure messages.
+async fn operations_said(ops: &Api<KafkaOperation>) -> String {
+    match ops.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .map(|o| {
+                let status = o.status.clone().unwrap_or_default();
+                let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+                format!(
+                    "{}: {:?} {:?}: {:?}",
+                    o.name_any(),
+                    status.phase,
+                    ready.and_then(|c| c.reason.clone()),
+                    ready.and_then(|c| c.message.clone())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(e) => format!("operations not listed: {e}"),
+    }
+}
+
 /// Beta is drained for maintenance and undrained with `kstretch`, under an idempotent
 /// producer: a drain that would leave too few brokers is refused, a dry run only plans, after
 /// the drain no broker of beta holds or leads a replica, and after the undrain every partition
@@ -3139,14 +3162,29 @@ async fn cluster_lost_with_the_quorum_majority_is_rebuilt_from_the_survivor() {
         .collect();
     assert_eq!(voters, [a0].into(), "Kafka's tool lists the voters");
     let alpha: BTreeSet<i32> = [a0, x0].into();
-    let k: Kafka = stretch
-        .wait_in_alpha(
-            "live",
-            "beta forgotten after the recovery",
-            START_TIMEOUT,
-            |k| warning(k, "PartitionsLost").is_some() && warning(k, "ClusterForgotten").is_none(),
-        )
-        .await;
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let k: Kafka = wait_for(
+        "beta forgotten after the recovery",
+        START_TIMEOUT,
+        || async {
+            match kafkas.get("live").await {
+                Ok(k)
+                    if warning(&k, "PartitionsLost").is_some()
+                        && warning(&k, "ClusterForgotten").is_none() =>
+                {
+                    Seen::Done(k)
+                }
+                Ok(k) => Seen::NotYet(format!(
+                    "Kafka conditions: {:#?}\noperations:\n{}\n{}",
+                    k.status.map(|s| s.conditions).unwrap_or_default(),
+                    operations_said(&ops).await,
+                    stretch.logs()
+                )),
+                Err(e) => Seen::NotYet(e.to_string()),
+            }
+        },
+    )
+    .await;
     let said = warning(&k, "PartitionsLost").unwrap();
     assert!(said.contains("gone-0") && !said.contains("kept"), "{said}");
     for (partition, replicas, isr) in placement(&in_alpha, "kept") {

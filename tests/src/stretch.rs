@@ -303,6 +303,7 @@ impl Stretch {
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
             + serde::de::DeserializeOwned
+            + serde::Serialize
             + std::fmt::Debug,
     {
         self.wait_in(ALPHA, name, what, timeout, check).await
@@ -321,13 +322,21 @@ impl Stretch {
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
             + serde::de::DeserializeOwned
+            + serde::Serialize
             + std::fmt::Debug,
     {
         let api: Api<K> = self.api(alias);
         crate::wait::wait_for(what, timeout, || async {
             match api.get_opt(name).await {
                 Ok(Some(k)) if check(&k) => crate::wait::Seen::Done(k),
-                Ok(other) => crate::wait::Seen::NotYet(format!("{other:#?}\n{}", self.logs())),
+                Ok(Some(k)) => crate::wait::Seen::NotYet(format!(
+                    "{}\n{}",
+                    crate::wait::shown(&k),
+                    self.logs()
+                )),
+                Ok(None) => {
+                    crate::wait::Seen::NotYet(format!("{name} does not exist\n{}", self.logs()))
+                }
                 Err(e) => crate::wait::Seen::NotYet(e.to_string()),
             }
         })

@@ -76,7 +76,7 @@ where
     wait_for(&what, timeout, || async {
         match api.get_opt(name).await {
             Ok(Some(obj)) if condition(&obj) => Seen::Done(obj),
-            Ok(Some(obj)) => Seen::NotYet(serde_yaml::to_string(&obj).unwrap_or_default()),
+            Ok(Some(obj)) => Seen::NotYet(shown(&obj)),
             Ok(None) => Seen::NotYet(format!("{name} does not exist")),
             Err(e) => Seen::NotYet(format!("error reading {name}: {e}")),
         }
@@ -93,11 +93,21 @@ where
     wait_for(&what, timeout, || async {
         match api.get_opt(name).await {
             Ok(None) => Seen::Done(()),
-            Ok(Some(obj)) => Seen::NotYet(serde_yaml::to_string(&obj).unwrap_or_default()),
+            Ok(Some(obj)) => Seen::NotYet(shown(&obj)),
             Err(e) => Seen::NotYet(format!("error reading {name}: {e}")),
         }
     })
     .await
+}
+
+/// An object as YAML for a failure message, without its managed fields: they repeat every
+/// field's path and would push the status and the logs out of what CI shows of the failure.
+pub fn shown<K: Serialize>(obj: &K) -> String {
+    let mut value = serde_json::to_value(obj).unwrap_or_default();
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+    }
+    serde_yaml::to_string(&value).unwrap_or_default()
 }
 
 #[cfg(test)]
