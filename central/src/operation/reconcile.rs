@@ -138,6 +138,11 @@ async fn step(
         }
     }
     let observed = steps::observe(&admin).await?;
+    if !running && let Some(why) = survivors_fenced(&intent, &observed) {
+        status.phase = Some(phase::PENDING.to_owned());
+        write(ctx, op, status, not_ready("SurvivorsFenced", why)).await?;
+        return Ok(Action::requeue(WAIT));
+    }
     let (plan, left_alone) = match plan(ctx, op, &intent, &observed, &status).await? {
         Ok(planned) => planned,
         Err(r) => return refuse(ctx, op, status, r).await,
@@ -296,21 +301,48 @@ fn drain_plan(
     }
 }
 
-/// A forget's plan: the replicas of the forgotten cluster's brokers (those central recorded,
-/// and every registered broker with its rack) replaced on the unfenced survivors; partitions
-/// with no surviving in-sync replica are left, named as lost.
-fn forget_plan(
-    cluster: &str,
-    node_ids: &BTreeSet<i32>,
-    observed: &Observed,
-) -> Result<(Plan, Vec<String>), Refusal> {
-    let lost: BTreeSet<i32> = observed
+/// The brokers lost with a forgotten cluster: those central recorded, and every registered
+/// broker with its rack.
+fn lost_brokers(cluster: &str, node_ids: &BTreeSet<i32>, observed: &Observed) -> BTreeSet<i32> {
+    observed
         .registered
         .iter()
         .filter(|(_, rack)| *rack == cluster)
         .map(|(b, _)| *b)
         .chain(node_ids.iter().copied())
+        .collect()
+}
+
+/// Why a forget waits before it plans: brokers that survive its cluster are registered but
+/// fenced, as they are for a while after a restart or a quorum recovery. A plan made now would
+/// leave them out, or be refused for too few brokers, though they are about to take replicas.
+fn survivors_fenced(intent: &Intent, observed: &Observed) -> Option<String> {
+    let Intent::Forget { cluster, node_ids } = intent else {
+        return None;
+    };
+    let lost = lost_brokers(cluster, node_ids, observed);
+    let fenced: Vec<i32> = observed
+        .registered
+        .keys()
+        .filter(|b| !lost.contains(b) && !observed.brokers.contains_key(b))
+        .copied()
         .collect();
+    (!fenced.is_empty()).then(|| {
+        format!(
+            "waiting for brokers {fenced:?}, which survive cluster {cluster}, to be unfenced (a broker is fenced while it restarts or catches up with a new controller): the lost replicas are placed once every survivor can take them"
+        )
+    })
+}
+
+/// A forget's plan: the replicas of the forgotten cluster's brokers ([`lost_brokers`])
+/// replaced on the unfenced survivors; partitions with no surviving in-sync replica are left,
+/// named as lost.
+fn forget_plan(
+    cluster: &str,
+    node_ids: &BTreeSet<i32>,
+    observed: &Observed,
+) -> Result<(Plan, Vec<String>), Refusal> {
+    let lost = lost_brokers(cluster, node_ids, observed);
     let target = observed
         .brokers
         .iter()
@@ -716,11 +748,40 @@ mod tests {
         assert_eq!(left, ["gone-0 (lost: no in-sync replica survived)"]);
         // Too few survivors for a partition's replication factor: refused, saying so.
         observed.brokers.remove(&2);
+        observed.registered.remove(&2);
         let r = forget_plan("beta", &BTreeSet::new(), &observed)
             .err()
             .unwrap();
         assert_eq!(r.reason, "NotEnoughBrokers");
         assert!(r.message.contains("survive cluster beta"), "{}", r.message);
+    }
+
+    #[test]
+    fn a_forget_waits_while_a_surviving_broker_is_fenced_but_not_for_lost_ones() {
+        let forget = Intent::Forget {
+            cluster: "beta".to_owned(),
+            node_ids: BTreeSet::from([4]),
+        };
+        let mut observed = observed();
+        assert_eq!(survivors_fenced(&forget, &observed), None);
+        // Beta's broker 3 fenced, and 4 (recorded, never registered): lost, not waited for.
+        observed.brokers.remove(&3);
+        assert_eq!(survivors_fenced(&forget, &observed), None);
+        // Alpha's broker 2 fenced (restarting after a quorum recovery): waited for.
+        observed.brokers.remove(&2);
+        let why = survivors_fenced(&forget, &observed).unwrap();
+        assert!(
+            why.contains("brokers [2], which survive cluster beta"),
+            "{why}"
+        );
+        // Gone from the registrations altogether: nothing to wait for (the plan says whether
+        // the rest can hold every partition).
+        observed.registered.remove(&2);
+        assert_eq!(survivors_fenced(&forget, &observed), None);
+        // Other operations plan with the brokers that are live.
+        let spread = Intent::Spread { topics: Vec::new() };
+        observed.registered.insert(2, "alpha".to_owned());
+        assert_eq!(survivors_fenced(&spread, &observed), None);
     }
 
     fn operation(name: &str, spec: serde_json::Value, phase: Option<&str>) -> KafkaOperation {
