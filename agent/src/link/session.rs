@@ -8,12 +8,13 @@ use std::time::{Duration, Instant, SystemTime};
 use kstretch_proto::agent::v1::agent_link_client::AgentLinkClient;
 use kstretch_proto::agent::v1::agent_message::Body;
 use kstretch_proto::agent::v1::{
-    AgentMessage, ApplyReport, Heartbeat, Hello, ProtocolError, RestartResult, Snapshot,
-    StatusReport, Welcome,
+    AgentMessage, ApplyReport, CentralMessage, Heartbeat, Hello, ProtocolError, RestartResult,
+    Snapshot, StatusReport, Welcome,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Endpoint;
+use tonic::Streaming;
+use tonic::transport::{Channel, Endpoint};
 
 use super::apply::Applier;
 use super::metrics::LinkMetrics;
@@ -155,29 +156,9 @@ pub(crate) async fn run(
     shutdown: &CancellationToken,
     on_welcome: OnWelcome<'_>,
 ) -> Result<Ended, SessionError> {
-    let tls = super::tls::client_config(&ctx.tls, ctx.server_name.as_deref())?;
-    let endpoint = Endpoint::from_shared(ctx.url.clone())
-        .map_err(|e| SessionError::Url {
-            url: ctx.url.clone(),
-            message: e.to_string(),
-        })?
-        .tls_config(tls)
-        .map_err(|e| SessionError::Url {
-            url: ctx.url.clone(),
-            message: e.to_string(),
-        })?
-        .connect_timeout(HANDSHAKE_TIMEOUT)
-        .tcp_keepalive(Some(Duration::from_secs(30)))
-        .http2_keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_timeout(Duration::from_secs(10))
-        .keep_alive_while_idle(true);
-    let channel = endpoint.connect().await.map_err(SessionError::Connect)?;
-    let mut client = AgentLinkClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-
+    let mut client = open_channel(ctx).await?;
     let obeyed = ctx.term.obeyed().await?;
-    let (tx, mut rx) = mpsc::channel::<AgentMessage>(32);
+    let (tx, rx) = mpsc::channel::<AgentMessage>(32);
     let hello = Hello {
         last_applied: ctx.applier.last_applied(),
         obeyed_term: obeyed,
@@ -187,8 +168,43 @@ pub(crate) async fn run(
     let _ = tx.try_send(AgentMessage {
         body: Some(Body::Hello(hello)),
     });
-    let outbound = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let (inbound, welcome) = handshake(&mut client, rx).await?;
+    log_welcome(&welcome);
+    obey(ctx, obeyed, &welcome, &tx).await?;
+    on_welcome(&welcome);
+    let interval = protocol::heartbeat_interval(&welcome);
+    Ok(serve(ctx, shutdown, inbound, tx, interval).await)
+}
 
+/// A gRPC client of central over mutual TLS, with keep-alives that notice a dead peer.
+async fn open_channel(ctx: &Ctx) -> Result<AgentLinkClient<Channel>, SessionError> {
+    let tls = super::tls::client_config(&ctx.tls, ctx.server_name.as_deref())?;
+    let invalid_url = |e: tonic::transport::Error| SessionError::Url {
+        url: ctx.url.clone(),
+        message: e.to_string(),
+    };
+    let endpoint = Endpoint::from_shared(ctx.url.clone())
+        .map_err(invalid_url)?
+        .tls_config(tls)
+        .map_err(invalid_url)?
+        .connect_timeout(HANDSHAKE_TIMEOUT)
+        .tcp_keepalive(Some(Duration::from_secs(30)))
+        .http2_keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true);
+    let channel = endpoint.connect().await.map_err(SessionError::Connect)?;
+    Ok(AgentLinkClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES))
+}
+
+/// Opens the stream with what `outbound` holds (the `Hello`) and waits, for at most
+/// [`HANDSHAKE_TIMEOUT`], for central's `Welcome`.
+async fn handshake(
+    client: &mut AgentLinkClient<Channel>,
+    mut outbound: mpsc::Receiver<AgentMessage>,
+) -> Result<(Streaming<CentralMessage>, Welcome), SessionError> {
+    let outbound = futures::stream::poll_fn(move |cx| outbound.poll_recv(cx));
     let handshake = async {
         let response = client.connect(outbound).await.map_err(SessionError::Open)?;
         let mut inbound = response.into_inner();
@@ -211,10 +227,12 @@ pub(crate) async fn run(
         };
         Ok((inbound, welcome))
     };
-    let (mut inbound, welcome) = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
         .await
-        .map_err(|_| SessionError::HandshakeTimeout(HANDSHAKE_TIMEOUT))??;
+        .map_err(|_| SessionError::HandshakeTimeout(HANDSHAKE_TIMEOUT))?
+}
 
+fn log_welcome(welcome: &Welcome) {
     let central_version = welcome
         .central
         .as_ref()
@@ -229,11 +247,22 @@ pub(crate) async fn run(
         tracing::warn!(field = %m.field, central = %m.central, agent = %m.agent,
             "central reports a mismatch (not fatal)");
     }
+}
+
+/// Obeys the central that welcomed the agent if its term is not older than the one obeyed so
+/// far (recording a newer one); a stale central is told why and refused.
+async fn obey(
+    ctx: &Ctx,
+    obeyed: u64,
+    welcome: &Welcome,
+    tx: &mpsc::Sender<AgentMessage>,
+) -> Result<(), SessionError> {
     match term::judge(obeyed, welcome.term) {
-        Judgement::Same => {}
+        Judgement::Same => Ok(()),
         Judgement::Newer(term) => {
             ctx.term.record(term).await?;
             tracing::info!(term, previous = obeyed, "obeying central of a newer term");
+            Ok(())
         }
         Judgement::Stale { central, obeyed } => {
             let refused = SessionError::StaleCentral { central, obeyed };
@@ -243,12 +272,27 @@ pub(crate) async fn run(
                     message: refused.to_string(),
                 })),
             });
-            return Err(refused);
+            Err(refused)
         }
     }
-    on_welcome(&welcome);
-    let interval = protocol::heartbeat_interval(&welcome);
+}
 
+/// Runs an established stream until it ends: what central sends is acted on; reports, restart
+/// results, podset status changes and heartbeats go to central.
+async fn serve(
+    ctx: &Ctx,
+    shutdown: &CancellationToken,
+    mut inbound: Streaming<CentralMessage>,
+    tx: mpsc::Sender<AgentMessage>,
+    interval: Duration,
+) -> Ended {
+    // Restarts run beside the stream (a delete may take a while); results come back here.
+    let (restarted_tx, mut restarted) = mpsc::channel::<RestartResult>(16);
+    let stream = Established {
+        ctx,
+        tx,
+        restarted_tx,
+    };
     let mut reports = ctx.reports.clone();
     // Only reports of snapshots received from now on: an older one may name a generation of
     // an earlier central process.
@@ -258,98 +302,115 @@ pub(crate) async fn run(
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_status: Option<StatusReport> = None;
-    // Restarts run beside the stream (a delete may take a while); results come back here.
-    let (restarted_tx, mut restarted) = mpsc::channel::<RestartResult>(16);
     let mut last_received = Instant::now();
     let silence = interval * 3;
-
-    let send = |body: Body| {
-        let tx = tx.clone();
-        async move { tx.send(AgentMessage { body: Some(body) }).await.is_ok() }
-    };
-    let gone = || Ended {
-        reason: "central's side of the stream is gone".into(),
-    };
-
     loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(Ended { reason: "agent is shutting down".into() }),
+        let step = tokio::select! {
+            _ = shutdown.cancelled() => Err(ended("agent is shutting down")),
             next = inbound.message() => match next {
                 Ok(Some(message)) => {
                     last_received = Instant::now();
-                    match protocol::classify(message, true) {
-                        Ok(FromCentral::Snapshot(snapshot)) => {
-                            ctx.metrics.snapshot_received();
-                            tracing::info!(
-                                generation = snapshot.generation,
-                                hash = %snapshot.hash,
-                                objects = snapshot.objects.len(),
-                                "snapshot received"
-                            );
-                            ctx.snapshots.send_replace(Some(Arc::new(snapshot)));
-                        }
-                        Ok(FromCentral::RestartPod(request)) => {
-                            let restarter = ctx.restarter.clone();
-                            let done = restarted_tx.clone();
-                            tokio::spawn(async move {
-                                let _ = done.send(restarter.restart(request).await).await;
-                            });
-                        }
-                        Ok(FromCentral::Heartbeat | FromCentral::Welcome(_)) => {}
-                        Ok(FromCentral::Error(e)) => {
-                            tracing::warn!(reason = %e.reason, message = %e.message,
-                                "central reports an error");
-                        }
-                        Err(violation) => {
-                            ctx.metrics.protocol_error();
-                            tracing::warn!(reason = violation.reason(), "{violation}");
-                            if !send(Body::Error(violation.to_proto())).await {
-                                return Ok(gone());
-                            }
-                        }
-                    }
+                    stream.receive(message).await
                 }
-                Ok(None) => return Ok(Ended { reason: "central closed the stream".into() }),
-                Err(status) => {
-                    return Ok(Ended { reason: format!("stream failed: {}", status_text(&status)) });
+                Ok(None) => Err(ended("central closed the stream")),
+                Err(status) => Err(ended(&format!("stream failed: {}", status_text(&status)))),
+            },
+            Some(result) = restarted.recv() => stream.send(Body::RestartResult(result)).await,
+            changed = reports.changed() => match changed {
+                Err(_) => Err(ended("the applier stopped")),
+                Ok(()) => {
+                    let report = reports.borrow_and_update().clone();
+                    match report {
+                        Some(report) => {
+                            stream.send(Body::ApplyReport(ApplyReport::clone(&report))).await
+                        }
+                        None => Ok(()),
+                    }
                 }
             },
-            Some(result) = restarted.recv() => {
-                if !send(Body::RestartResult(result)).await {
-                    return Ok(gone());
-                }
-            }
-            changed = reports.changed() => {
-                if changed.is_err() {
-                    return Ok(Ended { reason: "the applier stopped".into() });
-                }
-                let report = reports.borrow_and_update().clone();
-                if let Some(report) = report
-                    && !send(Body::ApplyReport(ApplyReport::clone(&report))).await
-                {
-                    return Ok(gone());
-                }
-            }
             _ = heartbeat.tick() => {
                 if last_received.elapsed() > silence {
-                    return Ok(Ended { reason: format!("nothing from central for {silence:?}") });
-                }
-                let beat = Heartbeat { sent_at: Some(SystemTime::now().into()) };
-                if !send(Body::Heartbeat(beat)).await {
-                    return Ok(gone());
+                    Err(ended(&format!("nothing from central for {silence:?}")))
+                } else {
+                    let beat = Heartbeat { sent_at: Some(SystemTime::now().into()) };
+                    stream.send(Body::Heartbeat(beat)).await
                 }
             }
-            _ = status_tick.tick() => {
-                if let Some(report) = ctx.status.report()
-                    && last_status.as_ref() != Some(&report)
-                {
-                    if !send(Body::StatusReport(report.clone())).await {
-                        return Ok(gone());
-                    }
-                    last_status = Some(report);
-                }
+            _ = status_tick.tick() => stream.send_status(&mut last_status).await,
+        };
+        if let Err(end) = step {
+            return end;
+        }
+    }
+}
+
+fn ended(reason: &str) -> Ended {
+    Ended {
+        reason: reason.to_owned(),
+    }
+}
+
+/// What an established stream's loop acts with.
+struct Established<'a> {
+    ctx: &'a Ctx,
+    tx: mpsc::Sender<AgentMessage>,
+    restarted_tx: mpsc::Sender<RestartResult>,
+}
+
+impl Established<'_> {
+    /// Sends `body` to central; the stream ends once central's side is gone.
+    async fn send(&self, body: Body) -> Result<(), Ended> {
+        let message = AgentMessage { body: Some(body) };
+        match self.tx.send(message).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(ended("central's side of the stream is gone")),
+        }
+    }
+
+    /// Sends the podset status if it changed since it was last sent.
+    async fn send_status(&self, last: &mut Option<StatusReport>) -> Result<(), Ended> {
+        if let Some(report) = self.ctx.status.report()
+            && last.as_ref() != Some(&report)
+        {
+            self.send(Body::StatusReport(report.clone())).await?;
+            *last = Some(report);
+        }
+        Ok(())
+    }
+
+    /// Acts on one message from central: a snapshot goes to the applier, a restart runs
+    /// beside the stream, a protocol violation is answered with an error.
+    async fn receive(&self, message: CentralMessage) -> Result<(), Ended> {
+        match protocol::classify(message, true) {
+            Ok(FromCentral::Snapshot(snapshot)) => {
+                self.ctx.metrics.snapshot_received();
+                tracing::info!(
+                    generation = snapshot.generation,
+                    hash = %snapshot.hash,
+                    objects = snapshot.objects.len(),
+                    "snapshot received"
+                );
+                self.ctx.snapshots.send_replace(Some(Arc::new(snapshot)));
+            }
+            Ok(FromCentral::RestartPod(request)) => {
+                let restarter = self.ctx.restarter.clone();
+                let done = self.restarted_tx.clone();
+                tokio::spawn(async move {
+                    let _ = done.send(restarter.restart(request).await).await;
+                });
+            }
+            Ok(FromCentral::Heartbeat | FromCentral::Welcome(_)) => {}
+            Ok(FromCentral::Error(e)) => {
+                tracing::warn!(reason = %e.reason, message = %e.message,
+                    "central reports an error");
+            }
+            Err(violation) => {
+                self.ctx.metrics.protocol_error();
+                tracing::warn!(reason = violation.reason(), "{violation}");
+                self.send(Body::Error(violation.to_proto())).await?;
             }
         }
+        Ok(())
     }
 }
 

@@ -189,27 +189,7 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
     };
 
     let (desired, mut failures) = plan::desired_pods(&podset.spec.pods);
-    // Only the pods the plan can act on are copied out of the cache (listed, or selected);
-    // the namespace may hold thousands of others.
-    let listed: HashSet<&str> = desired.iter().map(|d| d.name.as_str()).collect();
-    let no_labels = BTreeMap::new();
-    let observed: Vec<plan::ObservedPod> = ctx
-        .pods
-        .state()
-        .iter()
-        .filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace.as_str()))
-        .filter(|pod| {
-            pod.metadata
-                .name
-                .as_deref()
-                .is_some_and(|name| listed.contains(name))
-                || plan::selector_matches(
-                    &podset.spec.selector,
-                    pod.metadata.labels.as_ref().unwrap_or(&no_labels),
-                )
-        })
-        .filter_map(|pod| plan::ObservedPod::from_pod(pod))
-        .collect();
+    let observed = observed_pods(ctx, podset, &namespace, &desired);
     let plan = plan::plan(
         &owner,
         &podset.spec.selector,
@@ -263,17 +243,72 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
     // write the status) stable between passes.
     failures.sort_by(|a, b| a.pod.cmp(&b.pod).then(a.reason.cmp(b.reason)));
 
+    report(ctx, podset, &namespace, &owner.name, plan.counts, failures).await
+}
+
+/// The `spec.pods` of the podset `owner` as the apiserver has it now; `None` when that podset
+/// is gone (deleted, or replaced by one of another UID).
+async fn read_pods(
+    ctx: &Context,
+    namespace: &str,
+    owner: &Owner,
+) -> Result<Option<Vec<OpaqueObject>>, kube::Error> {
+    let api: Api<StrimziPodSet> = Api::namespaced(ctx.client.clone(), namespace);
+    let podset = api.get_opt(&owner.name).await?;
+    Ok(podset
+        .filter(|p| p.metadata.uid.as_deref() == Some(owner.uid.as_str()))
+        .map(|p| p.spec.pods))
+}
+
+/// The pods of `namespace` the plan can act on (listed in `desired`, or selected by the
+/// podset's selector), copied out of the cache: the namespace may hold thousands of others.
+fn observed_pods(
+    ctx: &Context,
+    podset: &StrimziPodSet,
+    namespace: &str,
+    desired: &[plan::DesiredPod],
+) -> Vec<plan::ObservedPod> {
+    let listed: HashSet<&str> = desired.iter().map(|d| d.name.as_str()).collect();
+    let no_labels = BTreeMap::new();
+    ctx.pods
+        .state()
+        .iter()
+        .filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace))
+        .filter(|pod| {
+            pod.metadata
+                .name
+                .as_deref()
+                .is_some_and(|name| listed.contains(name))
+                || plan::selector_matches(
+                    &podset.spec.selector,
+                    pod.metadata.labels.as_ref().unwrap_or(&no_labels),
+                )
+        })
+        .filter_map(|pod| plan::ObservedPod::from_pod(pod))
+        .collect()
+}
+
+/// Writes the podset's status if it changed (with an Event per condition that appeared or
+/// cleared); the pass fails if a pod could not be brought to its plan.
+async fn report(
+    ctx: &Context,
+    podset: &StrimziPodSet,
+    namespace: &str,
+    name: &str,
+    counts: plan::Counts,
+    failures: Vec<PodFailure>,
+) -> Result<Action, Error> {
     let now = condition::format_timestamp(Timestamp::now());
     let status = plan::desired_status(
         podset.status.as_ref(),
         podset.metadata.generation,
-        plan.counts,
+        counts,
         &failures,
         &now,
     );
     let mut action = Action::requeue(ctx.resync);
     if podset.status.as_ref() != Some(&status) {
-        match write_status(ctx, &namespace, &owner.name, &status).await {
+        match write_status(ctx, namespace, name, &status).await {
             Ok(()) => {
                 ctx.metrics.status_updates.inc();
                 for e in plan::status_events(podset.status.as_ref(), &status) {
@@ -297,20 +332,6 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
     } else {
         Err(Error::Pods(failures))
     }
-}
-
-/// The `spec.pods` of the podset `owner` as the apiserver has it now; `None` when that podset
-/// is gone (deleted, or replaced by one of another UID).
-async fn read_pods(
-    ctx: &Context,
-    namespace: &str,
-    owner: &Owner,
-) -> Result<Option<Vec<OpaqueObject>>, kube::Error> {
-    let api: Api<StrimziPodSet> = Api::namespaced(ctx.client.clone(), namespace);
-    let podset = api.get_opt(&owner.name).await?;
-    Ok(podset
-        .filter(|p| p.metadata.uid.as_deref() == Some(owner.uid.as_str()))
-        .map(|p| p.spec.pods))
 }
 
 /// Writes the status with server-side apply under [`FIELD_MANAGER`]: the controller owns the
