@@ -78,6 +78,10 @@ async fn main() -> anyhow::Result<()> {
     // The link reports podset status from the controller's caches: one watch per kind.
     let caches = podset_controller.caches();
     let podset_controller = tokio::spawn(podset_controller.run(shutdown.clone()));
+    // What a burst of pod creations freed is given back: the agent idles most of its life.
+    tokio::spawn(kstretch_runtime::memory::release_periodically(
+        shutdown.clone(),
+    ));
     let link = tokio::spawn(link::start(
         &args.link,
         link::AgentIdentity {

@@ -11,6 +11,7 @@ pub mod http;
 pub mod kube_client;
 pub mod leader_pod;
 pub mod lease;
+pub mod memory;
 pub mod metrics;
 pub mod namespaces;
 pub mod reflect;
