@@ -11,6 +11,8 @@ use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 
+use crate::podset::cached_pod::CachedPod;
+
 use super::objects::Scope;
 
 /// Why a pod is not deleted before the apiserver is asked; pure, so each rule is tested.
@@ -34,7 +36,7 @@ pub enum Decision {
 }
 
 /// Decides on `request` against the cached pod (`None` when the cache has no such pod).
-pub fn decide(request: &RestartPod, scope: &Scope, cached: Option<&Pod>) -> Decision {
+pub fn decide(request: &RestartPod, scope: &Scope, cached: Option<&CachedPod>) -> Decision {
     if request.name.is_empty() || request.uid.is_empty() || request.namespace.is_empty() {
         return Decision::Refuse(Refusal::Incomplete);
     }
@@ -66,7 +68,7 @@ pub fn decide(request: &RestartPod, scope: &Scope, cached: Option<&Pod>) -> Deci
 pub struct Restarter {
     client: Client,
     scope: Scope,
-    pods: Store<Pod>,
+    pods: Store<CachedPod>,
 }
 
 impl std::fmt::Debug for Restarter {
@@ -78,7 +80,7 @@ impl std::fmt::Debug for Restarter {
 }
 
 impl Restarter {
-    pub fn new(client: Client, scope: Scope, pods: Store<Pod>) -> Self {
+    pub fn new(client: Client, scope: Scope, pods: Store<CachedPod>) -> Self {
         Self {
             client,
             scope,
@@ -87,7 +89,7 @@ impl Restarter {
     }
 
     pub async fn restart(&self, request: RestartPod) -> RestartResult {
-        let cached: Option<Arc<Pod>> = self
+        let cached: Option<Arc<CachedPod>> = self
             .pods
             .get(&ObjectRef::new(&request.name).within(&request.namespace));
         let (outcome, message) = match decide(&request, &self.scope, cached.as_deref()) {
@@ -150,7 +152,7 @@ mod tests {
         }
     }
 
-    fn pod(uid: &str, owner_kind: &str) -> Pod {
+    fn pod(uid: &str, owner_kind: &str) -> CachedPod {
         serde_json::from_value(json!({
             "metadata": {"name": "c-b-1", "namespace": "kafka", "uid": uid,
                 "ownerReferences": [{"apiVersion": "core.strimzi.io/v1", "kind": owner_kind,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use kstretch_api::StrimziPodSet;
 use kstretch_proto::agent::v1::{
     PodSetStatus, PodStatus, ServicePort, ServiceStatus, StatusReport,
@@ -22,13 +22,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use crate::podset::Caches;
-use crate::podset::plan::says_something;
+use crate::podset::cached_pod::{CachedPod, says_something};
 
 /// The report for `podsets`, looking pods up with `pod` (by namespace and name); ordered by
 /// namespace and name.
 pub fn report(
     podsets: &[Arc<StrimziPodSet>],
-    pod: impl Fn(&str, &str) -> Option<Arc<Pod>>,
+    pod: impl Fn(&str, &str) -> Option<Arc<CachedPod>>,
 ) -> StatusReport {
     let mut out: Vec<PodSetStatus> = podsets
         .iter()
@@ -98,7 +98,7 @@ pub fn report(
 /// What `pod`'s containers report beyond running (`PodStatus.message`): init containers
 /// that ended with a message or failed, and containers waiting for another reason than
 /// starting; `; `-separated, empty when there is nothing to say.
-pub fn containers_say(pod: &Pod) -> String {
+pub fn containers_say(pod: &CachedPod) -> String {
     let Some(status) = &pod.status else {
         return String::new();
     };
@@ -229,13 +229,8 @@ impl NodeServices {
 }
 
 /// True when the pod's `Ready` condition is `True` and it is not being deleted.
-pub fn is_ready(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+pub fn is_ready(pod: &CachedPod) -> bool {
+    pod.metadata.deletion_timestamp.is_none() && pod.is_ready()
 }
 
 /// The caches a status report is computed from: the podset controller's, so that the agent
@@ -290,8 +285,8 @@ mod tests {
         Arc::new(serde_json::from_value(value).unwrap())
     }
 
-    fn pod(name: &str, uid: &str, ready: &str) -> Arc<Pod> {
-        let mut p: Pod = serde_json::from_value(json!({
+    fn pod(name: &str, uid: &str, ready: &str) -> Arc<CachedPod> {
+        let mut p: CachedPod = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "ns", "uid": uid,
                          "annotations": {"big": "x"}, "managedFields": [{"manager": "m"}]},
             "spec": {"containers": [{"name": "c", "image": "i"}]},
@@ -300,13 +295,13 @@ mod tests {
                 {"type": "ContainersReady", "status": ready}]}
         }))
         .unwrap();
-        crate::podset::plan::trim_pod(&mut p);
+        p.trim();
         Arc::new(p)
     }
 
     #[test]
     fn containers_say_what_failed_or_ended_with_a_message_and_a_healthy_pod_says_nothing() {
-        let mut p: Pod = serde_json::from_value(json!({
+        let mut p: CachedPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
             "status": {"phase": "Running",
                 "initContainerStatuses": [
@@ -324,7 +319,7 @@ mod tests {
                      "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}
         }))
         .unwrap();
-        crate::podset::plan::trim_pod(&mut p);
+        p.trim();
         assert_eq!(
             containers_say(&p),
             "init container recover-quorum Completed (exit code 0): {\"epoch\":7}; \
@@ -380,7 +375,6 @@ mod tests {
     #[test]
     fn trimming_keeps_what_the_report_reads() {
         let p = pod("p", "u", "True");
-        assert!(p.spec.is_none());
         assert!(p.metadata.annotations.is_none());
         assert!(p.metadata.managed_fields.is_none());
         assert!(is_ready(&p));
@@ -394,6 +388,5 @@ mod tests {
                 .len(),
             1
         );
-        assert!(p.status.as_ref().unwrap().pod_ip.is_none());
     }
 }

@@ -25,9 +25,9 @@
 //! requeues itself after `--resync-interval`; failures are retried with per-podset exponential
 //! backoff (`kstretch_runtime::backoff`). Reconciliations read only the watch caches and write only
 //! what the plan says; nothing is deleted before both caches have completed their first list
-//! ([`error::Error::NotSynced`]). Pods are trimmed before they enter the cache
-//! ([`plan::trim_pod`]) because the agent watches every pod of its scope, and a podset's pods
-//! are cached as names and revisions only ([`plan::slim_pod_entry`]): a pass that creates pods
+//! ([`error::Error::NotSynced`]). Pods are decoded without their spec and trimmed before they
+//! enter the cache ([`CachedPod`]) because the agent watches every pod of its scope, and a
+//! podset's pods are cached as names and revisions only ([`plan::slim_pod_entry`]): a pass that creates pods
 //! reads their manifests from the apiserver then, so a pod is created from the podset as it is
 //! now (a pod whose entry changed since the plan waits for that change's own pass).
 //!
@@ -58,6 +58,7 @@
 //!
 //! The verdicts are pure functions of recorded state and the clock, unit-tested in [`health`].
 
+pub mod cached_pod;
 pub mod error;
 pub mod health;
 pub mod metrics;
@@ -67,6 +68,7 @@ pub mod reconcile;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cached_pod::CachedPod;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kstretch_api::StrimziPodSet;
@@ -147,7 +149,7 @@ pub struct PodSetController {
     watch_metrics: WatchMetrics,
     caches: Caches,
     podset_writer: reflector::store::Writer<StrimziPodSet>,
-    pod_writer: reflector::store::Writer<Pod>,
+    pod_writer: reflector::store::Writer<CachedPod>,
 }
 
 /// The controller's watch caches, shared read-only with the rest of the agent (the link reports
@@ -155,8 +157,9 @@ pub struct PodSetController {
 #[derive(Debug, Clone)]
 pub struct Caches {
     pub podsets: Store<StrimziPodSet>,
-    /// Trimmed pods ([`plan::trim_pod`]): metadata, phase and the `Ready` condition.
-    pub pods: Store<Pod>,
+    /// Trimmed pods ([`CachedPod::trim`]): metadata, phase, the `Ready` condition and
+    /// containers with something to say.
+    pub pods: Store<CachedPod>,
     podset_watch: Arc<KindWatch>,
     pod_watch: Arc<KindWatch>,
 }
@@ -188,7 +191,7 @@ impl PodSetController {
         watch_metrics: WatchMetrics,
     ) -> PodSetController {
         let (podsets, podset_writer) = reflector::store::<StrimziPodSet>();
-        let (pods, pod_writer) = reflector::store::<Pod>();
+        let (pods, pod_writer) = reflector::store::<CachedPod>();
         let caches = Caches {
             podsets,
             pods,
@@ -251,8 +254,8 @@ impl PodSetController {
         // passing them on would also pause the controller's other trigger streams.
         .filter_map(|item| std::future::ready(item.ok().map(Ok)));
         let pods = watch_each(
-            self.namespaces.apis::<Pod>(&self.client),
-            plan::trim_pod,
+            self.namespaces.apis::<CachedPod>(&self.client),
+            CachedPod::trim,
             self.pod_writer,
             pod_watch.clone(),
             self.watch_metrics.clone(),
@@ -274,7 +277,9 @@ impl PodSetController {
         let mapper_podsets = podset_store.clone();
         let stop_token = shutdown.clone();
         let controller = Controller::for_stream(podsets, podset_store)
-            .watches_stream(pods, move |pod: Pod| podsets_of(&pod, &mapper_podsets))
+            .watches_stream(pods, move |pod: CachedPod| {
+                podsets_of(&pod, &mapper_podsets)
+            })
             .with_config(controller::Config::default().concurrency(self.args.concurrency))
             .graceful_shutdown_on(async move { stop_token.cancelled().await })
             .run(reconcile::reconcile, reconcile::error_policy, ctx)
@@ -318,7 +323,7 @@ impl PodSetController {
 
 /// The podsets a pod event concerns (see [`plan::podsets_named_by_pod`] and
 /// [`plan::podsets_selecting`]).
-fn podsets_of(pod: &Pod, podsets: &Store<StrimziPodSet>) -> Vec<ObjectRef<StrimziPodSet>> {
+fn podsets_of(pod: &CachedPod, podsets: &Store<StrimziPodSet>) -> Vec<ObjectRef<StrimziPodSet>> {
     let Some(namespace) = pod.namespace() else {
         return Vec::new();
     };

@@ -17,11 +17,12 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kstretch_api::common::OpaqueObject;
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::{StrimziPodSetStatus, names};
+
+use super::cached_pod::CachedPod;
 
 /// Kind of the owner references the controller writes and follows.
 pub const POD_SET_KIND: &str = "StrimziPodSet";
@@ -188,8 +189,8 @@ pub fn desired_pods(pods: &[OpaqueObject]) -> (Vec<DesiredPod>, Vec<PodFailure>)
     (desired, failures)
 }
 
-/// What the controller needs to know about an existing pod (see [`trim_pod`] for what the cache
-/// keeps).
+/// What the controller needs to know about an existing pod (see [`CachedPod::trim`] for what
+/// the cache keeps).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ObservedPod {
     pub name: String,
@@ -207,7 +208,7 @@ pub struct ObservedPod {
 
 impl ObservedPod {
     /// `None` for a pod without name or UID (never the case for a stored pod).
-    pub fn from_pod(pod: &Pod) -> Option<ObservedPod> {
+    pub fn from_pod(pod: &CachedPod) -> Option<ObservedPod> {
         let meta = &pod.metadata;
         let status = pod.status.as_ref();
         Some(ObservedPod {
@@ -217,7 +218,7 @@ impl ObservedPod {
             labels: meta.labels.clone().unwrap_or_default(),
             owner_references: meta.owner_references.clone().unwrap_or_default(),
             phase: status.and_then(|s| s.phase.clone()),
-            ready: is_pod_ready(pod),
+            ready: pod.is_ready(),
             deleting: meta.deletion_timestamp.is_some(),
             revision: meta
                 .annotations
@@ -232,93 +233,6 @@ impl ObservedPod {
             .as_deref()
             .is_some_and(|phase| TERMINAL_PHASES.contains(&phase))
     }
-}
-
-/// Whether the pod's `Ready` condition is `True`.
-pub fn is_pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
-}
-
-/// Drops what the controller never reads from a pod before it enters the cache (spec, managed
-/// fields, container statuses, annotations other than the revision): the agent may watch
-/// thousands of pods, and a trimmed pod is a tenth of the size or less. Creation uses the
-/// podset's manifests and adoption a patch, so nothing is ever written back from the cache.
-pub fn trim_pod(pod: &mut Pod) {
-    pod.spec = None;
-    let meta = &mut pod.metadata;
-    meta.managed_fields = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|key, _| key == names::REVISION);
-        if annotations.is_empty() {
-            meta.annotations = None;
-        }
-    }
-    if let Some(status) = pod.status.as_mut() {
-        let phase = status.phase.take();
-        let ready = status
-            .conditions
-            .take()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| c.type_ == "Ready")
-            .map(|mut c| {
-                // Only type and status are read; the rest is text that changes on every probe.
-                c.message = None;
-                c.reason = None;
-                c.last_probe_time = None;
-                c.last_transition_time = None;
-                c
-            })
-            .collect::<Vec<_>>();
-        // What the link reports of the containers (`link::status::containers_say`), kept
-        // only for those that have something to say: a healthy pod keeps none.
-        let init = saying(status.init_container_statuses.take());
-        let main = saying(status.container_statuses.take());
-        *status = Default::default();
-        status.phase = phase;
-        status.conditions = Some(ready);
-        status.init_container_statuses = init;
-        status.container_statuses = main;
-    }
-}
-
-/// Whether a container's state says more than "running" or "starting": it ended with a
-/// message or an error, or waits for another reason than being started.
-pub fn says_something(state: &ContainerState) -> bool {
-    state.terminated.as_ref().is_some_and(|t| {
-        t.exit_code != 0 || t.message.as_ref().is_some_and(|m| !m.trim().is_empty())
-    }) || state.waiting.as_ref().is_some_and(|w| {
-        w.reason
-            .as_deref()
-            .is_some_and(|r| !["ContainerCreating", "PodInitializing"].contains(&r))
-    })
-}
-
-/// The container statuses that say something, with only what is read.
-fn saying(statuses: Option<Vec<ContainerStatus>>) -> Option<Vec<ContainerStatus>> {
-    let kept: Vec<ContainerStatus> = statuses?
-        .into_iter()
-        .filter_map(|c| {
-            let state = c.state?;
-            says_something(&state).then(|| ContainerStatus {
-                name: c.name,
-                state: Some(state),
-                last_state: c.last_state.map(|s| ContainerState {
-                    terminated: s.terminated,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-        })
-        .collect();
-    (!kept.is_empty()).then_some(kept)
 }
 
 /// Whether `labels` satisfy `selector`. An empty selector selects nothing, and an unknown
@@ -707,8 +621,9 @@ pub fn status_events(
 
 #[cfg(test)]
 mod tests {
+    use super::super::cached_pod::CachedPodStatus;
     use super::*;
-    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::api::core::v1::PodCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, Time};
     use serde_json::json;
 
@@ -1304,7 +1219,7 @@ mod tests {
 
     #[test]
     fn observed_pods_come_from_trimmed_pods() {
-        let mut pod = Pod {
+        let mut pod = CachedPod {
             metadata: ObjectMeta {
                 name: Some("a".into()),
                 uid: Some("u".into()),
@@ -1316,10 +1231,8 @@ mod tests {
                 deletion_timestamp: Some(Time("2026-01-01T00:00:00Z".parse().expect("time"))),
                 ..ObjectMeta::default()
             },
-            spec: Some(PodSpec::default()),
-            status: Some(PodStatus {
+            status: Some(CachedPodStatus {
                 phase: Some("Running".into()),
-                host_ip: Some("10.0.0.1".into()),
                 conditions: Some(vec![
                     PodCondition {
                         type_: "Initialized".into(),
@@ -1333,18 +1246,16 @@ mod tests {
                         ..PodCondition::default()
                     },
                 ]),
-                ..PodStatus::default()
+                ..CachedPodStatus::default()
             }),
         };
         let before = ObservedPod::from_pod(&pod).expect("observed");
-        trim_pod(&mut pod);
-        assert!(pod.spec.is_none());
+        pod.trim();
         assert_eq!(
             pod.metadata.annotations.as_ref().map(BTreeMap::len),
             Some(1)
         );
         let status = pod.status.as_ref().expect("status");
-        assert!(status.host_ip.is_none());
         assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
         let after = ObservedPod::from_pod(&pod).expect("observed");
         assert_eq!(before, after, "trimming loses nothing the controller reads");

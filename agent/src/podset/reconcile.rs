@@ -22,6 +22,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use super::cached_pod::CachedPod;
 use super::error::{
     Error, RequestOutcome, classify_change, classify_create, pod_failure, status_code,
 };
@@ -48,7 +49,7 @@ const FAILURE_MEMORY: usize = 1024;
 /// What every reconciliation shares.
 pub struct Context {
     pub client: Client,
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     pub podsets: Store<StrimziPodSet>,
     pub pod_watch: Arc<KindWatch>,
     pub podset_watch: Arc<KindWatch>,
@@ -71,7 +72,7 @@ impl std::fmt::Debug for Context {
 impl Context {
     pub fn new(
         client: Client,
-        pods: Store<Pod>,
+        pods: Store<CachedPod>,
         podsets: Store<StrimziPodSet>,
         pod_watch: Arc<KindWatch>,
         podset_watch: Arc<KindWatch>,
