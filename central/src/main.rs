@@ -104,6 +104,10 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     kstretch_runtime::telemetry::init(args.observability.log_format, &args.observability.log)?;
     let shutdown = kstretch_runtime::shutdown::signal();
+    // What a burst freed (a full topic reconciliation, a snapshot for every agent) is given back.
+    tokio::spawn(kstretch_runtime::memory::release_periodically(
+        shutdown.clone(),
+    ));
     let health = Health::new();
     let mut registry = Registry::with_prefix("kstretch_central");
     let leader_metrics = LeaderMetrics::register(&mut registry);

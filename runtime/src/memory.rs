@@ -4,8 +4,8 @@
 //! agent creating a thousand pods, a list of every topic) the freed pages below the live ones
 //! stay resident for as long as the process runs, and count against its memory limit. The
 //! operator's binaries idle most of the time, so they ask glibc to release those pages now and
-//! then (`malloc_trim(0)`, which walks every arena and `madvise`s free pages away). Measured in
-//! docs/benchmarks.md.
+//! then (`malloc_trim(0)`, which walks every arena and `madvise`s free pages away). The agent's
+//! figures with and without it are in docs/benchmarks.md.
 
 use std::time::Duration;
 
