@@ -52,7 +52,7 @@ mod tests {
 
     #[test]
     fn freed_pages_of_a_burst_go_back_to_the_system() {
-        // Many small blocks, every other one kept: glibc cannot give these back by shrinking
+        // Many small blocks, one in 64 kept: glibc cannot give the freed ones back by shrinking
         // the top of its heap, only by trimming.
         let mut blocks: Vec<Vec<u8>> = (0..20_000).map(|_| vec![1u8; 2048]).collect();
         let kept: Vec<Vec<u8>> = blocks.drain(..).step_by(64).collect();

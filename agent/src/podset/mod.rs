@@ -27,9 +27,10 @@
 //! what the plan says; nothing is deleted before both caches have completed their first list
 //! ([`error::Error::NotSynced`]). Pods are decoded without their spec and trimmed before they
 //! enter the cache ([`CachedPod`]) because the agent watches every pod of its scope, and a
-//! podset's pods are cached as names and revisions only ([`plan::slim_pod_entry`]): a pass that creates pods
-//! reads their manifests from the apiserver then, so a pod is created from the podset as it is
-//! now (a pod whose entry changed since the plan waits for that change's own pass).
+//! podset's pods are cached as names and revisions only ([`plan::slim_pod_entry`]): a pass that
+//! creates pods reads their manifests from the apiserver then, so a pod is created from the
+//! podset as it is now (a pod whose entry changed since the plan waits for that change's own
+//! pass).
 //!
 //! # Readiness and liveness
 //!
