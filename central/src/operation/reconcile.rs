@@ -594,7 +594,7 @@ async fn advance(
     }
     if !plan.unsafe_partitions.is_empty() {
         let message = format!(
-            "waiting for {} to be back at min.insync.replicas before moving them",
+            "waiting for {} to be back in sync (at least min.insync.replicas replicas, or every replica of a partition that has fewer) before moving them",
             plan.unsafe_partitions.join(", ")
         );
         write(ctx, op, status, not_ready("PartitionsNotInSync", message)).await?;

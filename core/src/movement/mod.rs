@@ -5,8 +5,9 @@
 //! partition's replication factor, moves only partitions that have a replica on a leaving
 //! broker, puts new replicas in clusters the partition does not use yet (then on the brokers
 //! holding the fewest bytes), moves leadership off leaving brokers before any data moves, and
-//! leaves alone, naming them, partitions that are below `min.insync.replicas` (moving them
-//! would lean on replicas that are not in sync). Pure.
+//! leaves alone, naming them, partitions that are not in sync enough to move
+//! ([`Partition::safe_to_move`]: moving them would lean on replicas that are not in sync).
+//! Pure.
 
 pub mod restore;
 pub mod spread;
@@ -30,6 +31,22 @@ pub struct Partition {
     pub size: u64,
     /// The topic's `min.insync.replicas`.
     pub min_isr: usize,
+}
+
+impl Partition {
+    /// Whether the partition is in sync enough to move: at least `min.insync.replicas` of its
+    /// replicas are, or all of them. A partition with fewer replicas than
+    /// `min.insync.replicas` (replication factor 1 under a broker default of 2) can never reach
+    /// that many, yet moving it is as safe as it gets when its every replica is in sync: Kafka
+    /// copies the new replicas before it drops the old ones.
+    pub fn safe_to_move(&self) -> bool {
+        let in_sync = self
+            .replicas
+            .iter()
+            .filter(|r| self.isr.contains(r))
+            .count();
+        in_sync >= self.min_isr.min(self.replicas.len())
+    }
 }
 
 /// One partition's move.
@@ -74,8 +91,8 @@ pub struct LeaderChange {
 pub struct Plan {
     pub leadership: Vec<LeaderChange>,
     pub moves: Vec<Move>,
-    /// Partitions left where they are because they are below `min.insync.replicas`:
-    /// `topic-partition`, for the operator to report.
+    /// Partitions left where they are because they are not in sync enough to move
+    /// ([`Partition::safe_to_move`]): `topic-partition`, for the operator to report.
     pub unsafe_partitions: Vec<String>,
     /// Partitions whose every in-sync replica was on a lost broker ([`replace_lost`]): offline
     /// until a lost broker returns, which it never does; `topic-partition`.
@@ -241,7 +258,7 @@ fn place(
         }
         let name = format!("{}-{}", p.topic, p.partition);
         match leaving {
-            Leaving::NotInTarget if p.isr.len() < p.min_isr => {
+            Leaving::NotInTarget if !p.safe_to_move() => {
                 plan.unsafe_partitions.push(name);
                 continue;
             }

@@ -18,9 +18,9 @@ pub struct Restore {
 }
 
 /// What moves every partition of `partitions` that `recorded` names back to its recorded
-/// replicas (and leader) when every recorded broker is in `brokers`. Partitions below
-/// `min.insync.replicas` are left and named, as the planner does; partitions no longer in
-/// Kafka are not mentioned.
+/// replicas (and leader) when every recorded broker is in `brokers`. Partitions not in sync
+/// enough to move ([`Partition::safe_to_move`]) are left and named, as the planner does;
+/// partitions no longer in Kafka are not mentioned.
 pub fn restore(partitions: &[Partition], recorded: &Placement, brokers: &BTreeSet<i32>) -> Restore {
     let mut out = Restore::default();
     for p in partitions {
@@ -36,7 +36,7 @@ pub fn restore(partitions: &[Partition], recorded: &Placement, brokers: &BTreeSe
         if *want == p.replicas && led_as_recorded {
             continue;
         }
-        if p.isr.len() < p.min_isr {
+        if !p.safe_to_move() {
             out.plan.unsafe_partitions.push(name);
             continue;
         }

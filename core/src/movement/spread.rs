@@ -51,7 +51,8 @@ fn racks_of<'a>(replicas: &[i32], brokers: &'a BTreeMap<i32, String>) -> Option<
 /// The plan that gives every partition replicas in as many clusters as its replication factor
 /// and `brokers` allow. The current leader stays; a replica sharing its cluster with another is
 /// replaced, the last listed first, by the broker holding the fewest bytes in a cluster the
-/// partition does not use yet. Partitions below `min.insync.replicas` are left alone, named.
+/// partition does not use yet. Partitions not in sync enough to move
+/// ([`Partition::safe_to_move`]) are left alone, named.
 pub fn spread(partitions: &[Partition], brokers: &BTreeMap<i32, String>) -> Plan {
     let clusters = brokers.values().collect::<BTreeSet<_>>().len();
     let mut load = load(partitions, brokers);
@@ -66,7 +67,7 @@ pub fn spread(partitions: &[Partition], brokers: &BTreeMap<i32, String>) -> Plan
         if racks.len() >= wanted {
             continue;
         }
-        if p.isr.len() < p.min_isr {
+        if !p.safe_to_move() {
             plan.unsafe_partitions
                 .push(format!("{}-{}", p.topic, p.partition));
             continue;

@@ -93,6 +93,39 @@ fn partitions_below_min_isr_are_left_and_named() {
 }
 
 #[test]
+fn a_partition_with_fewer_replicas_than_min_isr_moves_when_all_are_in_sync() {
+    let target = brokers(&[(1, "a"), (2, "b"), (3, "c")]);
+    // Replication factor 1 under min.insync.replicas 2: it can never have two in sync.
+    let mut single = partition("scratch", 0, &[0], 10);
+    single.min_isr = 2;
+    let plan = plan(&[single.clone()], &target).unwrap();
+    assert!(plan.unsafe_partitions.is_empty(), "{plan:?}");
+    assert_eq!(plan.moves.len(), 1);
+    assert_eq!(plan.moves[0].to.len(), 1);
+    // Two replicas, both in sync, under min.insync.replicas 3: moves too.
+    let mut pair = partition("pair", 0, &[0, 1], 10);
+    pair.min_isr = 3;
+    assert_eq!(plan_of(&pair, &target).moves.len(), 1);
+    // But one whose only replica dropped out of the ISR (it is offline) waits.
+    single.isr.clear();
+    assert_eq!(plan_of(&single, &target).unsafe_partitions, ["scratch-0"]);
+    // As does one of two replicas with one out of sync under min.insync.replicas 2.
+    pair.min_isr = 2;
+    pair.isr = [1].into();
+    assert_eq!(plan_of(&pair, &target).unsafe_partitions, ["pair-0"]);
+    // At min.insync.replicas with a replica out of sync: safe, as before.
+    let mut three = partition("three", 0, &[0, 1, 2], 10);
+    three.min_isr = 2;
+    three.isr = [1, 2].into();
+    assert!(three.safe_to_move());
+    assert_eq!(plan_of(&three, &target).moves.len(), 1);
+}
+
+fn plan_of(p: &Partition, target: &BTreeMap<i32, String>) -> Plan {
+    plan(std::slice::from_ref(p), target).unwrap()
+}
+
+#[test]
 fn too_few_brokers_and_no_target_are_refused() {
     let err = plan(
         &[partition("t", 3, &[0, 1, 2], 1)],
