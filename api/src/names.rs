@@ -125,6 +125,9 @@ pub const STRETCH_CLUSTER_ALIAS: &str = "strimzi.io/stretch-cluster-alias";
 /// `KafkaNodePool` annotation: the replication throttle (bytes per second per broker) of the
 /// drain central runs when the pool moves to another cluster; without it, operations' default.
 pub const MOVE_THROTTLE: &str = "kstretch.io/move-throttle";
+/// Annotation on a `KafkaOperation` central created for a pool's move: the move's
+/// `status.leaving.startedAt`, telling the operations of one move from those of an earlier one.
+pub const MOVE_STARTED_AT: &str = "kstretch.io/move-started-at";
 /// `Kafka` annotation: the member clusters (aliases, comma-separated) lost for good and
 /// forgotten (`kstretch forget`): their nodes are taken out of Kafka, their partitions get
 /// replicas on the survivors, and the `Kafka`'s objects there are deleted if the cluster ever

@@ -147,4 +147,9 @@ pub struct LeavingNodes {
     /// The stretch alias of the cluster they run in.
     pub cluster_alias: String,
     pub node_ids: Vec<i32>,
+    /// When this move (or its undo, which is a move of its own) started. The operations
+    /// central creates for the move carry it (annotation `kstretch.io/move-started-at`), so an
+    /// operation of an earlier move is told apart from this one's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
 }

@@ -15,6 +15,9 @@ use crate::condition::Condition;
 /// The group of kstretch's own kinds.
 pub const GROUP: &str = "kstretch.io";
 
+/// `spec.replicationThrottle` when an operation names none: 50 MiB/s per broker.
+pub const DEFAULT_REPLICATION_THROTTLE: u64 = 50 * 1024 * 1024;
+
 #[allow(clippy::duplicated_attributes)]
 /// What to do to the Kafka named by the `strimzi.io/cluster` label. Exactly one of `drain`,
 /// `undrain`, `spread`, `forget` and `recoverQuorum` is set; the spec is read once, when the

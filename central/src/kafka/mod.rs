@@ -10,6 +10,7 @@ pub mod checks;
 pub mod error;
 pub mod forget;
 pub mod metrics;
+pub mod move_drains;
 pub mod moving;
 pub mod quorum;
 pub mod reconcile;

@@ -1,6 +1,6 @@
 //! A `KafkaNodePool` moving to another member cluster (its `strimzi.io/stretch-cluster-alias`
-//! changed while it has nodes): which of the nodes it leaves behind are still needed, and the
-//! drain (a `KafkaOperation` central creates) that moves their partition replicas away.
+//! changed while it has nodes): which of the nodes it leaves behind are still needed. The
+//! drains that move their partition replicas away are [`super::move_drains`]'s.
 //!
 //! The pool gets new nodes, with new IDs, in the cluster it moves to ([`super::resolve`]); a
 //! leaving node stops only once it holds no replica and is no voter of the quorum, which the
@@ -8,15 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kstretch_api::condition::READY;
-use kstretch_api::operation::{Drain, KafkaOperationSpec, phase};
-use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, names};
+use kstretch_api::operation::phase;
+use kstretch_api::{Kafka, KafkaOperation, KafkaStatus, names};
 use kstretch_core::node_ids::Role;
-use kube::api::{DeleteParams, ListParams, PostParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 
 use super::checks;
-use super::error::Error;
 use super::reconcile::Context;
 use super::resolve::Resolved;
 
@@ -203,98 +201,6 @@ async fn in_running_drains(ctx: &Context, kafka: &Kafka) -> Result<BTreeSet<i32>
         .collect())
 }
 
-/// The name of the drain that empties `brokers` of moving pool `pool`.
-pub fn drain_name(kafka: &str, pool: &str, brokers: &BTreeSet<i32>) -> String {
-    let ids: Vec<String> = brokers.iter().map(i32::to_string).collect();
-    format!("{kafka}-{pool}-move-{}", ids.join("-"))
-}
-
-/// Makes sure a drain runs for the leaving brokers of each moving pool that still hold
-/// replicas (`draining`, by pool), once the cluster is ready (the new brokers run, so the plan
-/// can use them). A completed drain whose brokers hold replicas again (a topic created
-/// meanwhile) is replaced; one that was aborted or refused is left to the user, and the move
-/// waits, saying so.
-pub async fn ensure_drains(
-    ctx: &Context,
-    kafka: &Kafka,
-    pools: &[&KafkaNodePool],
-    draining: &BTreeMap<String, BTreeSet<i32>>,
-    warnings: &mut Vec<(String, String)>,
-) -> Result<(), Error> {
-    let namespace = kafka.namespace().unwrap_or_default();
-    let api: Api<KafkaOperation> = Api::namespaced(ctx.client.clone(), &namespace);
-    for (pool_name, brokers) in draining {
-        let Some(pool) = pools.iter().find(|p| p.name_any() == *pool_name) else {
-            continue;
-        };
-        let name = drain_name(&kafka.name_any(), pool_name, brokers);
-        let existing = api.get_opt(&name).await?;
-        let status = existing.as_ref().and_then(|o| o.status.clone());
-        match status.as_ref().and_then(|s| s.phase.as_deref()) {
-            None if existing.is_none() => {
-                api.create(
-                    &PostParams::default(),
-                    &drain_of(kafka, pool, &name, brokers),
-                )
-                .await?;
-                tracing::info!(operation = %name, pool = %pool_name, ?brokers, "drain of a moving pool's leaving brokers created");
-            }
-            Some(phase::COMPLETED) => {
-                api.delete(&name, &DeleteParams::default()).await?;
-            }
-            Some(p @ (phase::ABORTED | phase::REFUSED)) => {
-                let said = status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter())
-                    .find(|c| c.type_ == READY)
-                    .and_then(|c| c.message.clone())
-                    .unwrap_or_default();
-                warnings.push((
-                    "PoolMoveStalled".to_owned(),
-                    format!(
-                        "KafkaNodePool {pool_name}: operation {name}, which drains its leaving brokers {brokers:?}, is {p} ({said}); delete it to try again, or set {} back to undo the move",
-                        names::STRETCH_CLUSTER_ALIAS
-                    ),
-                ));
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// A drain of `brokers`, labelled for the `Kafka`, owned by the pool (it goes with it).
-fn drain_of(
-    kafka: &Kafka,
-    pool: &KafkaNodePool,
-    name: &str,
-    brokers: &BTreeSet<i32>,
-) -> KafkaOperation {
-    let mut op = KafkaOperation::new(
-        name,
-        KafkaOperationSpec {
-            drain: Some(Drain {
-                node_ids: brokers.iter().copied().collect(),
-                ..Default::default()
-            }),
-            // Validated when the pool was resolved.
-            replication_throttle: super::resolve::move_throttle(pool).ok().flatten(),
-            ..Default::default()
-        },
-    );
-    op.metadata.namespace = kafka.namespace();
-    op.metadata.labels = Some(BTreeMap::from([
-        (names::CLUSTER.to_owned(), kafka.name_any()),
-        (names::POOL_NAME.to_owned(), pool.name_any()),
-    ]));
-    op.metadata.owner_references = pool.controller_owner_ref(&()).map(|mut r| {
-        r.controller = Some(false);
-        r.block_owner_deletion = Some(false);
-        vec![r]
-    });
-    op
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,13 +246,5 @@ mod tests {
         let n = needed(&leaving, false, Some(Ok(&set(&[]))), &set(&[]), &set(&[]));
         assert_eq!(n.kept, leaving);
         assert!(n.waits_for[0].contains("connected again"), "{n:?}");
-    }
-
-    #[test]
-    fn a_drain_is_named_after_its_kafka_pool_and_brokers() {
-        assert_eq!(
-            drain_name("live", "brokers", &BTreeSet::from([4, 3])),
-            "live-brokers-move-3-4"
-        );
     }
 }

@@ -99,6 +99,9 @@ pub struct ResolvedPool {
 pub struct Leaving {
     pub alias: String,
     pub ids: BTreeSet<i32>,
+    /// When the move started, as recorded in the pool's status; `None` while it starts (or is
+    /// undone) in this reconciliation, until the status records it.
+    pub started_at: Option<String>,
 }
 
 impl ResolvedPool {
@@ -567,10 +570,17 @@ fn placement(
     // Pools recorded before the alias was: they run where their annotation says.
     let recorded = s.cluster_alias.as_deref().unwrap_or(alias);
     let ids: BTreeSet<i32> = s.node_ids.iter().copied().collect();
+    // The same move goes on while the nodes leave the cluster they left before; a move that
+    // starts, or is undone, starts anew.
     let leaving = |alias: &str, ids: BTreeSet<i32>| {
         (!ids.is_empty()).then(|| Leaving {
             alias: alias.to_owned(),
             ids,
+            started_at: s
+                .leaving
+                .as_ref()
+                .filter(|l| l.cluster_alias == alias)
+                .and_then(|l| l.started_at.clone()),
         })
     };
     match &s.leaving {
@@ -856,16 +866,28 @@ pub(crate) mod tests {
         assert_eq!(reserved, vec![3, 4, 5]);
         assert_eq!(leaving, Some(("alpha".to_owned(), vec![3, 4, 5])));
         assert_eq!((r.alias_of(3), r.alias_of(6)), ("alpha", "beta"));
+        assert_eq!(
+            r.leaving.unwrap().started_at,
+            None,
+            "stamped by the status writer"
+        );
         // Under way: the new nodes are the pool's, the old ones still leaving.
         let under_way = json!({"nodeIds": [3, 4, 5, 6, 7, 8], "clusterAlias": "beta",
-                               "leaving": {"clusterAlias": "alpha", "nodeIds": [3, 4, 5]}});
-        let (current, _, leaving, _) = moving("beta", under_way.clone());
+                               "leaving": {"clusterAlias": "alpha", "nodeIds": [3, 4, 5],
+                                           "startedAt": "2026-11-27T10:00:00Z"}});
+        let (current, _, leaving, r) = moving("beta", under_way.clone());
         assert_eq!(current, Some(vec![6, 7, 8]));
         assert_eq!(leaving, Some(("alpha".to_owned(), vec![3, 4, 5])));
-        // Set back: the roles swap.
-        let (current, _, leaving, _) = moving("alpha", under_way.clone());
+        assert_eq!(
+            r.leaving.unwrap().started_at.as_deref(),
+            Some("2026-11-27T10:00:00Z"),
+            "the same move"
+        );
+        // Set back: the roles swap, and the undo is a move of its own.
+        let (current, _, leaving, r) = moving("alpha", under_way.clone());
         assert_eq!(current, Some(vec![3, 4, 5]));
         assert_eq!(leaving, Some(("beta".to_owned(), vec![6, 7, 8])));
+        assert_eq!(r.leaving.unwrap().started_at, None);
         // Where it was recorded, and the annotation agrees: nothing moves.
         let stays = json!({"nodeIds": [3, 4, 5], "clusterAlias": "alpha"});
         let (current, _, leaving, _) = moving("alpha", stays);

@@ -184,6 +184,7 @@ mod tests {
             leaving: leaving.map(|(alias, ids)| LeavingNodes {
                 cluster_alias: alias.to_owned(),
                 node_ids: ids.to_vec(),
+                started_at: None,
             }),
             ..Default::default()
         });

@@ -3,11 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kstretch_api::operation::{KafkaOperation, KafkaOperationStatus};
+use kstretch_api::operation::{DEFAULT_REPLICATION_THROTTLE, KafkaOperation, KafkaOperationStatus};
 use kstretch_core::movement::restore::Placement;
-
-/// Bytes per second per broker when the operation names no throttle: 50 MiB/s.
-pub const DEFAULT_THROTTLE: u64 = 50 * 1024 * 1024;
 
 /// What the operation does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +129,7 @@ pub fn read(op: &KafkaOperation) -> Result<(Intent, u64), Invalid> {
         },
     };
     let throttle = match op.spec.replication_throttle {
-        None => DEFAULT_THROTTLE,
+        None => DEFAULT_REPLICATION_THROTTLE,
         Some(t) => u64::try_from(t)
             .ok()
             .filter(|t| *t > 0)
@@ -200,7 +197,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(intent, Intent::Drain(Drained::Cluster("beta".into())));
-        assert_eq!(throttle, DEFAULT_THROTTLE);
+        assert_eq!(throttle, DEFAULT_REPLICATION_THROTTLE);
         let (intent, _) = read(&op(KafkaOperationSpec {
             drain: Some(Drain {
                 node_ids: vec![4, 3],

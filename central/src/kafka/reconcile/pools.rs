@@ -106,6 +106,7 @@ pool,
         leaving: r.leaving.as_ref().map(|l| LeavingNodes {
             cluster_alias: l.alias.clone(),
             node_ids: l.ids.iter().copied().collect(),
+            started_at: l.started_at.clone().or_else(|| Some(pass.now.clone())),
         }),
         roles: resolve::process_roles(&r.roles),
         label_selector: Some(format!(

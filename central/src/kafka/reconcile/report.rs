@@ -23,6 +23,7 @@ use crate::kafka::answer;
 use crate::kafka::build::Built;
 use crate::kafka::checks;
 use crate::kafka::error::Error;
+use crate::kafka::move_drains;
 use crate::kafka::moving;
 use crate::kafka::quorum;
 use crate::kafka::recover;
@@ -140,7 +141,8 @@ async fn when_ready(
     bootstrap: Option<&str>,
 ) -> Result<bool, Error> {
     let (ctx, kafka) = (pass.ctx, pass.kafka);
-    moving::ensure_drains(ctx, kafka, &pass.pools, &plan.draining, &mut pass.warnings).await?;
+    let moves = move_drains::pool_moves(&plan.resolved, &plan.draining);
+    move_drains::ensure(ctx, kafka, &pass.pools, &moves, &mut pass.warnings).await?;
     observe_quorum(ctx, bootstrap, &mut pass.status).await;
     pass.warnings
         .extend(confined_partitions(ctx, kafka, bootstrap, &pass.status).await);
