@@ -21,8 +21,8 @@ use kstretch_tests::TestEnv;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
 use kstretch_tests::kafka::{
     broker_ids, consume, create_topic, finalized_by_kafkas_tool, kafka_tool,
-    kraft_version_by_kafkas_tool, produce, quorum_by_kafkas_tool, registered_by_kafkas_tool,
-    run_kafka_tool,
+    kraft_version_by_kafkas_tool, produce, produce_with_acks, quorum_by_kafkas_tool,
+    registered_by_kafkas_tool, run_kafka_tool,
 };
 use kstretch_tests::load::{Load, Reader, missing};
 use kstretch_tests::ready::{kafka_ready as is_ready, ready_condition};
@@ -1139,11 +1139,15 @@ async fn beta_is_drained_and_undrained_and_a_scale_down_waits_until_the_replicas
 /// group member reading the whole time: new nodes with new IDs start where the pool now
 /// belongs, central drains the leaving brokers with a `KafkaOperation` of its own, and each
 /// leaving node stops (and is unregistered) once it holds no replica. Central is killed once
-/// the first move's drain exists; the move completes after it returns. The way back's drain
-/// crawls and is aborted mid-move: the cluster stays consistent, and once the drain is deleted
-/// central starts another and the move completes. No send fails, the
-/// consumer sees every acknowledged record exactly once, and the longest produce stall is
-/// printed. (Part of the stretched Kafka's test: each new Kafka costs minutes on two cores.)
+/// the first move's drain exists; the move completes after it returns. The way back, started
+/// with `kstretch move-pool --throttle 1 --wait`, crawls and its drain is aborted mid-move: the
+/// cluster stays consistent and the CLI says the move stalled and what to do. The move is
+/// undone with `kstretch move-pool`, then made again without a throttle: it runs at central's
+/// default, and the aborted drain of the undone move, which has the same name, does not hold
+/// it. A topic of one replica (below the brokers' `min.insync.replicas`) on the leaving broker
+/// moves with it, every record kept. No send fails, the consumer sees every acknowledged
+/// record exactly once, and the longest produce stall is printed. (Part of the stretched
+/// Kafka's test: each new Kafka costs minutes on two cores.)
 async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
     stretch: &mut Stretch,
     k: &Kafka,
@@ -1203,7 +1207,7 @@ async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
         })
         .collect();
     produce(&bootstrap, "back", &records).await;
-    pool_moved(
+    let stalled = pool_moved(
         stretch,
         &bootstrap,
         "m",
@@ -1212,6 +1216,36 @@ async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
         Interruption::Abort,
     )
     .await;
+    // Undone: the pool's broker in beta never left, its new one in alpha leaves.
+    let undone = pool_moved(stretch, &bootstrap, "m", &stalled, BETA, Interruption::None).await;
+    assert_eq!(undone, in_beta, "the undo keeps the nodes that stayed");
+    // One replica, below the brokers' min.insync.replicas (2), so acks=1; it can never have
+    // two replicas in sync, yet moves once its one is.
+    placed_topic(&bootstrap, "scratch", &[&[n]]).await;
+    let scratch: Vec<(String, String)> = (0..200)
+        .map(|i| (format!("s{i:03}"), format!("scratch {i}")))
+        .collect();
+    produce_with_acks(&bootstrap, "scratch", &scratch, "1").await;
+    pool_moved(
+        stretch,
+        &bootstrap,
+        "m",
+        &in_beta,
+        ALPHA,
+        Interruption::None,
+    )
+    .await;
+    let all = bootstrap.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        consume(&all, "scratch", 1, 200, Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        read.len(),
+        200,
+        "the one-replica topic moved with every record"
+    );
     // Then the pool of beta's controller (a combined node, a voter): the new node in alpha
     // joins the voters before the old one leaves them, and back.
     let b = pools.get("b").await.unwrap().status.unwrap().node_ids;
@@ -1252,7 +1286,7 @@ async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
     use std::io::Write as _;
     let _ = writeln!(
         std::io::stderr(),
-        "pool moves (broker pool alpha → beta → alpha, controller pool beta → alpha → beta): {} records acknowledged, none lost or duplicated; longest produce stall {:?}",
+        "pool moves (broker pool alpha → beta → alpha aborted and undone → alpha, controller pool beta → alpha → beta): {} records acknowledged, none lost or duplicated; longest produce stall {:?}",
         sent.acked.len(),
         sent.longest_wait
     );
@@ -1264,16 +1298,16 @@ enum Interruption {
     None,
     /// Central is killed and started again once the move's drain exists.
     Central,
-    /// The move's drain runs at 1 byte/s (`kstretch.io/move-throttle`) and is aborted with
-    /// `kstretch abort` while partitions are in flight; then it is deleted, the throttle
-    /// removed, and the move completes.
+    /// Started with `kstretch move-pool --throttle 1 --wait`, the move's drain runs at a byte a
+    /// second and is aborted with `kstretch abort` while partitions are in flight; the CLI
+    /// says the move stalled, and the move is left so.
     Abort,
 }
 
 /// Points pool `name` (whose nodes are `from_ids`) at cluster `to` and waits until the move
 /// is done: new nodes there (voters, for a controller pool, as Kafka's tool lists them), a
 /// drain of the old brokers completed if they held replicas, the old nodes stopped and
-/// unregistered. Returns the pool's new node IDs.
+/// unregistered. Returns the pool's new node IDs (an aborted move's, once it stalled).
 async fn pool_moved(
     stretch: &mut Stretch,
     bootstrap: &str,
@@ -1295,20 +1329,21 @@ async fn pool_moved(
         .spec
         .roles
         .contains(&kstretch_api::ProcessRole::Controller);
-    // An uninterrupted move is started and followed to its end by `kstretch move-pool --wait`,
-    // as a user would; the others by the annotations, so the test can step in meanwhile.
+    // A move is started and followed by `kstretch move-pool --wait`, as a user would; the one
+    // that central's restart interrupts by the annotation.
     let mut cli = None;
-    if interruption == Interruption::None {
-        let mut command = stretch.kstretch_command(&["move-pool", name, "--to", to, "--wait"]);
+    if interruption != Interruption::Central {
+        let mut args = vec!["move-pool", name, "--to", to, "--wait"];
+        if interruption == Interruption::Abort {
+            args.extend(["--throttle", "1"]);
+        }
+        let mut command = stretch.kstretch_command(&args);
         cli = Some(tokio::task::spawn_blocking(move || {
             command.output().expect("kstretch runs")
         }));
     } else {
         let alias = if to == ALPHA { Value::Null } else { json!(to) };
-        let mut annotations = json!({"strimzi.io/stretch-cluster-alias": alias});
-        if interruption == Interruption::Abort {
-            annotations["kstretch.io/move-throttle"] = json!("1");
-        }
+        let annotations = json!({"strimzi.io/stretch-cluster-alias": alias});
         pools
             .patch(
                 name,
@@ -1342,9 +1377,18 @@ async fn pool_moved(
     let ops: Api<KafkaOperation> = stretch.api(ALPHA);
     let ids: Vec<String> = from_ids.iter().map(i32::to_string).collect();
     let drain = format!("live-{name}-move-{}", ids.join("-"));
-    if interruption == Interruption::Abort {
+    if let Some(cli) = cli.take_if(|_| interruption == Interruption::Abort) {
         assert!(holds, "an abort needs replicas to move");
-        aborted_mid_move(stretch, bootstrap, name, &drain).await;
+        aborted_mid_move(stretch, bootstrap, &drain).await;
+        let (ok, text) = cli_said(cli).await;
+        assert!(
+            !ok && text.contains("copies at 1 B/s per broker")
+                && text.contains(&format!("the move of KafkaNodePool {name} to {to} stalled"))
+                && text.contains(&format!("kubectl delete kafkaoperation {drain}"))
+                && text.contains(&format!("kstretch move-pool {name} --to")),
+            "kstretch move-pool {name} --to {to} --throttle 1 --wait:\n{text}"
+        );
+        return new;
     }
     if interruption == Interruption::Central {
         // Central killed mid-move, once it has started the drain: the move goes on from what
@@ -1439,13 +1483,21 @@ async fn pool_moved(
         "no replica left on {from_ids:?}: {placement:?}"
     );
     if let Some(cli) = cli {
-        let output = cli.await.unwrap();
-        let text = String::from_utf8_lossy(&output.stdout).into_owned()
-            + &String::from_utf8_lossy(&output.stderr);
+        let (ok, text) = cli_said(cli).await;
         assert!(
-            output.status.success() && text.contains(&format!("moved to {to}: nodes {new:?}")),
+            ok && text.contains(&format!("moved to {to}: nodes {new:?}"))
+                && text.contains("copies at 50 MiB/s per broker (central's default)"),
             "kstretch move-pool {name} --to {to} --wait:\n{text}"
         );
+        let pool = pools.get(name).await.unwrap();
+        assert!(
+            !pool.annotations().contains_key("kstretch.io/move-throttle"),
+            "no throttle is left from an earlier move"
+        );
+        if holds {
+            let done = ops.get(&drain).await.unwrap().status.unwrap();
+            assert_eq!(done.replication_throttle, Some(50 * 1024 * 1024), "{drain}");
+        }
     }
     use std::io::Write as _;
     let _ = writeln!(
@@ -1456,12 +1508,19 @@ async fn pool_moved(
     new
 }
 
+/// Whether `kstretch` succeeded, and what it printed.
+async fn cli_said(cli: tokio::task::JoinHandle<std::process::Output>) -> (bool, String) {
+    let output = cli.await.unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
+}
+
 /// The move's drain `drain`, crawling at 1 byte/s, is aborted with `kstretch abort` while it
 /// has partitions in flight: the cluster is left consistent (every partition of the test's
 /// topics at replication factor 3 and fully in sync, no reassignment left running, the same
-/// voters) and the `Kafka` says the move stalled. Then the throttle goes and the drain is
-/// deleted, so that central starts another and the move can complete.
-async fn aborted_mid_move(stretch: &Stretch, bootstrap: &str, pool: &str, drain: &str) {
+/// voters) and the `Kafka` says the move stalled.
+async fn aborted_mid_move(stretch: &Stretch, bootstrap: &str, drain: &str) {
     let ops: Api<KafkaOperation> = stretch.api(ALPHA);
     let voters = || {
         quorum_by_kafkas_tool(bootstrap)
@@ -1526,14 +1585,12 @@ async fn aborted_mid_move(stretch: &Stretch, bootstrap: &str, pool: &str, drain:
         .collect();
     assert!(short.is_empty(), "partitions not at 3 replicas: {short:?}");
     assert_eq!(voters(), voters_before, "the voters after the abort");
-
-    let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
-    let no_throttle = json!({"metadata": {"annotations": {"kstretch.io/move-throttle": null}}});
-    pools
-        .patch(pool, &PatchParams::default(), &Patch::Merge(no_throttle))
-        .await
-        .unwrap();
-    ops.delete(drain, &Default::default()).await.unwrap();
+    let op = ops.get(drain).await.unwrap();
+    assert_eq!(
+        op.spec.replication_throttle,
+        Some(1),
+        "the throttle asked for"
+    );
 }
 
 /// Benchmark, not a test (`scripts/bench-move.sh` runs it): a one-broker pool in alpha holds

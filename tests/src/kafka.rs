@@ -100,11 +100,22 @@ pub fn placement(bootstrap: &str) -> Result<Placement, rdkafka::error::KafkaErro
 /// Produces `records` (key, value) to `topic` with `acks=all` and fails the test unless every
 /// one is acknowledged.
 pub async fn produce(bootstrap: &str, topic: &str, records: &[(String, String)]) {
+    produce_with_acks(bootstrap, topic, records, "all").await;
+}
+
+/// [`produce`] with `acks` (`all` makes the producer idempotent; `1` serves a topic with fewer
+/// replicas than `min.insync.replicas`, which refuses `acks=all`).
+pub async fn produce_with_acks(
+    bootstrap: &str,
+    topic: &str,
+    records: &[(String, String)],
+    acks: &str,
+) {
     use rdkafka::producer::{FutureProducer, FutureRecord};
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
+        .set("acks", acks)
+        .set("enable.idempotence", (acks == "all").to_string())
         .set("message.timeout.ms", "60000")
         .create()
         .unwrap_or_else(|e| panic!("cannot create a Kafka producer for {bootstrap}: {e}"));
