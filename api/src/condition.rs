@@ -146,6 +146,29 @@ pub fn set_warning(
     })
 }
 
+/// Sets a `Warning` condition per reason of `warnings` (reason, message): the messages of one
+/// reason are joined with `; ` in their order (a message given twice once), so that no warning
+/// hides another of the same reason. Returns whether anything visible changed.
+pub fn set_warnings(
+    conditions: &mut Vec<Condition>,
+    warnings: &[(String, String)],
+    now: &str,
+) -> bool {
+    let mut by_reason: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (reason, message) in warnings {
+        match by_reason.iter_mut().find(|(r, _)| r == reason) {
+            Some((_, messages)) if messages.contains(&message.as_str()) => {}
+            Some((_, messages)) => messages.push(message),
+            None => by_reason.push((reason, vec![message])),
+        }
+    }
+    let mut changed = false;
+    for (reason, messages) in by_reason {
+        changed |= set_warning(conditions, reason, messages.join("; "), now);
+    }
+    changed
+}
+
 /// Removes every condition of the given type. Returns whether any was removed.
 pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) -> bool {
     let before = conditions.len();
@@ -310,6 +333,25 @@ mod tests {
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].reason.as_deref(), Some("AlterOffsets"));
         assert_eq!(conditions[0].last_transition_time.as_deref(), Some(T0));
+    }
+
+    #[test]
+    fn warnings_of_one_reason_are_joined_not_lost() {
+        let mut conditions = Vec::new();
+        let w = |r: &str, m: &str| (r.to_owned(), m.to_owned());
+        let warnings = [
+            w("PoolMoving", "pool a moves"),
+            w("Other", "x"),
+            w("PoolMoving", "pool b moves"),
+            w("PoolMoving", "pool a moves"),
+        ];
+        assert!(set_warnings(&mut conditions, &warnings, T0));
+        assert_eq!(conditions.len(), 2);
+        assert_eq!(
+            conditions[0].message.as_deref(),
+            Some("pool a moves; pool b moves")
+        );
+        assert!(!set_warnings(&mut conditions, &warnings, T1));
     }
 
     #[test]

@@ -257,7 +257,18 @@ async fn follow(watched: &Watched, pool: &KafkaNodePool, to: &str) -> Result<Str
         if let Some(refusal) = refusal_of(&conditions, &name) {
             return Err(refusal);
         }
-        let word = warning(&conditions, "PoolMoving").unwrap_or_else(|| "starting".to_owned());
+        // The word on this pool (several may move), and of this move: until central has seen
+        // the pool pointed at `to`, it may be of an earlier one.
+        let word = warning(&conditions, "PoolMoving")
+            .and_then(|all| {
+                all.split("; ")
+                    .find(|m| {
+                        m.starts_with(&format!("KafkaNodePool {name} moves "))
+                            && m.contains(&format!(" to {to}:"))
+                    })
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| "starting".to_owned());
         crate::say_if_changed(&mut last, &name, word);
         // The move under way is the one pointed at `to`; until the status says so, an earlier
         // move's drain may still be listed.

@@ -30,9 +30,7 @@ pub fn conditions(
         .cloned()
         .collect();
     condition::set_condition(&mut out, ready, now);
-    for (reason, message) in warnings {
-        condition::set_warning(&mut out, reason, message.clone(), now);
-    }
+    condition::set_warnings(&mut out, warnings, now);
     out
 }
 

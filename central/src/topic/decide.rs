@@ -287,9 +287,7 @@ pub fn status(
         .cloned()
         .collect();
     condition::set_condition(&mut conditions, main, now);
-    for (reason, message) in &outcome.warnings {
-        condition::set_warning(&mut conditions, reason, message.clone(), now);
-    }
+    condition::set_warnings(&mut conditions, &outcome.warnings, now);
     KafkaTopicStatus {
         conditions,
         observed_generation: kt.metadata.generation,
