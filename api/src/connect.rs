@@ -98,6 +98,11 @@ pub struct KafkaConnectSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub template: Option<OpaqueObject>,
+    /// What Strimzi's schema has here and kstretch does not model (`metricsConfig`, `logging`, `build`, ...): kept as
+    /// written, and named in a `NotActedOn` warning.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unmodelled: OpaqueObject,
 }
 
 impl KafkaConnectSpec {

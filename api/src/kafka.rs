@@ -2,9 +2,11 @@
 //! nodes are defined by `KafkaNodePool` resources.
 //!
 //! Modelled: what kstretch acts on (versions, listeners, config, authorization, rack, JVM options,
-//! the legacy v1beta2 `replicas`/`storage`/`resources` used as node-pool fallbacks) and the status
-//! it writes. Everything else Strimzi accepts (probes, logging, metrics, quotas, tiered storage,
-//! `clusterCa`, `kafkaExporter`, ZooKeeper leftovers of v1beta2 manifests, ...) is kept as written.
+//! the legacy v1beta2 `replicas`/`resources` used as node-pool fallbacks) and the status it
+//! writes. Everything else Strimzi accepts (probes, logging, metrics, quotas, tiered storage,
+//! `kafkaExporter`, ZooKeeper leftovers of v1beta2 manifests, ...) is kept as written, in the
+//! `unmodelled` maps when not modelled, and central names what it does not act on in a
+//! `NotActedOn` warning.
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use kube::CustomResource;
@@ -84,6 +86,11 @@ pub struct KafkaSpec {
     /// Cron expressions of the time windows in which disruptive maintenance may happen.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub maintenance_time_windows: Vec<String>,
+    /// What Strimzi's schema has here and kstretch does not model (`zookeeper` of v1beta2 manifests, ...): kept as
+    /// written, and named in a `NotActedOn` warning.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unmodelled: OpaqueObject,
 }
 
 /// `spec.kafka`: settings shared by all the Kafka nodes of the cluster.
@@ -111,7 +118,7 @@ pub struct KafkaClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub config: Option<ConfigValues>,
-    /// Legacy (v1beta2): node storage, used for pools that do not set their own.
+    /// Legacy (v1beta2): node storage. Not acted on: every pool sets its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<Storage>,
     /// Authorization of client requests.
@@ -132,6 +139,11 @@ pub struct KafkaClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub template: Option<OpaqueObject>,
+    /// What Strimzi's schema has here and kstretch does not model (`metricsConfig`, `logging`, `quotas`, probes, ...): kept as
+    /// written, and named in a `NotActedOn` warning.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unmodelled: OpaqueObject,
 }
 
 /// One listener: a port, how it is exposed and how clients authenticate on it.
@@ -158,6 +170,11 @@ pub struct GenericKafkaListener {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub configuration: Option<OpaqueObject>,
+    /// What Strimzi's schema has here and kstretch does not model (`networkPolicyPeers`): kept as
+    /// written, and named in a `NotActedOn` warning.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unmodelled: OpaqueObject,
 }
 
 /// How a listener is exposed.
@@ -250,13 +267,14 @@ pub enum RackType {
     EnvironmentVariable,
 }
 
-/// The entity operator: Strimzi's topic and user operators. kstretch runs its own topic
-/// reconciliation and keeps these settings only so that manifests apply unchanged.
+/// The entity operator: Strimzi's topic and user operators. kstretch's run inside central and
+/// reconcile every `KafkaTopic` and `KafkaUser` whether this is set or not; the settings inside
+/// are kept so that manifests apply unchanged, and named as not acted on.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = keep_unknown_fields)]
 pub struct EntityOperatorSpec {
-    /// Topic operator settings; presence means `KafkaTopic` resources are reconciled.
+    /// Topic operator settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub topic_operator: Option<OpaqueObject>,
@@ -264,6 +282,11 @@ pub struct EntityOperatorSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub user_operator: Option<OpaqueObject>,
+    /// What Strimzi's schema has here and kstretch does not model (`template`, `tlsSidecar`): kept as
+    /// written, and named in a `NotActedOn` warning.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unmodelled: OpaqueObject,
 }
 
 /// Observed state of a Kafka cluster.

@@ -72,11 +72,17 @@ pub struct KafkaNodePoolSpec {
     /// JVM options; `Kafka.spec.kafka.jvmOptions` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jvm_options: Option<JvmOptions>,
-    /// Customisation of the generated pods, services and claims; `Kafka.spec.kafka.template`
-    /// when absent (the whole object is taken from one place, never merged).
+    /// Customisation of the generated pods, services and claims. Each part (`pod`,
+    /// `kafkaContainer`, ...) the pool does not set is `Kafka.spec.kafka.template`'s, as Strimzi
+    /// takes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub template: Option<OpaqueObject>,
+    /// What Strimzi's schema has here and kstretch does not model (fields of later Strimzi versions): kept as
+    /// written, and named in a `NotActedOn` warning.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unmodelled: OpaqueObject,
 }
 
 /// A KRaft process role.

@@ -21,5 +21,6 @@ pub mod status;
 #[cfg(test)]
 mod testing;
 pub mod topic;
+pub mod unserved;
 pub mod user;
 pub mod wiring;

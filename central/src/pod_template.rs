@@ -8,10 +8,14 @@ use kstretch_api::names;
 use kstretch_core::kraft;
 use serde_json::{Map, Value, json};
 
-use crate::kafka::build::DEFAULT_KAFKA_VERSION;
+use kstretch_core::versions::DEFAULT_KAFKA_VERSION;
 
-/// The fields of `template.pod` that reach the pod's spec.
-const TAKEN: [&str; 11] = [
+use crate::unserved::Applied;
+
+/// The keys of `template.pod` kstretch applies: its metadata's labels and annotations, and the
+/// scheduling fields after it, which reach the pod's spec.
+pub const TEMPLATE_POD: &[&str] = &[
+    "metadata",
     "affinity",
     "tolerations",
     "nodeSelector",
@@ -24,6 +28,9 @@ const TAKEN: [&str; 11] = [
     "hostAliases",
     "enableServiceLinks",
 ];
+
+/// The parts of a `Kafka`'s or `KafkaNodePool`'s `template` the node pods apply.
+pub const KAFKA_TEMPLATE: Applied = &[("pod", TEMPLATE_POD)];
 
 /// What one pod is made of.
 #[derive(Debug)]
@@ -50,9 +57,9 @@ pub fn pod(parts: PodParts<'_>) -> Value {
         "terminationGracePeriodSeconds": 30,
     });
     if let Some(template) = parts.template {
-        for key in TAKEN {
-            if let Some(value) = template.get(key) {
-                spec[key] = value.clone();
+        for key in TEMPLATE_POD.iter().filter(|k| **k != "metadata") {
+            if let Some(value) = template.get(*key) {
+                spec[*key] = value.clone();
             }
         }
     }

@@ -5,6 +5,9 @@
 
 use std::fmt;
 
+/// Kafka version run when a `Kafka` or `KafkaConnect` names none.
+pub const DEFAULT_KAFKA_VERSION: &str = "4.1.2";
+
 /// Every metadata version kstretch knows, by feature level (Kafka's `MetadataVersion`).
 const METADATA_VERSIONS: &[(&str, i16)] = &[
     ("3.9-IV0", 21),

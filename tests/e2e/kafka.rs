@@ -1527,3 +1527,84 @@ async fn kafka_users_that_cannot_be_served_are_refused_naming_what_to_fix() {
     .await;
     stretch.finish().await;
 }
+
+/// The fields of Strimzi 1.2.0's `packaging/examples` that kstretch does not act on, applied
+/// in those examples' shapes (`tests/fixtures/strimzi/v1/not-acted-on.yaml`): each is named by
+/// its path in a `NotActedOn` warning of its `Kafka` or `KafkaConnect`, and nothing the
+/// examples ask for that kstretch serves (listeners, authentication, authorization, the entity
+/// operator, storage) is named. Nothing is dropped without a word.
+#[tokio::test]
+async fn fields_of_strimzi_examples_kstretch_does_not_act_on_are_named() {
+    use kstretch_api::KafkaConnect;
+    use kstretch_tests::fixtures;
+
+    let stretch = Stretch::start("not-acted-on", &[]).await;
+    let manifests: Vec<_> = fixtures::load("v1")
+        .into_iter()
+        .filter(|m| m.file.ends_with("not-acted-on.yaml"))
+        .collect();
+    for m in &manifests {
+        stretch.apply(m.doc.clone()).await;
+    }
+    let named = |conditions: Option<Vec<kstretch_api::Condition>>| -> BTreeSet<String> {
+        conditions
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.type_ == "Warning" && c.reason.as_deref() == Some("NotActedOn"))
+            .flat_map(|c| {
+                c.message
+                    .unwrap_or_default()
+                    .split("; ")
+                    .filter_map(|m| {
+                        m.split_once(" is not acted on: ")
+                            .map(|(p, _)| p.to_owned())
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let kafkas = [
+        (
+            "metrics",
+            &[".spec.kafka.metricsConfig", ".spec.kafkaExporter"][..],
+        ),
+        (
+            "reporter",
+            &[".spec.kafka.metricsConfig", ".spec.kafkaExporter"],
+        ),
+        ("balanced", &[".spec.cruiseControl"]),
+        (
+            "oauth",
+            &[
+                ".spec.kafka.template.kafkaContainer",
+                ".spec.kafka.template.pod.volumes",
+            ],
+        ),
+    ];
+    for (name, paths) in kafkas {
+        let wanted: BTreeSet<String> = paths.iter().map(|p| p.to_string()).collect();
+        stretch
+            .wait_in_alpha(
+                name,
+                "its fields not acted on named",
+                TIMEOUT,
+                |k: &Kafka| named(k.status.as_ref().map(|s| s.conditions.clone())) == wanted,
+            )
+            .await;
+    }
+    for (name, path) in [
+        ("built", ".spec.build"),
+        ("measured", ".spec.metricsConfig"),
+    ] {
+        let wanted = BTreeSet::from([path.to_owned()]);
+        stretch
+            .wait_in_alpha(
+                name,
+                "its fields not acted on named",
+                TIMEOUT,
+                |c: &KafkaConnect| named(c.status.as_ref().map(|s| s.conditions.clone())) == wanted,
+            )
+            .await;
+    }
+    stretch.finish().await;
+}

@@ -13,7 +13,17 @@ use serde_json::{Map, Value, json};
 
 use super::security;
 use super::validate::Resolved;
-use crate::pod_template::{self, PodParts};
+use crate::pod_template::{self, PodParts, TEMPLATE_POD};
+use crate::unserved::Applied;
+
+/// The parts of a `KafkaConnect`'s `template` the workers' objects apply.
+pub const CONNECT_TEMPLATE: Applied = &[
+    ("pod", TEMPLATE_POD),
+    ("podSet", &["metadata"]),
+    ("apiService", &["metadata"]),
+    ("headlessService", &["metadata"]),
+    ("connectContainer", &["env", "securityContext"]),
+];
 
 /// Port of the Connect REST API (Strimzi's `REST_API_PORT`).
 pub const REST_API_PORT: u16 = 8083;
@@ -411,8 +421,8 @@ mod tests {
 
     use super::*;
     use crate::connect::validate::resolve;
-    use crate::kafka::build::DEFAULT_KAFKA_VERSION;
     use crate::kafka::resolve::Members;
+    use kstretch_core::versions::DEFAULT_KAFKA_VERSION;
 
     fn members() -> Members {
         Members {

@@ -22,6 +22,7 @@ use crate::kafka::status;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
 use crate::link::{Agents, Owner, OwnerKind, Owners, Part};
 use crate::metrics::OwnerMetrics;
+use crate::unserved;
 
 /// Requeue while workers start or roll.
 const BUSY_REQUEUE: Duration = Duration::from_secs(5);
@@ -147,6 +148,11 @@ pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Acti
         pod_set,
     };
     let mut warnings = resolved.warnings.clone();
+    warnings.extend(
+        unserved::connect(&connect.spec, build::CONNECT_TEMPLATE)
+            .into_iter()
+            .map(|w| (unserved::NOT_ACTED_ON.to_owned(), w)),
+    );
     warnings.extend(rejected_objects(record.as_ref(), &namespace, &name));
     let ready = match rollout::next(alias, &built.revisions, seen) {
         Step::Done => Condition::ready(),

@@ -21,8 +21,6 @@ use super::resolve::{PerNode, Resolved, ResolvedPool};
 use crate::pki::NodeCerts;
 use crate::pod_template::{self, PodParts};
 
-/// Kafka version run when `Kafka.spec.kafka.version` is not set.
-pub const DEFAULT_KAFKA_VERSION: &str = "4.1.2";
 /// Where the node's ConfigMap is mounted.
 pub const CONFIG_DIR: &str = "/opt/kafka/custom-config";
 /// Key of the KRaft configuration in the node's ConfigMap.
@@ -1322,7 +1320,7 @@ mod tests {
         assert_eq!(pod["annotations"]["note"], "y");
         assert_eq!(
             pod["annotations"]["strimzi.io/kafka-version"],
-            DEFAULT_KAFKA_VERSION
+            kstretch_core::versions::DEFAULT_KAFKA_VERSION
         );
     }
 

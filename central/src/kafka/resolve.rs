@@ -16,6 +16,8 @@ use kstretch_core::node_ids::{PoolIds, Role};
 use kube::ResourceExt;
 
 use super::security::{self, SecretCertificate, SecurityProblem};
+use crate::pod_template::KAFKA_TEMPLATE;
+use crate::unserved;
 
 /// `Kafka` annotation choosing how nodes in different member clusters reach each other:
 /// `cluster-dns` (one cluster only), `mcs` (Multi-Cluster Services), `loadbalancer` (a
@@ -92,6 +94,8 @@ pub struct ResolvedPool {
     /// While the pool moves to another member cluster: its nodes still running in the one it
     /// leaves.
     pub leaving: Option<Leaving>,
+    /// What of the pool's spec is not acted on ([`crate::unserved`]).
+    pub not_acted_on: Vec<String>,
 }
 
 /// Nodes of a moving pool that still run in the member cluster it leaves.
@@ -128,6 +132,9 @@ pub struct Resolved {
     pub addressing: Addressing,
     pub per_node: Option<PerNode>,
     pub warnings: Vec<String>,
+    /// What of the `Kafka` and its pools is not acted on ([`crate::unserved`]), the pools'
+    /// named by pool.
+    pub not_acted_on: Vec<String>,
 }
 
 /// Why the resources cannot be used as they are; reported as `Ready=False`.
@@ -288,6 +295,7 @@ pub fn resolve(
     if !invalid.is_empty() {
         return Err(invalid);
     }
+    let not_acted_on = not_acted_on(kafka, &resolved);
     Ok(Resolved {
         pools: resolved,
         listeners,
@@ -297,6 +305,7 @@ pub fn resolve(
         addressing,
         per_node,
         warnings: rack_warnings(spec),
+        not_acted_on,
     })
 }
 
@@ -358,10 +367,11 @@ fn resolve_pool(
             .jvm_options
             .clone()
             .or_else(|| spec.jvm_options.clone()),
-        template: pool.spec.template.clone().or_else(|| spec.template.clone()),
+        template: template_of(pool.spec.template.as_ref(), spec.template.as_ref()),
         generation: pool.metadata.generation,
         cluster_id: status.and_then(|s| s.cluster_id.clone()),
         leaving,
+        not_acted_on: unserved::pool(&pool.spec, KAFKA_TEMPLATE),
     };
     (resolved, invalid)
 }
@@ -468,6 +478,27 @@ fn addressing(
             value: other.to_owned(),
         }),
     }
+}
+
+/// What of `kafka` and its `pools` is not acted on.
+fn not_acted_on(kafka: &Kafka, pools: &[ResolvedPool]) -> Vec<String> {
+    let mut out = unserved::kafka(&kafka.spec, KAFKA_TEMPLATE);
+    for pool in pools {
+        out.extend(
+            pool.not_acted_on
+                .iter()
+                .map(|w| format!("KafkaNodePool {}: {w}", pool.name)),
+        );
+    }
+    out
+}
+
+/// The template of a pool's nodes: each part the pool sets, else the `Kafka`'s (as Strimzi
+/// merges them).
+fn template_of(pool: Option<&OpaqueObject>, kafka: Option<&OpaqueObject>) -> Option<OpaqueObject> {
+    let mut merged = kafka.cloned().unwrap_or_default();
+    merged.extend(pool.cloned().unwrap_or_default());
+    (pool.is_some() || kafka.is_some()).then_some(merged)
 }
 
 /// What of `spec.kafka.rack` is not applied: every broker's rack is its Kubernetes cluster's
@@ -830,6 +861,25 @@ pub(crate) mod tests {
                 "InvalidAddressing"
             ]
         );
+    }
+
+    #[test]
+    fn a_pools_template_takes_each_part_it_does_not_set_from_the_kafka() {
+        let object = |v: serde_json::Value| v.as_object().cloned().unwrap();
+        let kafka = object(json!({"pod": {"affinity": {"a": 1}}, "kafkaContainer": {"env": []}}));
+        let pool = object(json!({"podSet": {"metadata": {}}}));
+        let merged = template_of(Some(&pool), Some(&kafka)).unwrap();
+        assert_eq!(
+            merged["pod"],
+            json!({"affinity": {"a": 1}}),
+            "the Kafka's pod part"
+        );
+        assert!(merged.contains_key("podSet") && merged.contains_key("kafkaContainer"));
+        // A part the pool sets is the pool's, whole.
+        let pool = object(json!({"pod": {"tolerations": []}}));
+        let merged = template_of(Some(&pool), Some(&kafka)).unwrap();
+        assert_eq!(merged["pod"], json!({"tolerations": []}));
+        assert_eq!(template_of(None, None), None);
     }
 
     #[test]

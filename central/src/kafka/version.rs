@@ -6,8 +6,8 @@
 use kstretch_api::{Kafka, KafkaStatus};
 use kstretch_core::versions::{self, MetadataVersion, Target, VersionError};
 
-use super::build::DEFAULT_KAFKA_VERSION;
 use super::reconcile::Context;
+use kstretch_core::versions::DEFAULT_KAFKA_VERSION;
 
 /// The finalized feature that is the metadata version.
 const METADATA_VERSION: &str = "metadata.version";

@@ -17,6 +17,7 @@ use crate::kafka::error::Error;
 use crate::kafka::forget;
 use crate::kafka::resolve::{self, ResolvedPool};
 use crate::kafka::status;
+use crate::unserved;
 
 /// Writes every pool's status; returns the forgotten clusters whose forget is done.
 pub(super) async fn record(pass: &mut Pass<'_>, plan: &Plan) -> Result<BTreeSet<String>, Error> {
@@ -96,8 +97,13 @@ pool,
         .as_ref()
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
+    let warnings: Vec<(String, String)> = r
+        .not_acted_on
+        .iter()
+        .map(|w| (unserved::NOT_ACTED_ON.to_owned(), w.clone()))
+        .collect();
     let pool_status = KafkaNodePoolStatus {
-        conditions: status::conditions(&existing, Condition::ready(), &[], &pass.now),
+        conditions: status::conditions(&existing, Condition::ready(), &warnings, &pass.now),
         observed_generation: r.generation,
         replicas: Some(node_ids.len() as i32),
         node_ids,

@@ -21,6 +21,7 @@ use crate::kafka::resolve::{PerNode, Resolved};
 use crate::kafka::status;
 use crate::link::{Owner, Part};
 use crate::pki::{self, CaKind, CertError};
+use crate::unserved;
 
 /// Builds and publishes this pass's objects; ends the pass while per-node addresses are pending.
 pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built> {
@@ -44,6 +45,12 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
             .warnings
             .iter()
             .map(|w| ("ConfigurationIgnored".to_owned(), w.clone())),
+    );
+    pass.warnings.extend(
+        plan.resolved
+            .not_acted_on
+            .iter()
+            .map(|w| (unserved::NOT_ACTED_ON.to_owned(), w.clone())),
     );
     if let Some(r) = &plan.recovering {
         recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
