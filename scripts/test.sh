@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh — owns: the whole test run (what `make test` and CI execute): prerequisites,
-# the real environment, formatting, clippy, CRD freshness, unit tests, end-to-end tests and
-# chart checks, each step timed. On failure it prints the tail of the environment's logs.
+# the real environment, formatting, module circles, clippy, CRD freshness, unit tests,
+# end-to-end tests and chart checks, each step timed. On failure it prints the tail of the
+# environment's logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
@@ -36,6 +37,8 @@ step sweep tests/env/sweep.sh
 # shellcheck disable=SC1091
 set -a && . "${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}/env" && set +a
 step fmt cargo fmt --all -- --check
+# No module of any crate uses one that uses it back (shared things live in shared modules).
+step modules scripts/check-module-cycles.py
 step clippy cargo clippy --workspace --all-targets --all-features -- -D warnings
 step unit cargo test --workspace
 # All targets, as `cargo test` built them: the binaries then have the features the tests'

@@ -12,9 +12,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
 use crate::common::OpaqueObject;
 use crate::condition::Condition;
+use crate::error::Error;
 use crate::schema::{keep_unknown_fields, label_selector, opaque_object_list};
 
 /// Desired pods of a podset.

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod connect;
 pub mod connector;
 pub mod controller;
+pub mod error;
 pub mod finalizer;
 pub mod grpc;
 pub mod inventory;

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::kafka::Error;
+use crate::error::Error;
 use crate::link::{Agents, Owner, OwnerKind, Owners, Part};
 use crate::metrics::OwnerMetrics;
 
@@ -71,12 +71,7 @@ pub fn paused(
             "reconciliation is paused by the annotation {}=true; nothing is changed until it is removed",
             kstretch_api::names::PAUSE_RECONCILIATION
         ));
-    Ok(crate::kafka::status::conditions(
-        conditions,
-        ready,
-        &[],
-        now,
-    ))
+    Ok(crate::status::conditions(conditions, ready, &[], now))
 }
 
 /// What [`run`] needs of an owning controller's context.

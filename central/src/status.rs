@@ -1,6 +1,9 @@
 //! The one writer of `.status` for central's `kafka.strimzi.io` kinds that take server-side
-//! apply (the topic operator merges instead, see `topic::write`).
+//! apply (the topic operator merges instead, see `topic::write`), and their conditions: a
+//! `Ready` condition plus one `Warning` per current warning, stale warnings dropped, transition
+//! times kept while nothing changed.
 
+use kstretch_api::condition::{self, Condition, WARNING};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
@@ -48,4 +51,76 @@ where
     )
     .await?;
     Ok(())
+}
+
+/// `existing` conditions updated to `ready` and exactly the `warnings` given (by reason), with
+/// transition times kept where the status did not change.
+pub fn conditions(
+    existing: &[Condition],
+    ready: Condition,
+    warnings: &[(String, String)],
+    now: &str,
+) -> Vec<Condition> {
+    let mut out: Vec<Condition> = existing
+        .iter()
+        .filter(|c| {
+            c.type_ == condition::READY
+                || (c.type_ == WARNING
+                    && warnings
+                        .iter()
+                        .any(|(reason, _)| c.reason.as_deref() == Some(reason)))
+        })
+        .cloned()
+        .collect();
+    condition::set_condition(&mut out, ready, now);
+    condition::set_warnings(&mut out, warnings, now);
+    out
+}
+
+/// `Ready=False` with why (kstretch reports `Ready=False` rather than Strimzi's separate
+/// `NotReady` condition, so one condition answers "is it ready?").
+pub fn not_ready(reason: impl Into<String>, message: impl Into<String>) -> Condition {
+    Condition::new(condition::READY, condition::FALSE)
+        .with_reason(reason)
+        .with_message(message)
+}
+
+/// Now, as conditions write it.
+pub fn now() -> String {
+    condition::format_timestamp(k8s_openapi::jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn warnings_come_and_go_and_ready_keeps_its_transition_time() {
+        let first = conditions(
+            &[],
+            not_ready("Pending", "pods starting"),
+            &[("A".into(), "a".into()), ("B".into(), "b".into())],
+            "t1",
+        );
+        assert_eq!(first.len(), 3);
+        let second = conditions(
+            &first,
+            not_ready("Pending", "pods still starting"),
+            &[("B".into(), "b".into())],
+            "t2",
+        );
+        assert_eq!(second.len(), 2);
+        let ready = second.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready.last_transition_time.as_deref(), Some("t1"));
+        assert_eq!(ready.message.as_deref(), Some("pods still starting"));
+        let warning = second.iter().find(|c| c.type_ == "Warning").unwrap();
+        assert_eq!(warning.reason.as_deref(), Some("B"));
+        assert_eq!(warning.last_transition_time.as_deref(), Some("t1"));
+
+        let third = conditions(&second, Condition::ready(), &[], "t3");
+        assert_eq!(third.len(), 1);
+        assert_eq!(third[0].last_transition_time.as_deref(), Some("t3"));
+    }
 }

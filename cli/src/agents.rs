@@ -7,10 +7,10 @@ use std::time::{Duration, SystemTime};
 use kstretch_proto::admin::v1::admin_service_client::AdminServiceClient;
 use kstretch_proto::admin::v1::{Agent, ListAgentsRequest, ListAgentsResponse};
 
-use crate::CliError;
+use crate::error::CliError;
 
 pub async fn run(address: &str, timeout: Duration) -> Result<String, CliError> {
-    let channel = crate::connect(address, timeout).await?;
+    let channel = crate::central::connect(address, timeout).await?;
     let response = AdminServiceClient::new(channel)
         .list_agents(ListAgentsRequest {})
         .await?

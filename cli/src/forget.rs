@@ -12,8 +12,8 @@ use kstretch_proto::admin::v1::admin_service_client::AdminServiceClient;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
-use crate::CliError;
-use crate::operations::KafkaArgs;
+use crate::error::CliError;
+use crate::kubeconfig::KafkaArgs;
 
 /// How often `--wait` looks.
 const POLL: Duration = Duration::from_secs(2);
@@ -81,7 +81,7 @@ pub async fn run(central: &str, timeout: Duration, args: &ForgetArgs) -> Result<
 /// Refuses unless central's agent of `cluster` is known and away: forgetting a cluster that
 /// still answers would throw away brokers that run (drain it, or move its pools, instead).
 async fn lost_for_central(central: &str, timeout: Duration, cluster: &str) -> Result<(), CliError> {
-    let channel = crate::connect(central, timeout).await?;
+    let channel = crate::central::connect(central, timeout).await?;
     let agents = AdminServiceClient::new(channel)
         .list_agents(ListAgentsRequest {})
         .await?
@@ -128,7 +128,7 @@ fn confirm(kafka: &str, cluster: &str, pools: &[(String, Vec<i32>)]) -> Result<(
         .iter()
         .map(|(pool, ids)| format!("{pool} {ids:?}"))
         .collect();
-    crate::confirm_by_typing(
+    crate::terminal::confirm_by_typing(
         &format!(
             "Kafka {kafka} forgets Kubernetes cluster {cluster} for good: its nodes ({}) are taken out of Kafka, their partitions get replicas elsewhere, and if the cluster comes back its pods of this Kafka are deleted.\nType the cluster's name to confirm: ",
             if nodes.is_empty() {
@@ -188,14 +188,14 @@ async fn follow(
                 }
             ));
         }
-        crate::say_if_changed(&mut last, &name, format!("{phase}: {said}"));
+        crate::terminal::say_if_changed(&mut last, &name, format!("{phase}: {said}"));
         tokio::time::sleep(POLL).await;
     }
 }
 
 /// Kubernetes' RBAC said no (or something else failed).
 fn not_allowed(e: kube::Error) -> CliError {
-    crate::refused_by_kubernetes(
+    crate::error::refused_by_kubernetes(
         e,
         "forgetting a cluster needs get and patch on kafkas.kafka.strimzi.io, and get/list on kafkanodepools and kafkaoperations, in the central cluster",
     )

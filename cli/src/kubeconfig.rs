@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::CliError;
+use crate::error::CliError;
 
 /// Which kubeconfig and context.
 #[derive(clap::Args, Debug, Clone)]
@@ -45,4 +45,18 @@ impl KubeArgs {
             namespace.map_or_else(|| client.default_namespace().to_owned(), str::to_owned);
         Ok((client, namespace))
     }
+}
+
+/// The Kafka operated on.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KafkaArgs {
+    /// The Kafka's name.
+    #[arg(long)]
+    pub kafka: String,
+    /// The Kafka's namespace (default: the kubeconfig context's).
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// The central cluster's kubeconfig.
+    #[command(flatten)]
+    pub kube: KubeArgs,
 }

@@ -1,11 +1,14 @@
 //! `kstretch`: the admin command line for kstretch central.
 
 mod agents;
+mod central;
+mod error;
 mod forget;
 mod kubeconfig;
 mod moves;
 mod operations;
 mod status;
+mod terminal;
 mod unclaimed;
 
 use std::process::ExitCode;
@@ -73,26 +76,6 @@ enum Command {
     Abort(operations::AbortArgs),
 }
 
-/// What went wrong, in words for the person at the terminal.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    #[error("invalid central address {address:?}: {reason}")]
-    Address { address: String, reason: String },
-    #[error("cannot connect to central at {address}: {source} (is it running? see --central)")]
-    Connect {
-        address: String,
-        source: tonic::transport::Error,
-    },
-    #[error("central answered with an error: {} ({:?})", .0.message(), .0.code())]
-    Call(#[from] tonic::Status),
-    #[error("refused: {0}")]
-    Refused(String),
-    #[error("cannot use the kubeconfig: {0}")]
-    Kubeconfig(String),
-    #[error("the member cluster's apiserver answered with an error: {0}")]
-    Kube(kube::Error),
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -120,68 +103,4 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Prints `now` for `name` when it differs from what was printed `last` (the progress lines
-/// of `--wait`).
-pub fn say_if_changed(last: &mut String, name: &str, now: String) {
-    if now != *last {
-        println!("{name}: {now}");
-        *last = now;
-    }
-}
-
-/// Asks the person at the terminal to confirm by typing `expected` after `prompt`; off a
-/// terminal, refuses with `off_terminal` (which says to add --yes).
-pub fn confirm_by_typing(prompt: &str, expected: &str, off_terminal: &str) -> Result<(), CliError> {
-    use std::io::{BufRead, IsTerminal, Write as _};
-    if !std::io::stdin().is_terminal() {
-        return Err(CliError::Refused(off_terminal.to_owned()));
-    }
-    print!("{prompt}");
-    let _ = std::io::stdout().flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| CliError::Refused(format!("cannot read the confirmation: {e}")))?;
-    if answer.trim() != expected {
-        return Err(CliError::Refused(format!(
-            "not confirmed ({:?} is not {expected}); nothing changed",
-            answer.trim()
-        )));
-    }
-    Ok(())
-}
-
-/// A Kubernetes error in words for the person at the terminal: RBAC's 403 is a refusal that
-/// says what the command `needs`.
-pub fn refused_by_kubernetes(e: kube::Error, needs: &str) -> CliError {
-    match &e {
-        kube::Error::Api(s) if s.code == 403 => {
-            CliError::Refused(format!("Kubernetes refused: {} ({needs})", s.message))
-        }
-        _ => CliError::Kube(e),
-    }
-}
-
-/// Connects to central with a deadline on connect and on every call.
-pub async fn connect(
-    address: &str,
-    timeout: Duration,
-) -> Result<tonic::transport::Channel, CliError> {
-    let endpoint = tonic::transport::Endpoint::from_shared(address.to_owned())
-        .map_err(|e| CliError::Address {
-            address: address.to_owned(),
-            reason: e.to_string(),
-        })?
-        .connect_timeout(timeout)
-        .timeout(timeout);
-    endpoint
-        .connect()
-        .await
-        .map_err(|source| CliError::Connect {
-            address: address.to_owned(),
-            source,
-        })
 }

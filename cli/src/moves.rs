@@ -13,9 +13,9 @@ use kstretch_api::{Kafka, KafkaNodePool, KafkaNodePoolStatus, KafkaOperation, na
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
-use crate::CliError;
+use crate::error::CliError;
+use crate::kubeconfig::KafkaArgs;
 use crate::kubeconfig::KubeArgs;
-use crate::operations::KafkaArgs;
 
 /// How often `--wait` looks at the pool.
 const POLL: Duration = Duration::from_secs(2);
@@ -269,7 +269,7 @@ async fn follow(watched: &Watched, pool: &KafkaNodePool, to: &str) -> Result<Str
                     .map(str::to_owned)
             })
             .unwrap_or_else(|| "starting".to_owned());
-        crate::say_if_changed(&mut last, &name, word);
+        crate::terminal::say_if_changed(&mut last, &name, word);
         // The move under way is the one pointed at `to`; until the status says so, an earlier
         // move's drain may still be listed.
         let this_move = status
@@ -281,7 +281,7 @@ async fn follow(watched: &Watched, pool: &KafkaNodePool, to: &str) -> Result<Str
             && let Some(drain) = drain_of(&watched.operations, &kafka, &name, &started_at).await?
         {
             let stalled = stall(&drain, &conditions, &name, to, &status);
-            crate::say_if_changed(&mut last_drain, &drain.name_any(), drain_word(&drain));
+            crate::terminal::say_if_changed(&mut last_drain, &drain.name_any(), drain_word(&drain));
             if let Some(stalled) = stalled {
                 return Err(stalled);
             }
@@ -390,7 +390,7 @@ fn stall(
 
 /// Kubernetes' RBAC said no (or something else failed).
 fn not_allowed(e: kube::Error) -> CliError {
-    crate::refused_by_kubernetes(
+    crate::error::refused_by_kubernetes(
         e,
         "moving a pool needs get and patch on kafkanodepools.kafka.strimzi.io, get on kafkas and (with --wait) list on kafkaoperations.kstretch.io, in the central cluster",
     )

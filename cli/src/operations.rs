@@ -15,25 +15,11 @@ use kstretch_api::{KafkaOperation, names};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
-use crate::CliError;
-use crate::kubeconfig::KubeArgs;
+use crate::error::CliError;
+use crate::kubeconfig::{KafkaArgs, KubeArgs};
 
 /// How often `--wait` looks at the operation.
 const POLL: Duration = Duration::from_secs(2);
-
-/// The Kafka operated on.
-#[derive(clap::Args, Debug, Clone)]
-pub struct KafkaArgs {
-    /// The Kafka's name.
-    #[arg(long)]
-    pub kafka: String,
-    /// The Kafka's namespace (default: the kubeconfig context's).
-    #[arg(long, short = 'n')]
-    pub namespace: Option<String>,
-    /// The central cluster's kubeconfig.
-    #[command(flatten)]
-    pub kube: KubeArgs,
-}
 
 /// How a started operation runs.
 #[derive(clap::Args, Debug, Clone)]
@@ -208,7 +194,7 @@ async fn start(
 pub async fn recover_quorum(args: &RecoverArgs) -> Result<String, CliError> {
     let kafka = &args.kafka.kafka;
     if !args.dry_run && !args.yes {
-        crate::confirm_by_typing(
+        crate::terminal::confirm_by_typing(
             &format!(
                 "The controller quorum of Kafka {kafka} is rebuilt from one surviving controller, which becomes its only voter: whatever only the lost voters had written is lost, and partitions left without a leader get an unclean election (records their new leader had not replicated are lost).\nType the Kafka's name to confirm: "
             ),
@@ -406,7 +392,7 @@ async fn follow(
 
 /// Kubernetes' RBAC said no (or something else failed).
 fn not_allowed(e: kube::Error) -> CliError {
-    crate::refused_by_kubernetes(
+    crate::error::refused_by_kubernetes(
         e,
         "starting, listing and aborting operations needs RBAC on kafkaoperations.kstretch.io in the central cluster",
     )

@@ -6,10 +6,10 @@ use std::time::Duration;
 use kstretch_proto::admin::v1::admin_service_client::AdminServiceClient;
 use kstretch_proto::admin::v1::{GetStatusRequest, GetStatusResponse};
 
-use crate::CliError;
+use crate::error::CliError;
 
 pub async fn run(address: &str, timeout: Duration) -> Result<String, CliError> {
-    let channel = crate::connect(address, timeout).await?;
+    let channel = crate::central::connect(address, timeout).await?;
     let response = AdminServiceClient::new(channel)
         .get_status(GetStatusRequest {})
         .await?

@@ -13,7 +13,7 @@ use kstretch_proto::admin::v1::admin_service_client::AdminServiceClient;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::{Api, ResourceExt};
 
-use crate::CliError;
+use crate::error::CliError;
 use crate::kubeconfig::KubeArgs;
 
 /// What to remove, and where.
@@ -128,7 +128,7 @@ async fn reported_uids(
     cluster: &str,
     owner: &OwnerKey,
 ) -> Result<BTreeSet<String>, CliError> {
-    let channel = crate::connect(address, timeout).await?;
+    let channel = crate::central::connect(address, timeout).await?;
     let agents = AdminServiceClient::new(channel)
         .list_agents(ListAgentsRequest {})
         .await?

@@ -16,11 +16,12 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
+use crate::cluster::Cluster;
 use crate::cluster::TestNamespace;
 use crate::crds::{self, FIELD_MANAGER};
+use crate::env::TestEnv;
+use crate::env::{ALPHA, BETA};
 use crate::process::{Spawned, binary, free_port};
-use crate::stretch::{ALPHA, BETA};
-use crate::{Cluster, TestEnv};
 
 /// The Helm release name of every chart in these tests (objects are `ks-kstretch-central`, ...).
 pub const RELEASE: &str = "ks";

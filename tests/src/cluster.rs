@@ -9,6 +9,9 @@ use kube::{Api, Client};
 
 use crate::env::{ClusterEnv, TestEnv};
 
+/// Field manager of everything the tests apply.
+pub const FIELD_MANAGER: &str = "kstretch-tests";
+
 /// Label on every namespace a test creates, so leftovers are easy to find and remove.
 pub const TEST_NAMESPACE_LABEL: &str = "kstretch.io/test";
 
@@ -265,7 +268,7 @@ pub async fn apply(client: &Client, namespace: &str, mut object: serde_json::Val
         Api::namespaced_with(client.clone(), namespace, &resource);
     api.patch(
         &name,
-        &PatchParams::apply(crate::crds::FIELD_MANAGER).force(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(&object),
     )
     .await

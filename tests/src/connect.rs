@@ -102,7 +102,7 @@ pub async fn boot_worker(
     dir: &Path,
     security: &std::collections::BTreeMap<String, Vec<u8>>,
 ) -> (Spawned, String) {
-    let env = crate::TestEnv::get();
+    let env = crate::env::TestEnv::get();
     let port = free_port();
     let plugins = dir.join("plugins");
     let certs = dir.join("connect-certs");

@@ -12,11 +12,12 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::cluster::Cluster;
 use crate::cluster::TestNamespace;
 use crate::crds::{self, FIELD_MANAGER};
+use crate::env::TestEnv;
 use crate::process::{Spawned, binary, free_port};
 use crate::wait::{Seen, wait_for};
-use crate::{Cluster, TestEnv};
 
 /// The `KafkaConnect` every test connector names.
 pub const CONNECT: &str = "my-connect";

@@ -6,11 +6,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
-use crate::Cluster;
+use crate::cluster::Cluster;
 use crate::wait::wait_for_object;
 
-/// Field manager of everything the tests apply.
-pub const FIELD_MANAGER: &str = "kstretch-tests";
+pub use crate::cluster::FIELD_MANAGER;
 
 /// Applies every CRD of `kstretch_api::all_crds()` (idempotent, so parallel tests may all call
 /// it) and waits until each is `Established`.

@@ -4,6 +4,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// Central's cluster, where the Strimzi resources live.
+pub const ALPHA: &str = "alpha";
+/// The second member cluster.
+pub const BETA: &str = "beta";
+
 /// One simulated Kubernetes cluster of the environment.
 #[derive(Debug, Clone)]
 pub struct ClusterEnv {

@@ -16,10 +16,11 @@ use kube::api::{ListParams, LogParams};
 use serde_json::Value;
 
 use crate::charts::{chart, copy_secret, tool};
+use crate::cluster::Cluster;
 use crate::cluster::{DeleteOnPanic, TestNamespace};
 use crate::crds;
-use crate::stretch::{ALPHA, BETA};
-use crate::{Cluster, TestEnv};
+use crate::env::TestEnv;
+use crate::env::{ALPHA, BETA};
 
 /// Release names, so the objects are named `kstretch-central`, `kstretch-agent`, ...
 pub const CENTRAL_RELEASE: &str = "kstretch-central";

@@ -203,7 +203,7 @@ pub fn run_kafka_tool(class: &str, args: &[&str]) -> String {
 /// Runs one of Kafka's own command-line tools on the host: its standard output, or, when it
 /// fails, its standard output and error.
 pub fn kafka_tool(class: &str, args: &[&str]) -> Result<String, String> {
-    kafka_tool_of(&crate::TestEnv::get().kafka_libs(), class, args)
+    kafka_tool_of(&crate::env::TestEnv::get().kafka_libs(), class, args)
 }
 
 /// [`kafka_tool`] of the Kafka whose jars are in `libs`.
@@ -229,7 +229,7 @@ pub fn kafka_tool_of(libs: &Path, class: &str, args: &[&str]) -> Result<String, 
 /// Kafka's own `kafka-features describe`: the finalized `kraft.version`.
 pub fn kraft_version_by_kafkas_tool(bootstrap: &str) -> String {
     finalized_by_kafkas_tool(
-        &crate::TestEnv::get().kafka_libs(),
+        &crate::env::TestEnv::get().kafka_libs(),
         bootstrap,
         "kraft.version",
     )

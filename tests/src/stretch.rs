@@ -9,15 +9,13 @@ use kube::{Api, Resource};
 use serde_json::Value;
 
 use crate::certs::{CertFiles, Pki};
+use crate::cluster::Cluster;
 use crate::cluster::{DeleteOnPanic, TestNamespace};
 use crate::crds;
+use crate::env::TestEnv;
 use crate::process::{Spawned, binary, free_port};
-use crate::{Cluster, TestEnv};
 
-/// Central's cluster, where the Strimzi resources live.
-pub const ALPHA: &str = "alpha";
-/// The second member cluster.
-pub const BETA: &str = "beta";
+pub use crate::env::{ALPHA, BETA};
 
 /// Central and its agents, killed when dropped.
 #[derive(Debug)]

@@ -15,11 +15,12 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use serde_json::{Value, json};
 
+use crate::cluster::Cluster;
 use crate::cluster::TestNamespace;
 use crate::crds::{self, FIELD_MANAGER};
+use crate::env::TestEnv;
 use crate::process::{Spawned, binary, free_port};
 use crate::wait::{Seen, wait_for};
-use crate::{Cluster, TestEnv};
 
 /// The `Kafka` every test topic names.
 pub const KAFKA: &str = "my-cluster";

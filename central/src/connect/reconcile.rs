@@ -13,15 +13,15 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
 use super::build;
-use super::error::Error;
 use super::rollout::{self, Seen, Step};
 use super::security;
 use super::validate;
+use crate::error::Error;
 use crate::kafka::resolve::Members;
-use crate::kafka::status;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
 use crate::link::{Agents, Owner, OwnerKind, Owners, Part};
 use crate::metrics::OwnerMetrics;
+use crate::status;
 use crate::unserved;
 
 /// Requeue while workers start or roll.

@@ -17,9 +17,9 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
+use super::context::{Context, FINALIZER};
 use super::plan::{self, AutoRestartDecision, ListWrite, OffsetsOp, SpecError, StateAction};
 use super::rest::{ConnectClient, RestError};
-use super::{Context, FINALIZER};
 
 /// Failures that end a reconciliation early (retried with backoff by the controller).
 #[derive(Debug, thiserror::Error)]

@@ -18,9 +18,9 @@ use kstretch_core::node_ids::Assignments;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 
-use super::error::Error;
 use super::resolve::{Members, Resolved};
 use super::status;
+use crate::error::Error;
 
 /// Warning reason while a forgotten cluster's replicas are replaced, and while pools stay there.
 pub const CLUSTER_FORGOTTEN: &str = "ClusterForgotten";
@@ -149,7 +149,7 @@ pub fn operation_name(kafka: &str, alias: &str) -> String {
 /// Makes sure each forgotten cluster has its operation, and reports on it. Returns the
 /// clusters whose operation has completed: their nodes can go.
 pub async fn ensure_operations(
-    ctx: &super::reconcile::Context,
+    ctx: &super::context::Context,
     kafka: &Kafka,
     forgotten: &BTreeSet<String>,
     lost: &[Lost],

@@ -7,7 +7,7 @@ pub mod adopt;
 pub mod answer;
 pub mod build;
 pub mod checks;
-pub mod error;
+pub mod context;
 pub mod forget;
 pub mod metrics;
 pub mod move_drains;
@@ -32,8 +32,8 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use error::Error;
-pub use reconcile::Context;
+pub use crate::error::Error;
+pub use context::Context;
 
 /// Runs the controller until `shutdown`, a `Kafka` also woken by changes of its pools and, when
 /// an agent connects, disconnects or reports, by `agent_changes`. Both kinds are read from

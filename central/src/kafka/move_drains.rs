@@ -20,9 +20,9 @@ use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, names};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
-use super::error::Error;
-use super::reconcile::Context;
+use super::context::Context;
 use super::resolve::{self, Resolved};
+use crate::error::Error;
 
 /// Ended move operations each pool keeps from its earlier moves.
 pub const KEPT: usize = 3;

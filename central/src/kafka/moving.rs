@@ -15,7 +15,7 @@ use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
 use super::checks;
-use super::reconcile::Context;
+use super::context::Context;
 use super::resolve::Resolved;
 
 /// Warning reason while a pool moves.

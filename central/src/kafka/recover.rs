@@ -18,13 +18,13 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use super::build::Built;
-use super::error::Error;
+use super::context::Context;
 use super::quorum;
-use super::reconcile::Context;
 use super::roll::NodeView;
 use super::status::{not_ready, now};
+use crate::error::Error;
 use crate::link::restart::PodToRestart;
-use crate::operation::reconcile::write_status;
+use crate::operation::status::write_status;
 use crate::operation::steps::{self, Observed};
 use kstretch_proto::agent::v1::PodStatus;
 
@@ -77,7 +77,7 @@ pub fn voter_places<'a>(
 
 /// When the voters outside the clusters `kafka` forgot are fewer than a majority: no controller
 /// can be elected, so nothing in Kafka can change until the quorum is rebuilt. Says so.
-pub fn headless<'a>(
+pub fn majority_lost<'a>(
     kafka: &Kafka,
     pools: impl Iterator<Item = &'a KafkaNodePool> + Clone,
 ) -> Option<String> {

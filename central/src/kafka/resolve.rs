@@ -109,6 +109,15 @@ pub struct Leaving {
 }
 
 impl ResolvedPool {
+    /// The roles its nodes have now, or those its spec asks for when it has no nodes yet.
+    pub fn current_or_spec_roles(&self) -> BTreeSet<Role> {
+        if self.ids.current_roles.is_empty() {
+            self.roles.clone()
+        } else {
+            self.ids.current_roles.clone()
+        }
+    }
+
     /// The member cluster node `id` of this pool runs in.
     pub fn alias_of(&self, id: i32) -> &str {
         match &self.leaving {

@@ -6,7 +6,7 @@
 use kstretch_api::{Kafka, KafkaStatus};
 use kstretch_core::versions::{self, MetadataVersion, Target, VersionError};
 
-use super::reconcile::Context;
+use super::context::Context;
 use kstretch_core::versions::DEFAULT_KAFKA_VERSION;
 
 /// The finalized feature that is the metadata version.

@@ -12,11 +12,11 @@ use kstretch_proto::agent::v1::{
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
-use super::Link;
 use super::agents::AgentRecord;
 use super::desired::{DesiredSnapshot, OwnerEntry};
 use super::identity::ClusterIdentity;
 use super::protocol::{self, Incoming, Phase, Violation};
+use super::shared::Link;
 
 pub(crate) type Outbox = mpsc::Sender<Result<CentralMessage, Status>>;
 

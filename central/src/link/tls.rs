@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use kstretch_runtime::tls::{TlsError, TlsFiles};
 
-use super::LinkMetrics;
+use super::metrics::LinkMetrics;
 
 /// How long a client may take to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

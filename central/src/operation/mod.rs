@@ -2,12 +2,13 @@
 //! spread, replace a forgotten cluster's replicas, start a quorum recovery) carried out on the
 //! Kafka their `strimzi.io/cluster` label names, one safe step per reconciliation. This file
 //! wires the controller; `reconcile` holds the pipeline, `spec` its pure reading of the spec,
-//! `steps` the Kafka side, `recover` a recovery's start. What moves where is decided in
+//! `steps` the Kafka side, `recover` a recovery's start, `status` the status writer. What moves where is decided in
 //! `kstretch_core::movement`.
 
 pub mod reconcile;
 pub mod recover;
 pub mod spec;
+pub mod status;
 pub mod steps;
 
 use std::sync::Arc;

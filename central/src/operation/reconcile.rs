@@ -18,37 +18,22 @@ use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use super::Context;
 use super::recover;
 use super::spec::{self, Drained, Intent};
+use super::status::{Refusal, WAIT, refusal, refuse, write};
 use super::steps::{self, Observed};
-use crate::kafka::status::{conditions, not_ready, now};
+use crate::status::{not_ready, now};
 use crate::topic::clusters::{self, KafkaRef};
 
 /// How often a running operation looks at its reassignments.
 const POLL: Duration = Duration::from_secs(3);
-/// How often a waiting operation (its turn, partitions out of sync) looks again.
-const WAIT: Duration = Duration::from_secs(15);
 /// At most this many partitions move at once.
 const BATCH_PARTITIONS: usize = 50;
 /// A batch holds about this many seconds of copying at the throttle.
 const BATCH_SECONDS: u64 = 120;
 
 pub use crate::controller::Error;
-use crate::controller::key;
-
-/// Why the operation cannot go on as asked: a reason and a message for the user.
-pub(super) struct Refusal {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-pub(super) fn refusal(reason: &'static str, message: impl Into<String>) -> Refusal {
-    Refusal {
-        reason,
-        message: message.into(),
-    }
-}
+use crate::controller::{Context, key};
 
 /// Takes the operation's next step; a failure is also written to its status before it is
 /// retried.
@@ -650,51 +635,6 @@ async fn abort(
     tracing::info!(%message, "operation aborted");
     write(ctx, op, status, not_ready("Aborted", message)).await?;
     Ok(Action::await_change())
-}
-
-/// The operation cannot go on as asked. One that has not started is refused and looked at
-/// again when it changes; a running one keeps what it did and tries again later (a broker
-/// may come back).
-pub(super) async fn refuse(
-    ctx: &Context,
-    op: &KafkaOperation,
-    mut status: KafkaOperationStatus,
-    r: Refusal,
-) -> Result<Action, Error> {
-    ctx.metrics.failed(r.reason);
-    if status.phase.as_deref() == Some(phase::RUNNING) {
-        write(ctx, op, status, not_ready(r.reason, r.message)).await?;
-        return Ok(Action::requeue(WAIT));
-    }
-    status.phase = Some(phase::REFUSED.to_owned());
-    write(ctx, op, status, not_ready(r.reason, r.message)).await?;
-    Ok(Action::await_change())
-}
-
-pub(super) async fn write(
-    ctx: &Context,
-    op: &KafkaOperation,
-    status: KafkaOperationStatus,
-    ready: Condition,
-) -> Result<(), kube::Error> {
-    write_status(&ctx.client, op, status, ready).await
-}
-
-/// Writes `op`'s status with `ready` as its `Ready` condition; an operation deleted meanwhile
-/// is not an error. The one writer of operation statuses (the Kafka reconciler writes a
-/// running quorum recovery's through it too).
-pub async fn write_status(
-    client: &kube::Client,
-    op: &KafkaOperation,
-    mut status: KafkaOperationStatus,
-    ready: Condition,
-) -> Result<(), kube::Error> {
-    status.conditions = conditions(&status.conditions, ready, &[], &now());
-    status.observed_generation = op.metadata.generation;
-    match crate::status::apply(client, op, status, |o| o.status.as_ref()).await {
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        other => other,
-    }
 }
 
 #[cfg(test)]

@@ -12,10 +12,10 @@ use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use super::Context;
-use super::reconcile::{Error, Refusal, refusal, refuse, write};
-use crate::kafka::recover::{headless, voter_places};
-use crate::kafka::status::{not_ready, now};
+use super::status::{Refusal, refusal, refuse, write};
+use crate::controller::{Context, Error};
+use crate::kafka::recover::{self as kafka_recover, voter_places};
+use crate::status::{not_ready, now};
 
 /// The pool of node `id`, by name.
 fn pool_of(id: i32, pools: &[KafkaNodePool]) -> Option<String> {
@@ -130,7 +130,7 @@ pub async fn start(
 /// not a majority, so no controller can be elected until the quorum is rebuilt.
 pub async fn majority_lost(ctx: &Context, kafka: &Kafka) -> Result<Option<String>, Error> {
     let pools = pools_of(ctx, kafka).await?;
-    Ok(headless(kafka, pools.iter()))
+    Ok(kafka_recover::majority_lost(kafka, pools.iter()))
 }
 
 #[cfg(test)]

@@ -15,9 +15,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use time::OffsetDateTime;
 
+use super::ca::{CaKind, CaSettings, CertError, Refusal};
 use super::issue::{Pem, new_ca, random_password, read, truststore_pkcs12};
-use super::{CaKind, CaSettings, CertError, Refusal};
-use crate::kafka::status::FIELD_MANAGER;
+use crate::status::FIELD_MANAGER;
 
 /// The Secret with every node's certificate and key (`<pod>.crt`, `<pod>.key`).
 fn node_certs_secret(kafka: &str) -> String {

@@ -10,60 +10,16 @@ use futures::StreamExt;
 use kstretch_api::{Kafka, KafkaTopic};
 use kstretch_core::topics::ResourceRef;
 
-use super::Context;
 use super::clusters::{self, KafkaRef, TargetError};
+use super::context::Context;
 use super::decide::{self, Outcome};
+use super::ending::{CONCURRENT_WRITES, Done, Ending, Write};
 use super::group;
-use super::sync::Next;
+use super::work::Next;
 use super::write;
 
-/// Kubernetes writes of one batch in flight at once.
-pub(super) const CONCURRENT_WRITES: usize = 32;
 /// How soon a running reassignment is looked at again.
 const REASSIGNMENT_POLL: Duration = Duration::from_secs(3);
-
-/// A Kubernetes write the batch ends with.
-pub(super) enum Write {
-    Status(Arc<KafkaTopic>, Outcome, Option<String>),
-    Release(Arc<KafkaTopic>),
-}
-
-/// What one batch did with one resource.
-pub(super) struct Done {
-    pub(super) key: ResourceRef,
-    pub(super) next: Next,
-    pub(super) failure: Option<String>,
-}
-
-/// What a batch ends with: its Kubernetes writes, then each resource's next look.
-#[derive(Default)]
-pub(super) struct Ending {
-    pub(super) writes: Vec<Write>,
-    pub(super) done: Vec<Done>,
-}
-
-impl Ending {
-    /// Writes `outcome` to the status of `kt`.
-    pub(super) fn status(
-        &mut self,
-        kt: Arc<KafkaTopic>,
-        outcome: Outcome,
-        cluster_id: Option<&str>,
-    ) {
-        self.writes
-            .push(Write::Status(kt, outcome, cluster_id.map(str::to_owned)));
-    }
-
-    pub(super) fn done(&mut self, key: ResourceRef, next: Next, failure: Option<String>) {
-        self.done.push(Done { key, next, failure });
-    }
-
-    /// Removes the finalizer of `kt` (`key`), which needs nothing more.
-    pub(super) fn release(&mut self, kt: Arc<KafkaTopic>, key: ResourceRef) {
-        self.writes.push(Write::Release(kt));
-        self.done(key, Next::Done, None);
-    }
-}
 
 /// Runs one batch; every key is in flight in the queue until this returns.
 pub async fn run(ctx: &Context, keys: Vec<ResourceRef>) {
@@ -196,7 +152,7 @@ fn schedule(
 }
 
 fn decide_now() -> String {
-    crate::kafka::status::now()
+    crate::status::now()
 }
 
 #[cfg(test)]

@@ -14,10 +14,10 @@ use kstretch_core::topics::{
 use kstretch_kadmin::{AdminClient, Error};
 use kube::ResourceExt;
 
-use super::Context;
-use super::batch::{CONCURRENT_WRITES, Ending};
 use super::clusters::{self, KafkaRef};
+use super::context::Context;
 use super::decide::{self, Decision, Facts, Main, Outcome};
+use super::ending::{CONCURRENT_WRITES, Ending};
 use super::sync::{self, Deleted, Deletion, Next, Reconciled, Work};
 use super::write;
 

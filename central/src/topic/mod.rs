@@ -6,7 +6,9 @@
 
 pub mod batch;
 pub mod clusters;
+pub mod context;
 pub mod decide;
+mod ending;
 mod group;
 pub mod metrics;
 mod plan;
@@ -14,119 +16,30 @@ pub mod queue;
 mod replicas;
 pub mod settings;
 pub mod sync;
+mod work;
 pub mod write;
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use kstretch_api::{Kafka, KafkaTopic, names};
+use kstretch_api::{Kafka, KafkaTopic};
 use kstretch_core::topics::ResourceRef;
 use kstretch_runtime::Health;
 use kstretch_runtime::backoff::Backoff;
 use kstretch_runtime::watch::{Change, SharedWatch, WatchMetrics, Watched};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::reflector::{self, Store};
+use kube::{Api, Client};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::kafka::checks::KafkaAccess;
 pub use clusters::ClusterIds;
+pub use context::{Context, TopicStores};
 pub use metrics::TopicMetrics;
 pub use queue::TopicQueue;
 pub use settings::{TopicArgs, TopicSettings};
-
-/// Everything a batch needs; shared by the workers.
-pub struct Context {
-    pub client: Client,
-    pub settings: TopicSettings,
-    pub kafka: KafkaAccess,
-    pub kafkas: Store<Kafka>,
-    pub topics: TopicStores,
-    pub queue: TopicQueue,
-    pub metrics: TopicMetrics,
-    pub events: kstretch_runtime::events::Events,
-    pub cluster_ids: ClusterIds,
-    /// Per resource, what the last batch saw (see [`fingerprint`]).
-    seen: Mutex<HashMap<ResourceRef, u64>>,
-    /// Per resource, consecutive transient failures: 1 s doubling to 60 s.
-    retries: Backoff<ResourceRef>,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Context {
-    /// Records that a batch is reconciling `kt` as it is now, so the events of the batch's own
-    /// writes (finalizer, status) do not queue it again.
-    fn seen(&self, kt: &KafkaTopic) {
-        lock(&self.seen).insert(decide::key_of(kt), fingerprint(kt));
-    }
-
-    fn is_news(&self, kt: &KafkaTopic) -> bool {
-        lock(&self.seen).get(&decide::key_of(kt)) != Some(&fingerprint(kt))
-    }
-
-    fn forget(&self, key: &ResourceRef) {
-        lock(&self.seen).remove(key);
-        self.retries.succeeded(key);
-    }
-
-    fn forget_attempts(&self, key: &ResourceRef) {
-        self.retries.succeeded(key);
-    }
-
-    fn backoff(&self, key: &ResourceRef) -> Duration {
-        self.retries.failed(key.clone())
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// What makes a watch event worth a reconciliation: the resource itself (UID), its spec
-/// (generation), deletion, and the labels and annotations that change what the operator does.
-/// Status and finalizer changes, which the operator makes itself, are left out.
-fn fingerprint(kt: &KafkaTopic) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    kt.uid().hash(&mut h);
-    kt.metadata.generation.hash(&mut h);
-    kt.metadata.deletion_timestamp.is_some().hash(&mut h);
-    kt.labels().get(names::CLUSTER).hash(&mut h);
-    for a in [names::PAUSE_RECONCILIATION, names::MANAGED] {
-        kt.annotations().get(a).hash(&mut h);
-    }
-    h.finish()
-}
-
-/// The `KafkaTopic` caches, one per watched namespace (or one for all).
-#[derive(Clone, Debug)]
-pub struct TopicStores {
-    stores: Vec<(Option<String>, Store<KafkaTopic>)>,
-}
-
-impl TopicStores {
-    pub fn get(&self, key: &ResourceRef) -> Option<Arc<KafkaTopic>> {
-        let object = ObjectRef::new(&key.name).within(&key.namespace);
-        self.stores
-            .iter()
-            .filter(|(ns, _)| ns.as_ref().is_none_or(|ns| *ns == key.namespace))
-            .find_map(|(_, s)| s.get(&object))
-    }
-
-    pub fn all(&self) -> Vec<Arc<KafkaTopic>> {
-        self.stores.iter().flat_map(|(_, s)| s.state()).collect()
-    }
-}
 
 /// Central's `KafkaTopic` watches, one per namespace the topic operator watches (or one for
 /// all), whose every change the topic operator reads (deletions too: they wake the resources

@@ -13,7 +13,7 @@ use kstretch_kadmin::{
 };
 
 use super::replicas::{Ongoing, RfWork};
-use super::sync::{Acc, Next, Work};
+use super::work::{Acc, Next, Work};
 
 /// What Kafka described of the batch's topics that exist.
 #[derive(Debug, Default)]

@@ -11,7 +11,7 @@ use kstretch_core::topics::{self, Broker, PartitionState, Reassignment, Replicas
 use kstretch_kadmin::{AdminClient, ClusterDescription, Error, TopicDescription};
 
 use super::metrics::TopicMetrics;
-use super::sync::{Acc, Next, Work, timed};
+use super::work::{Acc, Next, Work, timed};
 
 /// Reassignments in flight, by topic and partition.
 pub type Ongoing = HashMap<(String, i32), Reassignment>;

@@ -13,10 +13,12 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use super::desired::{self, Credentials, Desired};
-use super::{Context, FINALIZER, grants, secret};
-use crate::kafka::status::{conditions, not_ready, now};
+use super::{grants, secret};
+use crate::controller::Context;
 use crate::pki::{self, CaKind, CertError, Refusal};
+use crate::status::{conditions, not_ready, now};
 use crate::topic::clusters::{self, KafkaRef, TargetError};
+use kstretch_api::names::USER_OPERATOR_FINALIZER as FINALIZER;
 
 /// How often an unchanged user is looked at again: certificates near expiry are renewed, and
 /// credentials or ACLs changed behind the operator's back are put back.

@@ -2,55 +2,13 @@
 //! the names of the Kubernetes objects those addresses point at (pods, headless, bootstrap and
 //! per-node services).
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use super::error::ConfigError;
 use super::model::{
-    CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node, REPLICATION_LISTENER,
+    Addressing, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node, REPLICATION_LISTENER,
     REPLICATION_PORT,
 };
-
-/// The default KEP-1645 cluster-set domain.
-pub const DEFAULT_CLUSTERSET_DOMAIN: &str = "clusterset.local";
-
-/// How nodes find each other, and clients find nodes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Addressing {
-    /// Every pool runs in one Kubernetes cluster: the pod's DNS name under the headless
-    /// service, `<pod>.<kafka>-kafka-brokers.<ns>.svc` (Strimzi's naming).
-    ClusterDns,
-    /// KEP-1645 Multi-Cluster Services: the headless service is exported from every member
-    /// cluster and each pod is `<pod>.<cluster-alias>.<kafka>-kafka-brokers.<ns>.svc.<domain>`.
-    MultiClusterServices { domain: String },
-    /// Each node is exposed by its own LoadBalancer or NodePort service, whose address is known
-    /// only once the service exists; central fills the map from what agents report. A node
-    /// missing from it has no configuration yet (never a guessed address).
-    PerNodeService {
-        addresses: BTreeMap<i32, NodeAddress>,
-    },
-}
-
-impl Addressing {
-    /// Multi-Cluster Services with the default `clusterset.local` domain.
-    pub fn multi_cluster_services() -> Addressing {
-        Addressing::MultiClusterServices {
-            domain: DEFAULT_CLUSTERSET_DOMAIN.to_owned(),
-        }
-    }
-}
-
-/// Where a node's per-node service is reachable.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeAddress {
-    /// Host name or IP address (a LoadBalancer's ingress, or a Kubernetes node's address for a
-    /// NodePort service).
-    pub host: String,
-    /// The externally reachable port of each listener, by Kafka listener name
-    /// (`CONTROLPLANE-9090`, `REPLICATION-9091`, `PLAIN-9092`...): NodePort ports differ from
-    /// container ports.
-    pub ports: BTreeMap<String, u16>,
-}
 
 /// A `host:port` a node is reached at.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -173,7 +131,7 @@ pub fn node_endpoint(
 pub fn bootstrap_servers(cluster: &KafkaCluster, listener: &str) -> Result<String, ConfigError> {
     let (name, port) = resolve_listener(cluster, listener)?;
     if let Some(l) = cluster.listeners.iter().find(|l| l.config_name() == name)
-        && let Some(why) = super::config::unserved_because(l)
+        && let Some(why) = super::model::unserved_because(l)
     {
         return Err(ConfigError::ListenerNotServed {
             kafka: cluster.name.clone(),
@@ -203,10 +161,10 @@ pub fn bootstrap_servers(cluster: &KafkaCluster, listener: &str) -> Result<Strin
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet};
 
     use super::*;
-    use crate::kraft::model::{Listener, ListenerKind, Volume};
+    use crate::kraft::model::{Listener, ListenerKind, NodeAddress, Volume};
     use crate::node_ids::Role;
 
     fn node(id: i32, pool: &str, alias: &str, roles: &[Role]) -> Node {

@@ -11,8 +11,8 @@ use super::addressing::node_endpoint;
 use super::error::ConfigError;
 use super::forbidden;
 use super::model::{
-    Authentication, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Listener, ListenerKind,
-    Node, REPLICATION_LISTENER, REPLICATION_PORT,
+    Authentication, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Listener, Node,
+    REPLICATION_LISTENER, REPLICATION_PORT,
 };
 use super::properties;
 use super::security;
@@ -74,17 +74,6 @@ pub struct Rendered {
     pub warnings: Vec<String>,
 }
 
-/// Why a user listener is not configured on the brokers yet, if it is not.
-pub(crate) fn unserved_because(listener: &Listener) -> Option<&'static str> {
-    match listener.kind {
-        ListenerKind::Internal | ListenerKind::ClusterIp => None,
-        ListenerKind::NodePort
-        | ListenerKind::LoadBalancer
-        | ListenerKind::Route
-        | ListenerKind::Ingress => Some("only internal and cluster-ip listeners are served yet"),
-    }
-}
-
 /// Renders the configuration of every node of `cluster`.
 ///
 /// Deterministic: equal input gives equal output, so unchanged clusters never roll.
@@ -95,7 +84,7 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
 
     let mut served = Vec::new();
     for listener in &cluster.listeners {
-        match unserved_because(listener) {
+        match super::model::unserved_because(listener) {
             None => served.push(listener),
             Some(why) => warnings.push(format!(
                 "listener {} (port {}) is left out: {why}",

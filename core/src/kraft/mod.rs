@@ -20,9 +20,8 @@ mod voters;
 mod tests;
 
 pub use addressing::{
-    Addressing, DEFAULT_CLUSTERSET_DOMAIN, Endpoint, NodeAddress, bootstrap_servers,
-    bootstrap_service_name, headless_service_name, node_endpoint, per_node_service_name, pod_name,
-    resolve_listener,
+    Endpoint, bootstrap_servers, bootstrap_service_name, headless_service_name, node_endpoint,
+    per_node_service_name, pod_name, resolve_listener,
 };
 pub use config::{NodeConfig, Rendered, formatted_dirs, metadata_dir, render};
 pub use error::ConfigError;
@@ -30,9 +29,9 @@ pub use forbidden::{
     ALLOWED_PER_LISTENER_CONFIGS, FORBIDDEN_PREFIX_EXCEPTIONS, FORBIDDEN_PREFIXES, is_allowed,
 };
 pub use model::{
-    Authentication, Authorization, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster,
-    Listener, ListenerKind, Node, REPLICATION_LISTENER, REPLICATION_PORT, STANDARD_AUTHORIZER,
-    Volume,
+    Addressing, Authentication, Authorization, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT,
+    DEFAULT_CLUSTERSET_DOMAIN, KafkaCluster, Listener, ListenerKind, Node, NodeAddress, QuorumMode,
+    REPLICATION_LISTENER, REPLICATION_PORT, STANDARD_AUTHORIZER, Volume,
 };
 pub use revision::revision;
 pub use tls::{
@@ -40,4 +39,4 @@ pub use tls::{
     node_hostnames,
 };
 pub use uuid::{base64url, kafka_uuid, parse_uuid_text, uuid_text};
-pub use voters::{QuorumMode, format_arguments};
+pub use voters::format_arguments;

@@ -4,8 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::addressing::Addressing;
-use super::voters::QuorumMode;
 use crate::node_ids::Role;
 
 /// Port of the operator-owned KRaft controller listener (as in Strimzi).
@@ -189,5 +187,70 @@ impl Volume {
             Some(id) => format!("/var/lib/kafka/data-{id}"),
             None => "/var/lib/kafka/data".to_owned(),
         }
+    }
+}
+
+/// The default KEP-1645 cluster-set domain.
+pub const DEFAULT_CLUSTERSET_DOMAIN: &str = "clusterset.local";
+
+/// How nodes find each other, and clients find nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Addressing {
+    /// Every pool runs in one Kubernetes cluster: the pod's DNS name under the headless
+    /// service, `<pod>.<kafka>-kafka-brokers.<ns>.svc` (Strimzi's naming).
+    ClusterDns,
+    /// KEP-1645 Multi-Cluster Services: the headless service is exported from every member
+    /// cluster and each pod is `<pod>.<cluster-alias>.<kafka>-kafka-brokers.<ns>.svc.<domain>`.
+    MultiClusterServices { domain: String },
+    /// Each node is exposed by its own LoadBalancer or NodePort service, whose address is known
+    /// only once the service exists; central fills the map from what agents report. A node
+    /// missing from it has no configuration yet (never a guessed address).
+    PerNodeService {
+        addresses: BTreeMap<i32, NodeAddress>,
+    },
+}
+
+impl Addressing {
+    /// Multi-Cluster Services with the default `clusterset.local` domain.
+    pub fn multi_cluster_services() -> Addressing {
+        Addressing::MultiClusterServices {
+            domain: DEFAULT_CLUSTERSET_DOMAIN.to_owned(),
+        }
+    }
+}
+
+/// Where a node's per-node service is reachable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeAddress {
+    /// Host name or IP address (a LoadBalancer's ingress, or a Kubernetes node's address for a
+    /// NodePort service).
+    pub host: String,
+    /// The externally reachable port of each listener, by Kafka listener name
+    /// (`CONTROLPLANE-9090`, `REPLICATION-9091`, `PLAIN-9092`...): NodePort ports differ from
+    /// container ports.
+    pub ports: BTreeMap<String, u16>,
+}
+
+/// How the controllers' voter set is kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum QuorumMode {
+    /// The voters are every node's `controller.quorum.voters`; they change only when every
+    /// node restarts with a new list. What kstretch created before KIP-853 support.
+    #[default]
+    Static,
+    /// The voters are records of the metadata log, changed one at a time with
+    /// AddRaftVoter/RemoveRaftVoter; nodes find the quorum through
+    /// `controller.quorum.bootstrap.servers`.
+    Dynamic,
+}
+
+/// Why a user listener is not configured on the brokers yet, if it is not.
+pub(crate) fn unserved_because(listener: &Listener) -> Option<&'static str> {
+    match listener.kind {
+        ListenerKind::Internal | ListenerKind::ClusterIp => None,
+        ListenerKind::NodePort
+        | ListenerKind::LoadBalancer
+        | ListenerKind::Route
+        | ListenerKind::Ingress => Some("only internal and cluster-ip listeners are served yet"),
     }
 }

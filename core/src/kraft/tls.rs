@@ -4,12 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::addressing::{
-    Addressing, bootstrap_service_name, headless_service_name, node_endpoint, pod_name,
-};
+use super::addressing::{bootstrap_service_name, headless_service_name, node_endpoint, pod_name};
 use super::error::ConfigError;
 use super::model::{
-    CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node, REPLICATION_LISTENER,
+    Addressing, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node, REPLICATION_LISTENER,
     REPLICATION_PORT,
 };
 
@@ -143,7 +141,7 @@ pub fn node_hostnames(
             cluster
                 .listeners
                 .iter()
-                .filter(|l| super::config::unserved_because(l).is_none())
+                .filter(|l| super::model::unserved_because(l).is_none())
                 .map(|l| (l.config_name(), l.port)),
         );
     }

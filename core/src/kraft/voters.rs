@@ -6,24 +6,11 @@ use std::collections::BTreeMap;
 
 use super::addressing::node_endpoint;
 use super::error::ConfigError;
-use super::model::{CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node};
+use super::model::{CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node, QuorumMode};
 use super::uuid::uuid_text;
 
 /// Where nodes of a dynamic quorum find it.
 pub(crate) const BOOTSTRAP_SERVERS: &str = "controller.quorum.bootstrap.servers";
-
-/// How the controllers' voter set is kept.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum QuorumMode {
-    /// The voters are every node's `controller.quorum.voters`; they change only when every
-    /// node restarts with a new list. What kstretch created before KIP-853 support.
-    #[default]
-    Static,
-    /// The voters are records of the metadata log, changed one at a time with
-    /// AddRaftVoter/RemoveRaftVoter; nodes find the quorum through
-    /// `controller.quorum.bootstrap.servers`.
-    Dynamic,
-}
 
 /// The property naming the quorum and its value, the same for every node. Sorted by ID so the
 /// text never changes without cause.

@@ -10,12 +10,13 @@ use kstretch_core::kraft;
 use kstretch_core::node_ids::{Assignments, Role};
 use kube::ResourceExt;
 
+use super::pass::{Flow, Pass, PoolIdsByName, RolesByName, SCALE_DOWN_BLOCKED};
 use super::plan::Plan;
-use super::{Context, Flow, Pass, PoolIdsByName, RolesByName, SCALE_DOWN_BLOCKED};
 use crate::kafka::checks;
+use crate::kafka::context::Context;
 use crate::kafka::moving;
 use crate::kafka::quorum;
-use crate::kafka::resolve::{self, Resolved};
+use crate::kafka::resolve::Resolved;
 
 /// Turns `plan`'s pools into what runs after this pass; refuses a pod name over 63 characters.
 pub(super) async fn guard(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
@@ -112,7 +113,7 @@ fn hold_voters(
             continue;
         }
         ids.insert(pool.name.clone(), a.current.clone());
-        roles.insert(pool.name.clone(), current_or_spec_roles(pool));
+        roles.insert(pool.name.clone(), pool.current_or_spec_roles());
         warnings.push((
             "VoterRemovalPending".to_owned(),
             format!(
@@ -151,7 +152,7 @@ async fn guard_removals(
         }
         if !connected.contains(&pool.alias) {
             ids.insert(pool.name.clone(), a.current.clone());
-            roles.insert(pool.name.clone(), current_or_spec_roles(pool));
+            roles.insert(pool.name.clone(), pool.current_or_spec_roles());
             warnings.push((
                 "ScaleDownDeferred".to_owned(),
                 format!(
@@ -208,7 +209,7 @@ async fn guard_removals(
             continue;
         }
         ids.insert(pool_name.clone(), a.current.clone());
-        roles.insert(pool_name.clone(), current_or_spec_roles(pool));
+        roles.insert(pool_name.clone(), pool.current_or_spec_roles());
         warnings.push((
             SCALE_DOWN_BLOCKED.to_owned(),
             format!(
@@ -220,14 +221,6 @@ async fn guard_removals(
     }
 }
 
-pub(super) fn current_or_spec_roles(pool: &resolve::ResolvedPool) -> BTreeSet<Role> {
-    if pool.ids.current_roles.is_empty() {
-        pool.roles.clone()
-    } else {
-        pool.ids.current_roles.clone()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -235,7 +228,10 @@ mod tests {
     use kstretch_api::KafkaNodePool;
 
     use super::*;
-    use crate::kafka::resolve::tests::{kafka, members, pool};
+    use crate::kafka::resolve::{
+        self,
+        tests::{kafka, members, pool},
+    };
 
     fn ids_of(resolved: &Resolved, ids: &[i32]) -> PoolIdsByName {
         resolved

@@ -11,11 +11,12 @@ use kstretch_core::kraft::{self, REPLICATION_LISTENER};
 use kstretch_core::node_ids::Role;
 use kube::ResourceExt;
 
+use super::pass::Pass;
 use super::plan::Plan;
-use super::{Context, Pass};
+use crate::error::Error;
 use crate::kafka::build::Built;
 use crate::kafka::checks;
-use crate::kafka::error::Error;
+use crate::kafka::context::Context;
 use crate::kafka::forget;
 use crate::kafka::quorum;
 use crate::kafka::recover;
@@ -139,7 +140,7 @@ async fn quorum_step(
     bootstrap: Option<&str>,
 ) -> Result<Option<String>, Error> {
     let (ctx, kafka) = (pass.ctx, pass.kafka);
-    Ok(match (&plan.recovering, &plan.headless) {
+    Ok(match (&plan.recovering, &plan.majority_lost) {
         (Some(r), _) => {
             let why = recover::advance(ctx, kafka, r, views, bootstrap, &mut pass.status).await?;
             pass.warnings
@@ -188,7 +189,7 @@ async fn unregistration(
     // registrations central never recorded, e.g. from before it ran).
     // A forgotten cluster that came back runs its old nodes until its agent deletes them; a
     // broker of them that registers again is looked for meanwhile, not at the next idle check.
-    let pending = if plan.headless.is_none()
+    let pending = if plan.majority_lost.is_none()
         && (recorded != all_ids || returned || pass.ctx.registration_checks.due(&pass.owner))
     {
         unregister(
@@ -200,7 +201,7 @@ async fn unregistration(
             &mut pass.warnings,
         )
         .await
-    } else if plan.headless.is_some() {
+    } else if plan.majority_lost.is_some() {
         // Kept for when a controller can unregister them.
         recorded.difference(&all_ids).copied().collect()
     } else {

@@ -18,6 +18,7 @@ macro_rules! proceed {
 
 mod guard;
 mod kafka_side;
+mod pass;
 mod plan;
 mod pools;
 mod publish;
@@ -26,97 +27,19 @@ mod report;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::Duration;
 
-use kstretch_api::{Kafka, KafkaNodePool, KafkaStatus, names};
-use kstretch_core::kraft;
-use kstretch_core::node_ids::Role;
+use kstretch_api::{Kafka, KafkaStatus, names};
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
-use kube::{Client, ResourceExt};
 
-use super::checks::KafkaAccess;
-use super::error::Error;
-use super::metrics::KafkaMetrics;
-use super::resolve::{self, Members};
-use super::status;
-use crate::link::restart::Restarts;
-use crate::link::{Agents, Owner, OwnerKind, Owners};
+use self::pass::{BUSY_REQUEUE, Flow, Pass};
+use crate::error::Error;
+use crate::kafka::context::{Context, owner_of};
+use crate::kafka::resolve;
+use crate::kafka::status;
 use crate::pki;
-
-/// Requeue while something is under way (pods starting, a roll, a pending unregistration).
-const BUSY_REQUEUE: Duration = Duration::from_secs(5);
-/// Requeue of a settled cluster, so Kafka-side drift (registrations) is noticed.
-const IDLE_REQUEUE: Duration = Duration::from_secs(300);
-/// A refused `Kafka` is checked again after this even without a change: a refusal can come
-/// from a stale view of another kind (pools listed by the shared store after the controller's
-/// own watch saw them, as after a CRD reinstall), which no later event would correct.
-const REFUSED_RECHECK: Duration = Duration::from_secs(30);
-/// A scale-down waiting for its brokers' replicas to move is checked against Kafka again this
-/// often: moving them changes nothing central watches.
-const BLOCKED_RECHECK: Duration = Duration::from_secs(30);
-/// A moving pool's leaving nodes are checked again this often: their drain's progress is not
-/// something central watches.
-const MOVE_RECHECK: Duration = Duration::from_secs(10);
-/// The warning of a scale-down refused while its brokers hold partition replicas.
-pub(super) const SCALE_DOWN_BLOCKED: &str = "ScaleDownBlocked";
-
-/// What every reconciliation shares.
-#[derive(Clone)]
-pub struct Context {
-    pub client: Client,
-    /// The Kafka controller's one Event publisher.
-    pub events: kstretch_runtime::events::Events,
-    pub pools: Store<KafkaNodePool>,
-    pub owners: Owners,
-    pub agents: Agents,
-    pub restarts: Restarts,
-    pub members: Members,
-    pub kafka: KafkaAccess,
-    pub metrics: KafkaMetrics,
-    pub registration_checks: RegistrationChecks,
-    /// Consecutive failures per `Kafka`, for [`super::error_policy`].
-    pub retries:
-        Arc<kstretch_runtime::backoff::Backoff<kube::runtime::reflector::ObjectRef<Kafka>>>,
-}
-
-/// When each `Kafka`'s registered nodes were last listed: without a removal to finish, Kafka is
-/// asked only every [`IDLE_REQUEUE`], so reconciles stay fast (and quiet) when it is slow or
-/// unreachable.
-#[derive(Debug, Clone, Default)]
-pub struct RegistrationChecks {
-    last: Arc<std::sync::Mutex<BTreeMap<Owner, std::time::Instant>>>,
-}
-
-impl RegistrationChecks {
-    /// Whether a check of `owner` is due now; if so, records it as done now.
-    fn due(&self, owner: &Owner) -> bool {
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let now = std::time::Instant::now();
-        match last.get(owner) {
-            Some(at) if now.duration_since(*at) < IDLE_REQUEUE => false,
-            _ => {
-                last.insert(owner.clone(), now);
-                true
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("members", &self.members)
-            .finish_non_exhaustive()
-    }
-}
-
-pub fn owner_of(kafka: &Kafka) -> Owner {
-    Owner::of(OwnerKind::Kafka, kafka)
-}
 
 fn api(ctx: &Context, kafka: &Kafka) -> kube::Api<Kafka> {
     kube::Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default())
@@ -193,24 +116,6 @@ async fn stages(pass: &mut Pass<'_>) -> Flow<Action> {
     Ok(ControlFlow::Continue(action))
 }
 
-/// One reconciliation's working state, handed from stage to stage.
-struct Pass<'a> {
-    ctx: &'a Context,
-    kafka: &'a Kafka,
-    /// The `Kafka`'s pools, as the shared store lists them.
-    pools: Vec<&'a KafkaNodePool>,
-    owner: Owner,
-    /// This reconciliation's time, for the conditions it changes.
-    now: String,
-    /// The status being assembled; written by the stage that ends the pass.
-    status: KafkaStatus,
-    /// Warning conditions (reason, message) gathered on the way, in the order found.
-    warnings: Vec<(String, String)>,
-}
-
-/// What a stage gives the next one, or the [`Action`] that ends the reconciliation here.
-type Flow<T> = Result<ControlFlow<Action, T>, Error>;
-
 /// A paused `Kafka` changes nothing anywhere: its last desired state stands (or is retained).
 async fn paused(
     ctx: &Context,
@@ -233,24 +138,3 @@ async fn cache_is_behind(ctx: &Context, kafka: &Kafka) -> Result<bool, Error> {
         .and_then(|k| k.status)
         .is_some_and(|s| s.cluster_id.is_some()))
 }
-
-pub use crate::owned::keep_or_retain;
-
-/// A random UUID as Kafka makes them (cluster and metadata directory IDs).
-pub(super) fn random_uuid() -> u128 {
-    use ring::rand::{SecureRandom, SystemRandom};
-    let mut bytes = [0u8; 16];
-    if SystemRandom::new().fill(&mut bytes).is_err() {
-        // The OS RNG failing is not recoverable in a meaningful way; fall back to a
-        // time-and-counter mix, still unique per cluster.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        bytes = nanos.to_le_bytes();
-    }
-    kraft::kafka_uuid(bytes)
-}
-
-type PoolIdsByName = BTreeMap<String, BTreeSet<i32>>;
-type RolesByName = BTreeMap<String, BTreeSet<Role>>;

@@ -13,13 +13,13 @@ use kstretch_kadmin::Tls;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::guard::current_or_spec_roles;
-use super::publish::address_nodes;
-use super::{
-    BUSY_REQUEUE, Context, Flow, Pass, PoolIdsByName, RolesByName, keep_or_retain, random_uuid,
+use super::pass::{
+    BUSY_REQUEUE, Flow, Pass, PoolIdsByName, RolesByName, address_nodes, keep_or_retain,
+    random_uuid,
 };
+use crate::error::Error;
 use crate::kafka::adopt::{self, Adoption};
-use crate::kafka::error::Error;
+use crate::kafka::context::Context;
 use crate::kafka::forget::{self, Lost};
 use crate::kafka::quorum;
 use crate::kafka::recover::{self, Recovering};
@@ -38,7 +38,7 @@ pub(super) struct Plan {
     pub(super) lost: Vec<Lost>,
     pub(super) recovering: Option<Recovering>,
     /// Why the quorum has no majority, when it has none: nothing in Kafka can change then.
-    pub(super) headless: Option<String>,
+    pub(super) majority_lost: Option<String>,
     /// The pools as asked for; [`super::guard`] makes them what runs after this pass.
     pub(super) resolved: Resolved,
     pub(super) assignments: Assignments,
@@ -80,7 +80,7 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
     };
     // Without a quorum nothing in Kafka can change: what needs the controller waits instead of
     // timing out, and the `Kafka` says what to do.
-    let headless = recover::headless(pass.kafka, pass.pools.iter().copied());
+    let majority_lost = recover::majority_lost(pass.kafka, pass.pools.iter().copied());
     forget::freeze(&mut resolved, &forgotten);
     let pool_ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
     let mut assignments = match node_ids::assign(&pool_ids) {
@@ -111,7 +111,7 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         forgotten,
         lost,
         recovering,
-        headless,
+        majority_lost,
         resolved,
         assignments,
         ids,
@@ -418,7 +418,7 @@ fn running_brokers_bootstrap(
     let brokers: PoolIdsByName = resolved
         .pools
         .iter()
-        .filter(|p| current_or_spec_roles(p).contains(&Role::Broker))
+        .filter(|p| p.current_or_spec_roles().contains(&Role::Broker))
         .filter_map(|p| {
             Some((
                 p.name.clone(),

@@ -11,9 +11,9 @@ use kstretch_core::kraft;
 use kstretch_core::node_ids;
 use kube::ResourceExt;
 
-use super::Pass;
+use super::pass::Pass;
 use super::plan::Plan;
-use crate::kafka::error::Error;
+use crate::error::Error;
 use crate::kafka::forget;
 use crate::kafka::resolve::{self, ResolvedPool};
 use crate::kafka::status;

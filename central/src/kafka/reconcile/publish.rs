@@ -7,17 +7,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
 use kstretch_api::Kafka;
-use kstretch_core::kraft;
 use kube::ResourceExt;
 
+use super::pass::{BUSY_REQUEUE, Flow, Pass, PoolIdsByName, address_nodes, keep_or_retain};
 use super::plan::Plan;
-use super::{BUSY_REQUEUE, Context, Flow, Pass, PoolIdsByName, keep_or_retain};
-use crate::kafka::addresses::{self, NodeRef};
+use crate::error::Error;
 use crate::kafka::build::{self, Built};
-use crate::kafka::error::Error;
+use crate::kafka::context::Context;
 use crate::kafka::quorum;
 use crate::kafka::recover;
-use crate::kafka::resolve::{PerNode, Resolved};
+use crate::kafka::resolve::Resolved;
 use crate::kafka::status;
 use crate::link::{Owner, Part};
 use crate::pki::{self, CaKind, CertError};
@@ -152,44 +151,6 @@ async fn certificates(
     certs.listeners =
         pki::listener_certificates(client, kafka, &resolved.listener_certificates).await?;
     Ok(certs)
-}
-
-/// Fills in the per-node Service addresses the agents reported; returns the nodes still waiting.
-pub(super) fn address_nodes(
-    ctx: &Context,
-    kafka: &Kafka,
-    effective: &mut Resolved,
-    ids: &PoolIdsByName,
-    per_node: &PerNode,
-) -> Vec<String> {
-    let nodes: Vec<NodeRef> = effective
-        .pools
-        .iter()
-        .flat_map(|p| {
-            ids.get(&p.name).into_iter().flatten().map(|&id| NodeRef {
-                id,
-                pool: p.name.clone(),
-                alias: p.alias_of(id).to_owned(),
-            })
-        })
-        .collect();
-    let reported: BTreeMap<String, Vec<_>> = nodes
-        .iter()
-        .map(|n| n.alias.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .filter_map(|alias| ctx.agents.get(&alias).map(|r| (alias, r.services)))
-        .collect();
-    let (addresses, pending) = addresses::node_addresses(
-        &kafka.name_any(),
-        &kafka.namespace().unwrap_or_default(),
-        &nodes,
-        per_node,
-        &effective.listeners,
-        &reported,
-    );
-    effective.addressing = kraft::Addressing::PerNodeService { addresses };
-    pending
 }
 
 /// While per-node addresses are pending, the per-node Services must exist (their addresses go

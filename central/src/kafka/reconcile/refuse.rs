@@ -6,8 +6,8 @@ use std::ops::ControlFlow;
 
 use kube::runtime::controller::Action;
 
-use super::{Flow, Pass, REFUSED_RECHECK, keep_or_retain};
-use crate::kafka::error::Error;
+use super::pass::{Flow, Pass, REFUSED_RECHECK, keep_or_retain};
+use crate::error::Error;
 use crate::kafka::status;
 
 impl Pass<'_> {

@@ -14,15 +14,16 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::kafka_side::Progress;
-use super::plan::Plan;
-use super::{
-    BLOCKED_RECHECK, BUSY_REQUEUE, Context, IDLE_REQUEUE, MOVE_RECHECK, Pass, PoolIdsByName,
+use super::pass::{
+    BLOCKED_RECHECK, BUSY_REQUEUE, IDLE_REQUEUE, MOVE_RECHECK, Pass, PoolIdsByName,
     SCALE_DOWN_BLOCKED,
 };
+use super::plan::Plan;
+use crate::error::Error;
 use crate::kafka::answer;
 use crate::kafka::build::Built;
 use crate::kafka::checks;
-use crate::kafka::error::Error;
+use crate::kafka::context::Context;
 use crate::kafka::move_drains;
 use crate::kafka::moving;
 use crate::kafka::quorum;
@@ -102,7 +103,7 @@ pub(super) async fn report(
 /// The `Ready` condition: a recovery or a lost majority first, then the roll; when nothing
 /// is left to do, every broker must answer.
 async fn readiness(pass: &Pass<'_>, plan: &Plan, progress: &Progress) -> Condition {
-    match (&progress.step, &plan.recovering, &plan.headless) {
+    match (&progress.step, &plan.recovering, &plan.majority_lost) {
         (_, Some(_), _) => status::not_ready(
             recover::QUORUM_RECOVERY,
             progress.quorum_busy.clone().unwrap_or_default(),

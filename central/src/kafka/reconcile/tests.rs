@@ -15,7 +15,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::{reflector, watcher};
 use serde_json::{Value, json};
 
-use super::{Context, REFUSED_RECHECK, apply, owner_of};
+use super::apply;
+use super::pass::REFUSED_RECHECK;
+use crate::kafka::context::{Context, owner_of};
 use crate::kafka::resolve::tests::{kafka, members, pool};
 use crate::link::{Agents, DesiredStates, OwnerKind, Owners, Part};
 use crate::testing::{Apiserver, Write};

@@ -1,6 +1,7 @@
-//! Why a `Kafka` reconciliation failed, each cause with a stable reason for conditions and
-//! metrics. Only transient causes are errors (retried with backoff); a resource the user must
-//! fix is reported in its status and waits for a change instead.
+//! Why the reconciliation of a resource that owns objects in member clusters (`Kafka`,
+//! `KafkaConnect`) failed, each cause with a stable reason for conditions and metrics. Only
+//! transient causes are errors (retried with backoff); a resource the user must fix is reported
+//! in its status and waits for a change instead.
 
 use crate::link::DesiredError;
 

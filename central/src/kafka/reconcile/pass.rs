@@ -1,0 +1,114 @@
+//! One reconciliation's working state (the [`Pass`] each stage takes and hands on), what a
+//! stage gives the next one ([`Flow`]), and what the stages share: the requeue intervals and
+//! small helpers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use kstretch_api::{Kafka, KafkaNodePool, KafkaStatus};
+use kstretch_core::kraft;
+use kstretch_core::node_ids::Role;
+use kube::runtime::controller::Action;
+
+use kube::ResourceExt;
+
+use crate::error::Error;
+use crate::kafka::addresses::{self, NodeRef};
+use crate::kafka::context::Context;
+use crate::kafka::resolve::{PerNode, Resolved};
+use crate::link::Owner;
+
+/// Requeue while something is under way (pods starting, a roll, a pending unregistration).
+pub(super) const BUSY_REQUEUE: Duration = Duration::from_secs(5);
+/// Requeue of a settled cluster, so Kafka-side drift (registrations) is noticed.
+pub(super) const IDLE_REQUEUE: Duration = Duration::from_secs(300);
+/// A refused `Kafka` is checked again after this even without a change: a refusal can come
+/// from a stale view of another kind (pools listed by the shared store after the controller's
+/// own watch saw them, as after a CRD reinstall), which no later event would correct.
+pub(super) const REFUSED_RECHECK: Duration = Duration::from_secs(30);
+/// A scale-down waiting for its brokers' replicas to move is checked against Kafka again this
+/// often: moving them changes nothing central watches.
+pub(super) const BLOCKED_RECHECK: Duration = Duration::from_secs(30);
+/// A moving pool's leaving nodes are checked again this often: their drain's progress is not
+/// something central watches.
+pub(super) const MOVE_RECHECK: Duration = Duration::from_secs(10);
+/// The warning of a scale-down refused while its brokers hold partition replicas.
+pub(super) const SCALE_DOWN_BLOCKED: &str = "ScaleDownBlocked";
+
+/// One reconciliation's working state, handed from stage to stage.
+pub(super) struct Pass<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) kafka: &'a Kafka,
+    /// The `Kafka`'s pools, as the shared store lists them.
+    pub(super) pools: Vec<&'a KafkaNodePool>,
+    pub(super) owner: Owner,
+    /// This reconciliation's time, for the conditions it changes.
+    pub(super) now: String,
+    /// The status being assembled; written by the stage that ends the pass.
+    pub(super) status: KafkaStatus,
+    /// Warning conditions (reason, message) gathered on the way, in the order found.
+    pub(super) warnings: Vec<(String, String)>,
+}
+
+/// What a stage gives the next one, or the [`Action`] that ends the reconciliation here.
+pub(super) type Flow<T> = Result<ControlFlow<Action, T>, Error>;
+
+pub use crate::owned::keep_or_retain;
+
+/// A random UUID as Kafka makes them (cluster and metadata directory IDs).
+pub(super) fn random_uuid() -> u128 {
+    use ring::rand::{SecureRandom, SystemRandom};
+    let mut bytes = [0u8; 16];
+    if SystemRandom::new().fill(&mut bytes).is_err() {
+        // The OS RNG failing is not recoverable in a meaningful way; fall back to a
+        // time-and-counter mix, still unique per cluster.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        bytes = nanos.to_le_bytes();
+    }
+    kraft::kafka_uuid(bytes)
+}
+
+pub(super) type PoolIdsByName = BTreeMap<String, BTreeSet<i32>>;
+pub(super) type RolesByName = BTreeMap<String, BTreeSet<Role>>;
+
+/// Fills in the per-node Service addresses the agents reported; returns the nodes still waiting.
+pub(super) fn address_nodes(
+    ctx: &Context,
+    kafka: &Kafka,
+    effective: &mut Resolved,
+    ids: &PoolIdsByName,
+    per_node: &PerNode,
+) -> Vec<String> {
+    let nodes: Vec<NodeRef> = effective
+        .pools
+        .iter()
+        .flat_map(|p| {
+            ids.get(&p.name).into_iter().flatten().map(|&id| NodeRef {
+                id,
+                pool: p.name.clone(),
+                alias: p.alias_of(id).to_owned(),
+            })
+        })
+        .collect();
+    let reported: BTreeMap<String, Vec<_>> = nodes
+        .iter()
+        .map(|n| n.alias.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|alias| ctx.agents.get(&alias).map(|r| (alias, r.services)))
+        .collect();
+    let (addresses, pending) = addresses::node_addresses(
+        &kafka.name_any(),
+        &kafka.namespace().unwrap_or_default(),
+        &nodes,
+        per_node,
+        &effective.listeners,
+        &reported,
+    );
+    effective.addressing = kraft::Addressing::PerNodeService { addresses };
+    pending
+}
