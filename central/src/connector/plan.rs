@@ -2,7 +2,7 @@
 //! transition to make, automatic restarts and their backoff, the offsets annotation and JSON,
 //! the ConfigMap written by `list`, and the status conditions. No I/O here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -11,6 +11,8 @@ use kstretch_api::condition::{self, Condition};
 use kstretch_api::connector::{AutoRestart, AutoRestartStatus, ConnectorState};
 use kstretch_api::{KafkaConnect, KafkaConnectorSpec, names};
 use serde_json::Value;
+
+use crate::status::not_ready;
 
 /// `KafkaConnect` annotation overriding the REST API address central uses (for a central
 /// running outside the cluster); it wins over `status.url`.
@@ -503,37 +505,6 @@ pub fn ready_from_status(status: &Value) -> Condition {
     Condition::ready()
 }
 
-/// `Ready=False` with why (kstretch's form of Strimzi's `NotReady`).
-pub fn not_ready(reason: impl Into<String>, message: impl Into<String>) -> Condition {
-    Condition::new(condition::READY, condition::FALSE)
-        .with_reason(reason)
-        .with_message(message)
-}
-
-/// The new condition list: `ready` and this reconciliation's warnings; earlier warnings go
-/// (each reconciliation reports what it still sees), transition times of unchanged
-/// conditions stay.
-pub fn conditions(
-    existing: &[Condition],
-    ready: Condition,
-    warnings: &[(String, String)],
-    now: &str,
-) -> Vec<Condition> {
-    let reasons: BTreeSet<&str> = warnings.iter().map(|(r, _)| r.as_str()).collect();
-    let mut out: Vec<Condition> = existing
-        .iter()
-        .filter(|c| {
-            c.type_ == condition::READY
-                || (c.type_ == condition::WARNING
-                    && c.reason.as_deref().is_some_and(|r| reasons.contains(r)))
-        })
-        .cloned()
-        .collect();
-    condition::set_condition(&mut out, ready, now);
-    condition::set_warnings(&mut out, warnings, now);
-    out
-}
-
 /// `status.tasksMax`: the spec's, else the number of tasks Connect reports.
 pub fn tasks_max(spec: &KafkaConnectorSpec, status: Option<&Value>) -> Option<i32> {
     spec.tasks_max.or_else(|| {
@@ -547,6 +518,7 @@ pub fn tasks_max(spec: &KafkaConnectorSpec, status: Option<&Value>) -> Option<i3
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::conditions;
     use k8s_openapi::ByteString;
     use serde_json::json;
 

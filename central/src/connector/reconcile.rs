@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use super::context::{Context, FINALIZER};
 use super::plan::{self, AutoRestartDecision, ListWrite, OffsetsOp, SpecError, StateAction};
 use super::rest::{ConnectClient, RestError};
+use crate::status;
 
 /// Failures that end a reconciliation early (retried with backoff by the controller).
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +93,7 @@ pub async fn apply(kc: Arc<KafkaConnector>, ctx: Arc<Context>) -> Result<Action,
     if crate::status::is_paused(kc.as_ref()) {
         let existing = kc.status.clone().unwrap_or_default();
         let status = KafkaConnectorStatus {
-            conditions: plan::conditions(
+            conditions: status::conditions(
                 &[],
                 Condition::new("ReconciliationPaused", condition::TRUE),
                 &[],
@@ -144,7 +145,7 @@ pub async fn apply(kc: Arc<KafkaConnector>, ctx: Arc<Context>) -> Result<Action,
             }
             let existing = kc.status.clone().unwrap_or_default();
             let status = KafkaConnectorStatus {
-                conditions: plan::conditions(
+                conditions: status::conditions(
                     &existing.conditions,
                     ready,
                     &observed.warnings,
@@ -520,9 +521,9 @@ async fn refuse(
     ctx.metrics.failed(reason);
     let existing = kc.status.clone().unwrap_or_default();
     let status = KafkaConnectorStatus {
-        conditions: plan::conditions(
+        conditions: status::conditions(
             &existing.conditions,
-            plan::not_ready(reason, message),
+            status::not_ready(reason, message),
             &warnings,
             &now(),
         ),
