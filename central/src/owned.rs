@@ -71,7 +71,12 @@ pub fn paused(
             "reconciliation is paused by the annotation {}=true; nothing is changed until it is removed",
             kstretch_api::names::PAUSE_RECONCILIATION
         ));
-    Ok(crate::status::conditions(conditions, ready, &[], now))
+    Ok(crate::status::conditions(
+        conditions,
+        ready,
+        crate::status::NO_WARNINGS,
+        now,
+    ))
 }
 
 /// What [`run`] needs of an owning controller's context.

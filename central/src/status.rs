@@ -53,12 +53,32 @@ where
     Ok(())
 }
 
+/// A warning as a status shows it: a `Warning` condition with this reason and message.
+pub trait Warned {
+    fn reason(&self) -> &str;
+    fn message(&self) -> &str;
+}
+
+/// The kinds that still carry their warnings as (reason, message).
+impl Warned for (String, String) {
+    fn reason(&self) -> &str {
+        &self.0
+    }
+
+    fn message(&self) -> &str {
+        &self.1
+    }
+}
+
+/// For a status written without warnings.
+pub const NO_WARNINGS: &[(String, String)] = &[];
+
 /// `existing` conditions updated to `ready` and exactly the `warnings` given (by reason), with
 /// transition times kept where the status did not change.
-pub fn conditions(
+pub fn conditions<W: Warned>(
     existing: &[Condition],
     ready: Condition,
-    warnings: &[(String, String)],
+    warnings: &[W],
     now: &str,
 ) -> Vec<Condition> {
     let mut out: Vec<Condition> = existing
@@ -68,12 +88,16 @@ pub fn conditions(
                 || (c.type_ == WARNING
                     && warnings
                         .iter()
-                        .any(|(reason, _)| c.reason.as_deref() == Some(reason)))
+                        .any(|w| c.reason.as_deref() == Some(w.reason())))
         })
         .cloned()
         .collect();
     condition::set_condition(&mut out, ready, now);
-    condition::set_warnings(&mut out, warnings, now);
+    let pairs: Vec<(String, String)> = warnings
+        .iter()
+        .map(|w| (w.reason().to_owned(), w.message().to_owned()))
+        .collect();
+    condition::set_warnings(&mut out, &pairs, now);
     out
 }
 
@@ -119,7 +143,7 @@ mod tests {
         assert_eq!(warning.reason.as_deref(), Some("B"));
         assert_eq!(warning.last_transition_time.as_deref(), Some("t1"));
 
-        let third = conditions(&second, Condition::ready(), &[], "t3");
+        let third = conditions(&second, Condition::ready(), NO_WARNINGS, "t3");
         assert_eq!(third.len(), 1);
         assert_eq!(third[0].last_transition_time.as_deref(), Some("t3"));
     }

@@ -198,7 +198,7 @@ async fn refuse(
     st.conditions = status::conditions(
         &st.conditions,
         status::not_ready(reason, message),
-        &[],
+        crate::status::NO_WARNINGS,
         &status::now(),
     );
     write_status(&ctx.client, connect, st).await?;

@@ -883,7 +883,12 @@ mod tests {
             now,
         );
         assert_eq!(existing.len(), 2);
-        let next = conditions(&existing, Condition::ready(), &[], "2024-01-01T01:00:00Z");
+        let next = conditions(
+            &existing,
+            Condition::ready(),
+            crate::status::NO_WARNINGS,
+            "2024-01-01T01:00:00Z",
+        );
         assert_eq!(next.len(), 1);
         assert_eq!(next[0].last_transition_time.as_deref(), Some(now));
     }

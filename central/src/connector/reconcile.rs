@@ -96,7 +96,7 @@ pub async fn apply(kc: Arc<KafkaConnector>, ctx: Arc<Context>) -> Result<Action,
             conditions: status::conditions(
                 &[],
                 Condition::new("ReconciliationPaused", condition::TRUE),
-                &[],
+                status::NO_WARNINGS,
                 &now(),
             ),
             ..existing

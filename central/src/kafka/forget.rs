@@ -21,9 +21,7 @@ use kube::{Api, ResourceExt};
 use super::resolve::{Members, Resolved};
 use super::status;
 use crate::error::Error;
-
-/// Warning reason while a forgotten cluster's replicas are replaced, and while pools stay there.
-pub const CLUSTER_FORGOTTEN: &str = "ClusterForgotten";
+use crate::kafka::warning::{Reason, Warning};
 
 /// The nodes one pool had in a forgotten cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +151,7 @@ pub async fn ensure_operations(
     kafka: &Kafka,
     forgotten: &BTreeSet<String>,
     lost: &[Lost],
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<BTreeSet<String>, Error> {
     let api: Api<KafkaOperation> =
         Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
@@ -191,16 +189,16 @@ pub async fn ensure_operations(
                     .flat_map(|p| p.left_alone.iter())
                     .collect();
                 if !offline.is_empty() {
-                    warnings.push((
-                        "PartitionsLost".to_owned(),
+                    warnings.push(Warning::new(
+                        Reason::PartitionsLost,
                         format!(
                             "partitions offline since cluster {alias} was lost (every in-sync replica was there; nothing can restore their data): {offline:?}; delete and recreate those topics, or restore them from a backup"
                         ),
                     ));
                 }
             }
-            p @ (Some(phase::ABORTED) | Some(phase::REFUSED)) => warnings.push((
-                "ForgetStalled".to_owned(),
+            p @ (Some(phase::ABORTED) | Some(phase::REFUSED)) => warnings.push(Warning::new(
+                Reason::ForgetStalled,
                 format!(
                     "operation {name}, which replaces the replicas lost with cluster {alias}, is {} ({said}); delete it to plan again once the cause is mended",
                     p.unwrap_or_default()
@@ -217,9 +215,9 @@ pub async fn ensure_operations(
     Ok(done)
 }
 
-fn forgetting(alias: &str, ids: &BTreeSet<i32>, name: &str, progress: &str) -> (String, String) {
-    (
-        CLUSTER_FORGOTTEN.to_owned(),
+fn forgetting(alias: &str, ids: &BTreeSet<i32>, name: &str, progress: &str) -> Warning {
+    Warning::new(
+        Reason::ClusterForgotten,
         format!(
             "Kubernetes cluster {alias} is forgotten: its nodes {ids:?} are out of Kafka; operation {name} gives their partitions replicas on the surviving brokers ({progress}); the nodes are unregistered, and their controllers removed from the quorum's voters, once it completes"
         ),
@@ -270,8 +268,8 @@ pub fn pool_status(
     );
     s.conditions = status::conditions(
         &s.conditions,
-        status::not_ready(CLUSTER_FORGOTTEN, message),
-        &[],
+        status::not_ready(Reason::ClusterForgotten.as_str(), message),
+        crate::status::NO_WARNINGS,
         now,
     );
     s.replicas = Some(ids.len() as i32);
@@ -396,7 +394,10 @@ mod tests {
         let s = pool_status(&pool, &lost, false, "2026-11-25T10:00:00Z");
         assert_eq!((s.node_ids.clone(), s.replicas), (vec![4, 5], Some(2)));
         let ready = s.conditions.iter().find(|c| c.type_ == READY).unwrap();
-        assert_eq!(ready.reason.as_deref(), Some(CLUSTER_FORGOTTEN));
+        assert_eq!(
+            ready.reason.as_deref(),
+            Some(Reason::ClusterForgotten.as_str())
+        );
         assert!(
             ready
                 .message

@@ -20,6 +20,7 @@ pub mod roll;
 pub mod security;
 pub mod status;
 pub mod version;
+pub mod warning;
 
 use std::sync::Arc;
 use std::time::Duration;

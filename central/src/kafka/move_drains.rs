@@ -23,11 +23,10 @@ use kube::{Api, Resource, ResourceExt};
 use super::context::Context;
 use super::resolve::{self, Resolved};
 use crate::error::Error;
+use crate::kafka::warning::{Reason, Warning};
 
 /// Ended move operations each pool keeps from its earlier moves.
 pub const KEPT: usize = 3;
-/// Warning reason while a move waits for the user: its drain was aborted or refused.
-pub const POOL_MOVE_STALLED: &str = "PoolMoveStalled";
 
 /// A pool of the `Kafka`, as far as its moves go.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -117,7 +116,7 @@ pub enum Step {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Decision {
     pub steps: Vec<Step>,
-    pub stalled: Vec<(String, String)>,
+    pub stalled: Vec<Warning>,
 }
 
 /// The name of the drain that empties `brokers` of moving pool `pool`.
@@ -200,8 +199,8 @@ fn the_drain(pool: &PoolMove, name: &str, own: &[&MoveOperation], decision: &mut
     }
     match op.phase.as_deref() {
         Some(phase::COMPLETED) => decision.steps.push(delete(Removal::Rerun)),
-        Some(p @ (phase::ABORTED | phase::REFUSED)) => decision.stalled.push((
-            POOL_MOVE_STALLED.to_owned(),
+        Some(p @ (phase::ABORTED | phase::REFUSED)) => decision.stalled.push(Warning::new(
+            Reason::PoolMoveStalled,
             format!(
                 "KafkaNodePool {}: operation {name}, which drains its leaving brokers {:?}, is {p} ({}); delete it to try again, or set {} back to undo the move",
                 pool.pool,
@@ -238,7 +237,7 @@ pub async fn ensure(
     kafka: &Kafka,
     pools: &[&KafkaNodePool],
     moves: &[PoolMove],
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<(), Error> {
     let api: Api<KafkaOperation> =
         Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
@@ -451,8 +450,8 @@ mod tests {
             );
             assert!(d.steps.is_empty(), "{d:?}");
             assert_eq!(d.stalled.len(), 1);
-            let (reason, message) = &d.stalled[0];
-            assert_eq!(reason, POOL_MOVE_STALLED);
+            let Warning { reason, message } = &d.stalled[0];
+            assert_eq!(*reason, Reason::PoolMoveStalled);
             assert!(
                 message.contains(&format!("live-m-move-0-1, which drains its leaving brokers {{0, 1}}, is {phase} (aborted after 1 batch(es)); delete it to try again")),
                 "{message}"

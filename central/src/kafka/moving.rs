@@ -17,9 +17,7 @@ use kube::{Api, ResourceExt};
 use super::checks;
 use super::context::Context;
 use super::resolve::Resolved;
-
-/// Warning reason while a pool moves.
-pub const POOL_MOVING: &str = "PoolMoving";
+use crate::kafka::warning::{Reason, Warning};
 
 /// Keeps, of each moving pool's leaving nodes, those still needed, and drops the rest (they
 /// stop, and are unregistered once gone): all while their cluster's agent is away (nothing
@@ -35,7 +33,7 @@ pub async fn keep_leaving(
     connected: &BTreeSet<String>,
     bootstrap: Option<&str>,
     ids: &mut BTreeMap<String, BTreeSet<i32>>,
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) -> BTreeMap<String, BTreeSet<i32>> {
     let leaving_brokers: BTreeSet<i32> = effective
         .pools
@@ -86,8 +84,8 @@ pub async fn keep_leaving(
             draining.insert(pool.name.clone(), needed.draining.clone());
         }
         if !needed.kept.is_empty() {
-            warnings.push((
-                POOL_MOVING.to_owned(),
+            warnings.push(Warning::new(
+                Reason::PoolMoving,
                 format!(
                     "KafkaNodePool {} moves from Kubernetes cluster {} to {}: nodes {:?} in {} stop once {}",
                     pool.name,

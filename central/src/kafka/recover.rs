@@ -23,6 +23,7 @@ use super::quorum;
 use super::roll::NodeView;
 use super::status::{not_ready, now};
 use crate::error::Error;
+use crate::kafka::warning::{Reason, Warning};
 use crate::link::restart::PodToRestart;
 use crate::operation::status::write_status;
 use crate::operation::steps::{self, Observed};
@@ -30,8 +31,6 @@ use kstretch_proto::agent::v1::PodStatus;
 
 /// The init container that runs the recovery.
 pub const TOOL_CONTAINER: &str = "recover-quorum";
-/// Warning reason on the `Kafka` while a recovery runs.
-pub const QUORUM_RECOVERY: &str = "QuorumRecovery";
 /// The `Kafka`'s reason while its quorum's majority is lost for good and not yet rebuilt.
 pub const QUORUM_MAJORITY_LOST: &str = "QuorumMajorityLost";
 /// How long the agent has to answer the restart.
@@ -532,7 +531,7 @@ pub fn equip(
     kafka: &Kafka,
     r: &Recovering,
     built: &mut Built,
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) {
     let uid = reported_pod(ctx, kafka, &r.recovery).map(|p| p.uid);
     if !tool_wanted(&r.recovery, uid.as_deref()) {
@@ -544,8 +543,8 @@ pub fn equip(
         return;
     };
     if let Err(why) = add_tool(built, &r.recovery, &image) {
-        warnings.push((
-            QUORUM_RECOVERY.to_owned(),
+        warnings.push(Warning::new(
+            Reason::QuorumRecovery,
             format!("the recovery cannot run: {why}"),
         ));
     }

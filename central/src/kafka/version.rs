@@ -7,13 +7,11 @@ use kstretch_api::{Kafka, KafkaStatus};
 use kstretch_core::versions::{self, MetadataVersion, Target, VersionError};
 
 use super::context::Context;
+use crate::kafka::warning::{Reason, Warning};
 use kstretch_core::versions::DEFAULT_KAFKA_VERSION;
 
 /// The finalized feature that is the metadata version.
 const METADATA_VERSION: &str = "metadata.version";
-
-/// Reason of the warning shown while the nodes change version.
-pub const VERSION_CHANGING: &str = "KafkaVersionChanging";
 
 /// What `kafka` should run, given the metadata version its status last saw Kafka finalize.
 pub fn target(kafka: &Kafka, status: &KafkaStatus) -> Result<Target, VersionError> {
@@ -31,10 +29,10 @@ pub fn target(kafka: &Kafka, status: &KafkaStatus) -> Result<Target, VersionErro
 
 /// The warning to show while the nodes do not all run `target` yet (`running`: the version
 /// the status says they all ran last).
-pub fn changing(running: Option<&str>, target: &Target) -> Option<(String, String)> {
+pub fn changing(running: Option<&str>, target: &Target) -> Option<Warning> {
     let running = running.filter(|r| *r != target.version)?;
-    Some((
-        VERSION_CHANGING.to_owned(),
+    Some(Warning::new(
+        Reason::KafkaVersionChanging,
         format!(
             "the nodes change from Kafka {running} to {}, one at a time, controllers first; the metadata.version becomes {} once every node runs {}",
             target.version, target.metadata, target.version
@@ -51,7 +49,7 @@ pub async fn raise_metadata(
     bootstrap: Option<&str>,
     target: &Target,
     status: &mut KafkaStatus,
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) -> bool {
     let Some(bootstrap) = bootstrap else {
         return false;
@@ -96,8 +94,8 @@ pub async fn raise_metadata(
         }
         Err(e) => {
             ctx.kafka.forget(bootstrap);
-            warnings.push((
-                "MetadataVersionPending".to_owned(),
+            warnings.push(Warning::new(
+                Reason::MetadataVersionPending,
                 format!(
                     "metadata.version is not raised to {} yet: {e}; retried",
                     target.metadata
@@ -150,8 +148,8 @@ mod tests {
     fn the_change_is_announced_only_while_the_version_differs() {
         let k = kafka(serde_json::json!({"version": "4.3.1"}));
         let t = target(&k, &at("4.1-IV1")).unwrap();
-        let (reason, message) = changing(Some("4.1.2"), &t).unwrap();
-        assert_eq!(reason, VERSION_CHANGING);
+        let Warning { reason, message } = changing(Some("4.1.2"), &t).unwrap();
+        assert_eq!(reason, Reason::KafkaVersionChanging);
         assert!(
             message.contains("from Kafka 4.1.2 to 4.3.1") && message.contains("4.3-IV0"),
             "{message}"

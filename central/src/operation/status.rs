@@ -64,7 +64,12 @@ pub async fn write_status(
     mut status: KafkaOperationStatus,
     ready: Condition,
 ) -> Result<(), kube::Error> {
-    status.conditions = conditions(&status.conditions, ready, &[], &now());
+    status.conditions = conditions(
+        &status.conditions,
+        ready,
+        crate::status::NO_WARNINGS,
+        &now(),
+    );
     status.observed_generation = op.metadata.generation;
     match crate::status::apply(client, op, status, |o| o.status.as_ref()).await {
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),

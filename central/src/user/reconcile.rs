@@ -197,7 +197,7 @@ async fn write_status(
         None => (old.username.clone(), old.secret.clone()),
     };
     let status = KafkaUserStatus {
-        conditions: conditions(&old.conditions, ready, &[], &now()),
+        conditions: conditions(&old.conditions, ready, crate::status::NO_WARNINGS, &now()),
         observed_generation: user.metadata.generation,
         username,
         secret,

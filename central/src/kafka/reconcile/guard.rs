@@ -10,13 +10,14 @@ use kstretch_core::kraft;
 use kstretch_core::node_ids::{Assignments, Role};
 use kube::ResourceExt;
 
-use super::pass::{Flow, Pass, PoolIdsByName, RolesByName, SCALE_DOWN_BLOCKED};
+use super::pass::{Flow, Pass, PoolIdsByName, RolesByName};
 use super::plan::Plan;
 use crate::kafka::checks;
 use crate::kafka::context::Context;
 use crate::kafka::moving;
 use crate::kafka::quorum;
 use crate::kafka::resolve::Resolved;
+use crate::kafka::warning::{Reason, Warning};
 
 /// Turns `plan`'s pools into what runs after this pass; refuses a pod name over 63 characters.
 pub(super) async fn guard(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
@@ -94,7 +95,7 @@ fn hold_voters(
     assignments: &Assignments,
     ids: &mut PoolIdsByName,
     roles: &mut RolesByName,
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) {
     if quorum::mode(kafka_status) != kraft::QuorumMode::Dynamic {
         return;
@@ -114,8 +115,8 @@ fn hold_voters(
         }
         ids.insert(pool.name.clone(), a.current.clone());
         roles.insert(pool.name.clone(), pool.current_or_spec_roles());
-        warnings.push((
-            "VoterRemovalPending".to_owned(),
+        warnings.push(Warning::new(
+            Reason::VoterRemovalPending,
             format!(
                 "KafkaNodePool {}: controllers {leaving:?} stop once they are removed from the quorum's voters, one at a time",
                 pool.name
@@ -136,7 +137,7 @@ async fn guard_removals(
     bootstrap: Option<&str>,
     ids: &mut PoolIdsByName,
     roles: &mut RolesByName,
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) {
     let skip_check = kafka
         .annotations()
@@ -153,8 +154,8 @@ async fn guard_removals(
         if !connected.contains(&pool.alias) {
             ids.insert(pool.name.clone(), a.current.clone());
             roles.insert(pool.name.clone(), pool.current_or_spec_roles());
-            warnings.push((
-                "ScaleDownDeferred".to_owned(),
+            warnings.push(Warning::new(
+                Reason::ScaleDownDeferred,
                 format!(
                     "KafkaNodePool {}: removing nodes {:?} waits until the agent of cluster {} is connected",
                     pool.name,
@@ -210,8 +211,8 @@ async fn guard_removals(
         }
         ids.insert(pool_name.clone(), a.current.clone());
         roles.insert(pool_name.clone(), pool.current_or_spec_roles());
-        warnings.push((
-            SCALE_DOWN_BLOCKED.to_owned(),
+        warnings.push(Warning::new(
+            Reason::ScaleDownBlocked,
             format!(
                 "KafkaNodePool {pool_name}: the scale-down or broker-role removal is reverted because {}; move the partitions away first (or set the annotation {}=true on the Kafka to skip this check)",
                 blocked.join("; "),

@@ -21,6 +21,7 @@ use crate::kafka::forget;
 use crate::kafka::quorum;
 use crate::kafka::recover;
 use crate::kafka::roll::{self, NodeView, Reported, Step};
+use crate::kafka::warning::{Reason, Warning};
 use crate::link::AgentRecord;
 use crate::link::restart::{PodToRestart, replaced};
 
@@ -87,16 +88,16 @@ pub(super) async fn advance(
         .keys()
         .filter(|a| !plan.connected.contains(*a))
     {
-        pass.warnings.push((
-            "ClusterUnreachable".to_owned(),
+        pass.warnings.push(Warning::new(
+            Reason::ClusterUnreachable,
             format!(
                 "the agent of Kubernetes cluster {alias} is not connected: its pods are not checked, rolled or scaled down until it is back"
             ),
         ));
     }
     if !pending_unregistration.is_empty() {
-        pass.warnings.push((
-            "UnregistrationPending".to_owned(),
+        pass.warnings.push(Warning::new(
+            Reason::UnregistrationPending,
             format!(
                 "nodes {pending_unregistration:?} are registered in Kafka but belong to no node pool; each is unregistered once its process is gone (fenced)"
             ),
@@ -144,7 +145,7 @@ async fn quorum_step(
         (Some(r), _) => {
             let why = recover::advance(ctx, kafka, r, views, bootstrap, &mut pass.status).await?;
             pass.warnings
-                .push((recover::QUORUM_RECOVERY.to_owned(), why.clone()));
+                .push(Warning::new(Reason::QuorumRecovery, why.clone()));
             Some(why)
         }
         (None, Some(why)) => Some(why.clone()),
@@ -220,7 +221,7 @@ async fn advance_quorum(
     desired: &BTreeSet<i32>,
     kafka_status: &KafkaStatus,
     bootstrap: Option<&str>,
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) -> Option<String> {
     if cluster.quorum != kraft::QuorumMode::Dynamic || !quorum::formed(kafka_status) {
         return None;
@@ -245,7 +246,7 @@ async fn advance_quorum(
             Some(what)
         }
         Ok(quorum::Progress::Waiting(why)) => {
-            warnings.push(("QuorumChangePending".to_owned(), why.clone()));
+            warnings.push(Warning::new(Reason::QuorumChangePending, why.clone()));
             Some(why)
         }
         Err(e) => {
@@ -256,10 +257,7 @@ async fn advance_quorum(
 }
 
 /// Objects of this `Kafka` that an agent could not apply (or delete), from its last report.
-fn rejected_objects(
-    records: &BTreeMap<String, AgentRecord>,
-    kafka: &Kafka,
-) -> Vec<(String, String)> {
+fn rejected_objects(records: &BTreeMap<String, AgentRecord>, kafka: &Kafka) -> Vec<Warning> {
     let ns = kafka.namespace().unwrap_or_default();
     let prefix = format!("{}-", kafka.name_any());
     let mut out = Vec::new();
@@ -269,8 +267,8 @@ fn rejected_objects(
         };
         let failed = crate::link::agents::rejected_in(report, &ns, &prefix);
         if !failed.is_empty() {
-            out.push((
-                "ApplyFailed".to_owned(),
+            out.push(Warning::new(
+                Reason::ApplyFailed,
                 format!(
                     "the agent of cluster {alias} could not apply {} object(s) of snapshot {}: {}",
                     failed.len(),
@@ -333,7 +331,7 @@ async fn roll_one(
     step: &Step,
     views: &[NodeView],
     bootstrap: Option<&str>,
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) -> Option<String> {
     let Step::Restart(candidates) = step else {
         return None;
@@ -381,8 +379,8 @@ async fn roll_one(
         return Some(restart(ctx, kafka, node, pod).await);
     }
     if !held_back.is_empty() {
-        warnings.push((
-            "RollingUpdateBlocked".to_owned(),
+        warnings.push(Warning::new(
+            Reason::RollingUpdateBlocked,
             format!(
                 "pods waiting to roll would take partitions below min.insync.replicas: {}",
                 held_back.join("; ")
@@ -430,7 +428,7 @@ async fn unregister(
     bootstrap: Option<&str>,
     desired: &BTreeSet<i32>,
     recorded: &[i32],
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) -> BTreeSet<i32> {
     let recorded: BTreeSet<i32> = recorded.iter().copied().collect();
     let fallback: BTreeSet<i32> = recorded.difference(desired).copied().collect();
@@ -441,8 +439,8 @@ async fn unregister(
         Ok(a) => a,
         Err(e) => {
             if !fallback.is_empty() {
-                warnings.push((
-                    "UnregistrationFailed".into(),
+                warnings.push(Warning::new(
+                    Reason::UnregistrationFailed,
                     format!("cannot reach Kafka to unregister nodes {fallback:?}: {e}"),
                 ));
             }
@@ -469,8 +467,8 @@ async fn unregister(
                 Ok(d) => (fallback.clone(), d.brokers.iter().map(|b| b.id).collect()),
                 Err(e) => {
                     ctx.kafka.forget(bootstrap);
-                    warnings.push((
-                        "UnregistrationFailed".into(),
+                    warnings.push(Warning::new(
+                        Reason::UnregistrationFailed,
                         format!("cannot list the registered nodes: {e}"),
                     ));
                     return fallback;
@@ -480,8 +478,8 @@ async fn unregister(
         Err(e) => {
             ctx.kafka.forget(bootstrap);
             if !fallback.is_empty() {
-                warnings.push((
-                    "UnregistrationFailed".into(),
+                warnings.push(Warning::new(
+                    Reason::UnregistrationFailed,
                     format!("cannot list the registered nodes: {e}"),
                 ));
             }
@@ -509,8 +507,8 @@ async fn unregister(
                 );
             }
             Err(e) => {
-                warnings.push((
-                    "UnregistrationFailed".into(),
+                warnings.push(Warning::new(
+                    Reason::UnregistrationFailed,
                     format!("cannot unregister node {id}: {e}"),
                 ));
                 pending.insert(id);

@@ -59,7 +59,7 @@ pub async fn delete(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Erro
             kafka_status.conditions = status::conditions(
                 &kafka_status.conditions,
                 status::not_ready("DeletionPending", &message),
-                &[],
+                crate::status::NO_WARNINGS,
                 &status::now(),
             );
             if kafka.status.as_ref() != Some(&kafka_status) {

@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::kafka::addresses::{self, NodeRef};
 use crate::kafka::context::Context;
 use crate::kafka::resolve::{PerNode, Resolved};
+use crate::kafka::warning::Warning;
 use crate::link::Owner;
 
 /// Requeue while something is under way (pods starting, a roll, a pending unregistration).
@@ -27,14 +28,7 @@ pub(super) const IDLE_REQUEUE: Duration = Duration::from_secs(300);
 /// from a stale view of another kind (pools listed by the shared store after the controller's
 /// own watch saw them, as after a CRD reinstall), which no later event would correct.
 pub(super) const REFUSED_RECHECK: Duration = Duration::from_secs(30);
-/// A scale-down waiting for its brokers' replicas to move is checked against Kafka again this
-/// often: moving them changes nothing central watches.
-pub(super) const BLOCKED_RECHECK: Duration = Duration::from_secs(30);
-/// A moving pool's leaving nodes are checked again this often: their drain's progress is not
-/// something central watches.
-pub(super) const MOVE_RECHECK: Duration = Duration::from_secs(10);
-/// The warning of a scale-down refused while its brokers hold partition replicas.
-pub(super) const SCALE_DOWN_BLOCKED: &str = "ScaleDownBlocked";
+pub(super) use crate::kafka::warning::MOVE_RECHECK;
 
 /// One reconciliation's working state, handed from stage to stage.
 pub(super) struct Pass<'a> {
@@ -48,7 +42,7 @@ pub(super) struct Pass<'a> {
     /// The status being assembled; written by the stage that ends the pass.
     pub(super) status: KafkaStatus,
     /// Warning conditions (reason, message) gathered on the way, in the order found.
-    pub(super) warnings: Vec<(String, String)>,
+    pub(super) warnings: Vec<Warning>,
 }
 
 /// What a stage gives the next one, or the [`Action`] that ends the reconciliation here.

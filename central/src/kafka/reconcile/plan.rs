@@ -26,6 +26,7 @@ use crate::kafka::recover::{self, Recovering};
 use crate::kafka::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Resolved};
 use crate::kafka::status;
 use crate::kafka::version;
+use crate::kafka::warning::{Reason, Warning};
 use crate::pki::{self, CaKind, CertError};
 
 /// What the later stages build from.
@@ -95,7 +96,7 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         assignments
             .warnings
             .iter()
-            .map(|w| ("NodeIdAnnotationIgnored".to_owned(), w.clone())),
+            .map(|w| Warning::new(Reason::NodeIdAnnotationIgnored, w.clone())),
     );
     let bootstrap = admin_bootstrap(pass.kafka, &resolved)
         .or_else(|| running_brokers_bootstrap(pass.ctx, pass.kafka, &resolved, &assignments));
@@ -308,7 +309,7 @@ async fn adopt_what_runs(
             kafka_status.conditions = status::conditions(
                 &kafka_status.conditions,
                 status::not_ready("AwaitingMemberClusters", message),
-                &[],
+                crate::status::NO_WARNINGS,
                 &pass.now,
             );
             status::apply_kafka(&ctx.client, kafka, kafka_status.clone()).await?;

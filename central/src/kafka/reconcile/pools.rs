@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::kafka::forget;
 use crate::kafka::resolve::{self, ResolvedPool};
 use crate::kafka::status;
-use crate::unserved;
+use crate::kafka::warning::{Reason, Warning};
 
 /// Writes every pool's status; returns the forgotten clusters whose forget is done.
 pub(super) async fn record(pass: &mut Pass<'_>, plan: &Plan) -> Result<BTreeSet<String>, Error> {
@@ -97,10 +97,10 @@ pool,
         .as_ref()
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
-    let warnings: Vec<(String, String)> = r
+    let warnings: Vec<Warning> = r
         .not_acted_on
         .iter()
-        .map(|w| (unserved::NOT_ACTED_ON.to_owned(), w.clone()))
+        .map(|w| Warning::new(Reason::NotActedOn, w.clone()))
         .collect();
     let pool_status = KafkaNodePoolStatus {
         conditions: status::conditions(&existing, Condition::ready(), &warnings, &pass.now),

@@ -18,9 +18,9 @@ use crate::kafka::quorum;
 use crate::kafka::recover;
 use crate::kafka::resolve::Resolved;
 use crate::kafka::status;
+use crate::kafka::warning::{Reason, Warning};
 use crate::link::{Owner, Part};
 use crate::pki::{self, CaKind, CertError};
-use crate::unserved;
 
 /// Builds and publishes this pass's objects; ends the pass while per-node addresses are pending.
 pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built> {
@@ -43,13 +43,13 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
         built
             .warnings
             .iter()
-            .map(|w| ("ConfigurationIgnored".to_owned(), w.clone())),
+            .map(|w| Warning::new(Reason::ConfigurationIgnored, w.clone())),
     );
     pass.warnings.extend(
         plan.resolved
             .not_acted_on
             .iter()
-            .map(|w| (unserved::NOT_ACTED_ON.to_owned(), w.clone())),
+            .map(|w| Warning::new(Reason::NotActedOn, w.clone())),
     );
     if let Some(r) = &plan.recovering {
         recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);

@@ -37,7 +37,7 @@ impl Pass<'_> {
         kafka_status.conditions = status::conditions(
             &kafka_status.conditions,
             status::not_ready(reason, message),
-            &[],
+            crate::status::NO_WARNINGS,
             &self.now,
         );
         status::apply_kafka(&ctx.client, self.kafka, kafka_status).await?;
@@ -47,7 +47,7 @@ impl Pass<'_> {
             pool_status.conditions = status::conditions(
                 &pool_status.conditions,
                 status::not_ready(reason, message),
-                &[],
+                crate::status::NO_WARNINGS,
                 &self.now,
             );
             status::apply_pool(&ctx.client, pool, pool_status).await?;

@@ -4,6 +4,7 @@
 //! warnings (each also an Event, once), and when to look again.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use kstretch_api::condition::Condition;
 use kstretch_api::kafka::{ListenerAddress, ListenerStatus, UsedNodePoolStatus};
@@ -14,10 +15,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::kafka_side::Progress;
-use super::pass::{
-    BLOCKED_RECHECK, BUSY_REQUEUE, IDLE_REQUEUE, MOVE_RECHECK, Pass, PoolIdsByName,
-    SCALE_DOWN_BLOCKED,
-};
+use super::pass::{BUSY_REQUEUE, IDLE_REQUEUE, MOVE_RECHECK, Pass, PoolIdsByName};
 use super::plan::Plan;
 use crate::error::Error;
 use crate::kafka::answer;
@@ -25,16 +23,13 @@ use crate::kafka::build::Built;
 use crate::kafka::checks;
 use crate::kafka::context::Context;
 use crate::kafka::move_drains;
-use crate::kafka::moving;
 use crate::kafka::quorum;
 use crate::kafka::recover;
 use crate::kafka::resolve::Resolved;
 use crate::kafka::roll::Step;
 use crate::kafka::status;
 use crate::kafka::version;
-
-/// Warning reason: partitions whose replicas all sit in one Kubernetes cluster.
-const REPLICAS_IN_ONE_CLUSTER: &str = "ReplicasInOneCluster";
+use crate::kafka::warning::{Reason, Warning};
 
 /// Writes the `Kafka`'s status and says when to reconcile it again.
 pub(super) async fn report(
@@ -62,9 +57,6 @@ pub(super) async fn report(
         && progress.pending_unregistration.is_empty()
         && progress.quorum_busy.is_none()
         && !busy_when_ready;
-    let has_warning = |wanted: &str| pass.warnings.iter().any(|(reason, _)| reason == wanted);
-    let scale_down_blocked = has_warning(SCALE_DOWN_BLOCKED);
-    let pool_moving = has_warning(moving::POOL_MOVING);
     announce_readiness(pass, &ready);
     announce_warnings(
         pass.ctx,
@@ -88,16 +80,19 @@ pub(super) async fn report(
         kafka_status.operator_last_successful_version = Some(env!("CARGO_PKG_VERSION").to_owned());
     }
     status::apply_kafka(&pass.ctx.client, pass.kafka, kafka_status).await?;
+    if !settled {
+        return Ok(Action::requeue(BUSY_REQUEUE));
+    }
+    // A settled cluster is looked at again as soon as what it waits for may have changed.
     let forgetting = plan.forgotten.iter().any(|c| !forgotten_done.contains(c));
-    Ok(Action::requeue(if !settled {
-        BUSY_REQUEUE
-    } else if pool_moving || forgetting || progress.returned {
-        MOVE_RECHECK
-    } else if scale_down_blocked {
-        BLOCKED_RECHECK
-    } else {
-        IDLE_REQUEUE
-    }))
+    let watching = (forgetting || progress.returned).then_some(MOVE_RECHECK);
+    let recheck = pass
+        .warnings
+        .iter()
+        .filter_map(|w| w.reason.recheck())
+        .chain(watching)
+        .fold(IDLE_REQUEUE, Duration::min);
+    Ok(Action::requeue(recheck))
 }
 
 /// The `Ready` condition: a recovery or a lost majority first, then the roll; when nothing
@@ -105,7 +100,7 @@ pub(super) async fn report(
 async fn readiness(pass: &Pass<'_>, plan: &Plan, progress: &Progress) -> Condition {
     match (&progress.step, &plan.recovering, &plan.majority_lost) {
         (_, Some(_), _) => status::not_ready(
-            recover::QUORUM_RECOVERY,
+            Reason::QuorumRecovery.as_str(),
             progress.quorum_busy.clone().unwrap_or_default(),
         ),
         (_, None, Some(why)) => status::not_ready(recover::QUORUM_MAJORITY_LOST, why.clone()),
@@ -206,20 +201,16 @@ fn announce_readiness(pass: &Pass<'_>, ready: &Condition) {
 
 /// Each warning whose reason the status does not show yet is also an Event (once, while it
 /// stands), so `kubectl describe` and event-based alerts see it.
-fn announce_warnings(
-    ctx: &Context,
-    kafka: &Kafka,
-    before: &[Condition],
-    warnings: &[(String, String)],
-) {
+fn announce_warnings(ctx: &Context, kafka: &Kafka, before: &[Condition], warnings: &[Warning]) {
     let shown = |reason: &str| {
         before
             .iter()
             .any(|c| c.type_ == "Warning" && c.reason.as_deref() == Some(reason))
     };
     let mut announced = BTreeSet::new();
-    for (reason, message) in warnings {
-        if shown(reason) || !announced.insert(reason.as_str()) {
+    for w in warnings {
+        let reason = w.reason.as_str();
+        if shown(reason) || !announced.insert(reason) {
             continue;
         }
         ctx.events.emit(
@@ -227,7 +218,7 @@ fn announce_warnings(
             kstretch_runtime::events::Type::Warning,
             reason,
             "Reconcile",
-            message.clone(),
+            w.message.clone(),
         );
     }
 }
@@ -239,7 +230,7 @@ async fn confined_partitions(
     kafka: &Kafka,
     bootstrap: Option<&str>,
     kafka_status: &KafkaStatus,
-) -> Option<(String, String)> {
+) -> Option<Warning> {
     let found = async {
         let bootstrap = bootstrap.ok_or_else(|| "no bootstrap address".to_owned())?;
         let admin = ctx
@@ -258,10 +249,10 @@ async fn confined_partitions(
             return kafka_status
                 .conditions
                 .iter()
-                .find(|c| c.reason.as_deref() == Some(REPLICAS_IN_ONE_CLUSTER))
+                .find(|c| c.reason.as_deref() == Some(Reason::ReplicasInOneCluster.as_str()))
                 .map(|c| {
-                    (
-                        REPLICAS_IN_ONE_CLUSTER.to_owned(),
+                    Warning::new(
+                        Reason::ReplicasInOneCluster,
                         c.message.clone().unwrap_or_default(),
                     )
                 });
@@ -279,8 +270,8 @@ async fn confined_partitions(
     if confined.len() > SHOWN {
         named.push(format!("and {} more", confined.len() - SHOWN));
     }
-    Some((
-        REPLICAS_IN_ONE_CLUSTER.to_owned(),
+    Some(Warning::new(
+        Reason::ReplicasInOneCluster,
         format!(
             "{} partition(s) have every replica in one Kubernetes cluster and are lost with it: {}; spread them with `kstretch spread --kafka {}`",
             confined.len(),
@@ -313,14 +304,14 @@ async fn migrate_static_quorum(
     version: &str,
     bootstrap: Option<&str>,
     kafka_status: &mut KafkaStatus,
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<Warning>,
 ) -> bool {
     if quorum::mode(kafka_status) != kraft::QuorumMode::Static {
         return false;
     }
     if !quorum::can_migrate(version) {
-        warnings.push((
-            "QuorumMigrationUnsupported".to_owned(),
+        warnings.push(Warning::new(
+            Reason::QuorumMigrationUnsupported,
             format!(
                 "the controller quorum is static and Kafka {version} cannot make it dynamic (Kafka 4.1 and later can): controllers are added or removed only by restarting every node; upgrade Kafka, or set the annotation {}=static to keep it static without this warning",
                 names::CONTROLLER_QUORUM
@@ -349,8 +340,8 @@ kafka,
         }
         Err(e) => {
             ctx.kafka.forget(bootstrap);
-            warnings.push((
-                "QuorumMigrationPending".to_owned(),
+            warnings.push(Warning::new(
+                Reason::QuorumMigrationPending,
                 format!("the static controller quorum is not made dynamic yet: {e}; retried"),
             ));
             true

@@ -1,0 +1,145 @@
+//! The warnings a `Kafka` shows (its `Warning` conditions, each also an Event once): one
+//! [`Reason`] per cause with its one stable reason string, and what a reason asks of the
+//! reconciliation's timing, so that when to look again follows from what was found.
+
+use std::time::Duration;
+
+/// A `Kafka` is looked at again this often while a pool moves (or a cluster is forgotten): a
+/// drain's progress is not something central watches.
+pub const MOVE_RECHECK: Duration = Duration::from_secs(10);
+/// A scale-down waiting for its brokers' replicas to move is checked against Kafka again this
+/// often: moving them changes nothing central watches.
+pub const BLOCKED_RECHECK: Duration = Duration::from_secs(30);
+
+/// Why a `Kafka` warns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    /// A listener, configuration option or rack setting left out of the nodes' configuration.
+    ConfigurationIgnored,
+    /// A field Strimzi acts on and kstretch does not ([`crate::unserved`]).
+    NotActedOn,
+    /// A pool's node-ID annotation that cannot be honoured.
+    NodeIdAnnotationIgnored,
+    /// A pool moves to another member cluster; what its leaving nodes wait for.
+    PoolMoving,
+    /// A move's drain was aborted or refused: the move waits for the user.
+    PoolMoveStalled,
+    /// A scale-down waits while its brokers hold partition replicas.
+    ScaleDownBlocked,
+    /// A scale-down waits for something else (its cluster's agent, Kafka's answer).
+    ScaleDownDeferred,
+    /// Controllers stop once they are removed from the quorum's voters.
+    VoterRemovalPending,
+    /// Partitions whose replicas all sit in one member cluster.
+    ReplicasInOneCluster,
+    /// The nodes change Kafka version.
+    KafkaVersionChanging,
+    /// `metadata.version` is not raised yet.
+    MetadataVersionPending,
+    /// A member cluster is forgotten; its forget operation's progress.
+    ClusterForgotten,
+    /// Partitions lost with a forgotten cluster.
+    PartitionsLost,
+    /// A forget operation was aborted or refused.
+    ForgetStalled,
+    /// The controller quorum is being rebuilt from a survivor.
+    QuorumRecovery,
+    /// A static quorum cannot be made dynamic on this Kafka version.
+    QuorumMigrationUnsupported,
+    /// A static quorum is being made dynamic.
+    QuorumMigrationPending,
+    /// The quorum's voters are changing.
+    QuorumChangePending,
+    /// A member cluster's agent is not connected.
+    ClusterUnreachable,
+    /// Removed nodes are not unregistered yet.
+    UnregistrationPending,
+    /// Unregistering a removed node failed.
+    UnregistrationFailed,
+    /// A roll waits: it would take partitions below `min.insync.replicas` or the quorum below
+    /// a majority.
+    RollingUpdateBlocked,
+    /// An agent could not apply some of the objects.
+    ApplyFailed,
+}
+
+impl Reason {
+    /// The condition's and the Event's reason.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::ConfigurationIgnored => "ConfigurationIgnored",
+            Reason::NotActedOn => crate::unserved::NOT_ACTED_ON,
+            Reason::NodeIdAnnotationIgnored => "NodeIdAnnotationIgnored",
+            Reason::PoolMoving => "PoolMoving",
+            Reason::PoolMoveStalled => "PoolMoveStalled",
+            Reason::ScaleDownBlocked => "ScaleDownBlocked",
+            Reason::ScaleDownDeferred => "ScaleDownDeferred",
+            Reason::VoterRemovalPending => "VoterRemovalPending",
+            Reason::ReplicasInOneCluster => "ReplicasInOneCluster",
+            Reason::KafkaVersionChanging => "KafkaVersionChanging",
+            Reason::MetadataVersionPending => "MetadataVersionPending",
+            Reason::ClusterForgotten => "ClusterForgotten",
+            Reason::PartitionsLost => "PartitionsLost",
+            Reason::ForgetStalled => "ForgetStalled",
+            Reason::QuorumRecovery => "QuorumRecovery",
+            Reason::QuorumMigrationUnsupported => "QuorumMigrationUnsupported",
+            Reason::QuorumMigrationPending => "QuorumMigrationPending",
+            Reason::QuorumChangePending => "QuorumChangePending",
+            Reason::ClusterUnreachable => "ClusterUnreachable",
+            Reason::UnregistrationPending => "UnregistrationPending",
+            Reason::UnregistrationFailed => "UnregistrationFailed",
+            Reason::RollingUpdateBlocked => "RollingUpdateBlocked",
+            Reason::ApplyFailed => "ApplyFailed",
+        }
+    }
+
+    /// How soon a cluster that shows this warning, and is otherwise settled, is looked at
+    /// again: what it waits for changes nothing central watches.
+    pub const fn recheck(self) -> Option<Duration> {
+        match self {
+            Reason::PoolMoving => Some(MOVE_RECHECK),
+            Reason::ScaleDownBlocked => Some(BLOCKED_RECHECK),
+            _ => None,
+        }
+    }
+}
+
+/// One warning: why, and what to tell the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl Warning {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
+        Warning {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+impl crate::status::Warned for Warning {
+    fn reason(&self) -> &str {
+        self.reason.as_str()
+    }
+
+    fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_stable_and_the_waiting_ones_are_looked_at_again() {
+        assert_eq!(Reason::PoolMoving.as_str(), "PoolMoving");
+        assert_eq!(Reason::NotActedOn.as_str(), "NotActedOn");
+        assert_eq!(Reason::PoolMoving.recheck(), Some(MOVE_RECHECK));
+        assert_eq!(Reason::ScaleDownBlocked.recheck(), Some(BLOCKED_RECHECK));
+        assert_eq!(Reason::ConfigurationIgnored.recheck(), None);
+    }
+}
