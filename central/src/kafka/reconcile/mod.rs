@@ -30,7 +30,7 @@ mod tests;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use kstretch_api::{Kafka, KafkaStatus, names};
+use kstretch_api::{Kafka, names};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
@@ -82,28 +82,40 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let now = status::now();
     let mut kafka_status = kafka.status.clone().unwrap_or_default();
     kafka_status.observed_generation = kafka.metadata.generation;
-    if crate::status::is_paused(kafka.as_ref()) {
-        return paused(&ctx, &kafka, kafka_status, &now).await;
-    }
+    let paused = crate::status::is_paused(kafka.as_ref());
     // Pools not listed yet must not read as "no pools".
-    if !kstretch_runtime::watch::ready(&ctx.pools).await
-        || (kafka_status.cluster_id.is_none() && cache_is_behind(&ctx, &kafka).await?)
+    if !paused
+        && (!kstretch_runtime::watch::ready(&ctx.pools).await
+            || (kafka_status.cluster_id.is_none() && cache_is_behind(&ctx, &kafka).await?))
     {
         return Ok(Action::requeue(BUSY_REQUEUE));
     }
-    let all_pools = ctx.pools.state();
-    let mut pass = Pass {
-        ctx: &ctx,
-        kafka: &kafka,
-        pools: resolve::pools_of(&kafka, &all_pools),
-        owner: owner_of(&kafka),
-        now,
-        status: kafka_status,
-        warnings: Vec::new(),
+    let (kafka_status, action) = if paused {
+        // A paused `Kafka` changes nothing anywhere: its last desired state stands (or is
+        // retained).
+        let conditions = &kafka_status.conditions;
+        kafka_status.conditions =
+            crate::owned::paused(&ctx.owners, &owner_of(&kafka), conditions, &now)?;
+        (kafka_status, Action::await_change())
+    } else {
+        let all_pools = ctx.pools.state();
+        let mut pass = Pass {
+            ctx: &ctx,
+            kafka: &kafka,
+            pools: resolve::pools_of(&kafka, &all_pools),
+            owner: owner_of(&kafka),
+            now,
+            status: kafka_status,
+            warnings: Vec::new(),
+        };
+        let action = match stages(&mut pass).await? {
+            ControlFlow::Continue(action) | ControlFlow::Break(action) => action,
+        };
+        (pass.status, action)
     };
-    match stages(&mut pass).await? {
-        ControlFlow::Continue(action) | ControlFlow::Break(action) => Ok(action),
-    }
+    // The one write of the `Kafka`'s status in a pass, whichever stage ended it.
+    status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
+    Ok(action)
 }
 
 async fn stages(pass: &mut Pass<'_>) -> Flow<Action> {
@@ -114,19 +126,6 @@ async fn stages(pass: &mut Pass<'_>) -> Flow<Action> {
     let progress = kafka_side::advance(pass, &plan, &built, &forgotten_done).await?;
     let action = report::report(pass, &plan, &built, progress, &forgotten_done).await?;
     Ok(ControlFlow::Continue(action))
-}
-
-/// A paused `Kafka` changes nothing anywhere: its last desired state stands (or is retained).
-async fn paused(
-    ctx: &Context,
-    kafka: &Kafka,
-    mut kafka_status: KafkaStatus,
-    now: &str,
-) -> Result<Action, Error> {
-    let conditions = &kafka_status.conditions;
-    kafka_status.conditions = crate::owned::paused(&ctx.owners, &owner_of(kafka), conditions, now)?;
-    status::apply_kafka(&ctx.client, kafka, kafka_status).await?;
-    Ok(Action::await_change())
 }
 
 /// Whether the apiserver holds a cluster ID for `kafka` that the cached copy does not show yet

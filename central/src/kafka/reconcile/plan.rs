@@ -235,13 +235,15 @@ async fn cluster_id(
     {
         Some(id) => id,
         None => {
+            // Recorded before anything is built with it (this pass ends with it written): a
+            // node formatted with an ID the status lost would belong to no cluster.
             let id = new_cluster_id();
-            pass.status.cluster_id = Some(id.clone());
+            tracing::info!(cluster_id = %id, "new Kafka cluster");
+            pass.status.cluster_id = Some(id);
             if wanted_quorum == kraft::QuorumMode::Dynamic {
                 quorum::start_dynamic(&mut pass.status, desired_controllers, random_uuid);
             }
-            status::apply_kafka(&pass.ctx.client, pass.kafka, pass.status.clone()).await?;
-            id
+            return Ok(ControlFlow::Break(Action::requeue(BUSY_REQUEUE)));
         }
     };
     pass.status.cluster_id = Some(cluster_id.clone());
@@ -312,7 +314,6 @@ async fn adopt_what_runs(
                 crate::status::NO_WARNINGS,
                 &pass.now,
             );
-            status::apply_kafka(&ctx.client, kafka, kafka_status.clone()).await?;
             Ok(Some(Action::requeue(BUSY_REQUEUE)))
         }
         Adoption::Found {

@@ -87,7 +87,6 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
         &pass.warnings,
         &pass.now,
     );
-    status::apply_kafka(&ctx.client, kafka, pass.status.clone()).await?;
     Ok(ControlFlow::Break(
         kube::runtime::controller::Action::requeue(BUSY_REQUEUE),
     ))

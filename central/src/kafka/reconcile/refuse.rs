@@ -1,6 +1,6 @@
 //! Refusal of a `Kafka` that cannot be used as it is: `Ready=False` with a reason and a
-//! message on the `Kafka` and its pools, one Event, and nothing changes in the member clusters
-//! (the last desired state stands, or is retained).
+//! message on the `Kafka` (written where every pass writes it) and its pools, one Event, and
+//! nothing changes in the member clusters (the last desired state stands, or is retained).
 
 use std::ops::ControlFlow;
 
@@ -21,8 +21,7 @@ impl Pass<'_> {
         tracing::warn!(%reason, %message, "Kafka cannot be reconciled as it is");
         ctx.metrics.invalid(reason);
         keep_or_retain(&ctx.owners, &self.owner)?;
-        let mut kafka_status = std::mem::take(&mut self.status);
-        let refused_before = kafka_status.conditions.iter().any(|c| {
+        let refused_before = self.status.conditions.iter().any(|c| {
             c.type_ == "Ready" && c.status == "False" && c.reason.as_deref() == Some(reason)
         });
         if !refused_before {
@@ -34,13 +33,12 @@ impl Pass<'_> {
                 message.to_owned(),
             );
         }
-        kafka_status.conditions = status::conditions(
-            &kafka_status.conditions,
+        self.status.conditions = status::conditions(
+            &self.status.conditions,
             status::not_ready(reason, message),
             crate::status::NO_WARNINGS,
             &self.now,
         );
-        status::apply_kafka(&ctx.client, self.kafka, kafka_status).await?;
         for pool in &self.pools {
             let mut pool_status = pool.status.clone().unwrap_or_default();
             pool_status.observed_generation = pool.metadata.generation;

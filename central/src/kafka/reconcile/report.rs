@@ -79,7 +79,7 @@ pub(super) async fn report(
     if is_ready {
         kafka_status.operator_last_successful_version = Some(env!("CARGO_PKG_VERSION").to_owned());
     }
-    status::apply_kafka(&pass.ctx.client, pass.kafka, kafka_status).await?;
+    pass.status = kafka_status;
     if !settled {
         return Ok(Action::requeue(BUSY_REQUEUE));
     }
