@@ -62,6 +62,13 @@ pub const MANAGED_KINDS: &[ManagedKind] = &[
         optional: false,
     },
     ManagedKind {
+        group: "policy",
+        version: "v1",
+        kind: "PodDisruptionBudget",
+        plural: "poddisruptionbudgets",
+        optional: false,
+    },
+    ManagedKind {
         group: "core.strimzi.io",
         version: "v1",
         kind: "StrimziPodSet",

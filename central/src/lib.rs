@@ -4,6 +4,7 @@
 //! an in-process apiserver or the link with a [`link::DesiredStates`] they fill themselves.
 
 pub mod admin;
+pub mod budget;
 pub mod connect;
 pub mod connector;
 pub mod controller;

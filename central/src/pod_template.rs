@@ -29,8 +29,14 @@ pub const TEMPLATE_POD: &[&str] = &[
     "enableServiceLinks",
 ];
 
-/// The parts of a `Kafka`'s or `KafkaNodePool`'s `template` the node pods apply.
-pub const KAFKA_TEMPLATE: Applied = &[("pod", TEMPLATE_POD)];
+/// The parts of a `KafkaNodePool`'s `template` the node pods apply.
+pub const POOL_TEMPLATE: Applied = &[("pod", TEMPLATE_POD)];
+/// The parts of a `Kafka`'s `spec.kafka.template` that apply: each pool's pods take its `pod`
+/// part unless the pool sets one, and the budgets of the Kafka's pods its `podDisruptionBudget`.
+pub const KAFKA_TEMPLATE: Applied = &[
+    ("pod", TEMPLATE_POD),
+    ("podDisruptionBudget", &["metadata", "maxUnavailable"]),
+];
 
 /// What one pod is made of.
 #[derive(Debug)]

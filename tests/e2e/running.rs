@@ -1259,6 +1259,7 @@ async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
         Interruption::None,
     )
     .await;
+    evictions_take_one_node_at_a_time_across_clusters(stretch).await;
     let (all, topic) = (bootstrap.clone(), "back");
     let read =
         tokio::task::spawn_blocking(move || consume(&all, topic, 2, 100, Duration::from_secs(60)))
@@ -1290,6 +1291,154 @@ async fn pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(
         sent.acked.len(),
         sent.longest_wait
     );
+}
+
+/// Voluntary evictions, as `kubectl drain` makes them, under the move test's producer: a Kafka
+/// pod evicted in alpha goes (its podset brings it back); while it is away, beta's budget
+/// refuses an eviction (429) although every pod there is ready, since no apiserver sees both
+/// clusters; once the pod is back and ready, beta's budget allows one again. Then `kubectl
+/// drain` of alpha's real node evicts one Kafka pod and waits (the rest are refused), and once
+/// the node is uncordoned every pod is ready again.
+async fn evictions_take_one_node_at_a_time_across_clusters(stretch: &Stretch) {
+    use kube::api::EvictParams;
+    let budget = |alias: &str| {
+        let api: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = stretch.api(alias);
+        async move {
+            api.get("live-kafka")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default()
+        }
+    };
+    let kafka_pods = |alias: &str| {
+        let api: Api<Pod> = stretch.api(alias);
+        async move {
+            api.list(&ListParams::default().labels("strimzi.io/name=live-kafka"))
+                .await
+                .unwrap()
+                .items
+        }
+    };
+    let all_ready = || async {
+        let mut pods = kafka_pods(ALPHA).await;
+        pods.extend(kafka_pods(BETA).await);
+        let waiting: Vec<String> = pods
+            .iter()
+            .filter(|p| !pod_ready(p))
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        let open = budget(ALPHA).await.disruptions_allowed == Some(1)
+            && budget(BETA).await.disruptions_allowed == Some(1);
+        if waiting.is_empty() && open {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("not ready: {waiting:?}; budgets open: {open}"))
+        }
+    };
+    wait_for(
+        "every Kafka pod ready and both budgets open",
+        START_TIMEOUT,
+        all_ready,
+    )
+    .await;
+    let evicted = kafka_pods(ALPHA).await[0].metadata.name.clone().unwrap();
+    let alpha: Api<Pod> = stretch.api(ALPHA);
+    alpha
+        .evict(&evicted, &EvictParams::default())
+        .await
+        .unwrap();
+    wait_for("beta's budget to close", START_TIMEOUT, || async {
+        match budget(BETA).await.disruptions_allowed {
+            Some(0) => Seen::Done(()),
+            n => Seen::NotYet(format!("{n:?} disruption(s) allowed in beta")),
+        }
+    })
+    .await;
+    let in_beta = kafka_pods(BETA).await[0].metadata.name.clone().unwrap();
+    // Answered as `kubectl drain` sees it: kube's default client would retry the 429.
+    let env = TestEnv::get()
+        .clusters
+        .iter()
+        .find(|c| c.name == BETA)
+        .unwrap();
+    let once = kstretch_tests::cluster::Cluster::connect_without_retries(env).await;
+    let beta: Api<Pod> = Api::namespaced(once.client, &stretch.ns);
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = stretch.api(BETA);
+    let seen = kstretch_tests::wait::shown(&pdbs.get("live-kafka").await.unwrap());
+    let pods_then = pod_states(stretch).await;
+    match beta.evict(&in_beta, &EvictParams::default()).await {
+        Err(kube::Error::Api(e)) if e.code == 429 => {}
+        other => panic!(
+            "evicting {in_beta} in beta while {evicted} in alpha is away: {:?}\nbeta's budget:\n{seen}\npods: {pods_then:?}",
+            other.map(|_| ())
+        ),
+    }
+    wait_for(
+        "the evicted pod back and both budgets open",
+        START_TIMEOUT,
+        all_ready,
+    )
+    .await;
+
+    // A node drained for maintenance: one Kafka pod goes, the drain waits for it.
+    let node = kafka_pods(ALPHA).await[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap();
+    let before: BTreeMap<String, String> = kafka_pods(ALPHA)
+        .await
+        .iter()
+        .map(|p| {
+            (
+                p.metadata.name.clone().unwrap(),
+                p.metadata.uid.clone().unwrap(),
+            )
+        })
+        .collect();
+    let kubectl = |args: &[&str]| {
+        let mut command = std::process::Command::new(kstretch_tests::charts::tool("kubectl"));
+        command
+            .arg("--kubeconfig")
+            .arg(stretch.kubeconfig(ALPHA))
+            .args(args);
+        async move {
+            tokio::task::spawn_blocking(move || command.output().expect("kubectl runs"))
+                .await
+                .unwrap()
+        }
+    };
+    let drained = kubectl(&[
+        "drain",
+        &node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=40s",
+        "--pod-selector=strimzi.io/name=live-kafka",
+    ])
+    .await;
+    let uncordoned = kubectl(&["uncordon", &node]).await;
+    assert!(uncordoned.status.success(), "{uncordoned:?}");
+    let said = String::from_utf8_lossy(&drained.stderr).into_owned()
+        + &String::from_utf8_lossy(&drained.stdout);
+    assert!(
+        !drained.status.success()
+            && said.contains("Cannot evict pod as it would violate the pod's disruption budget"),
+        "kubectl drain {node} evicts one Kafka pod and then waits:\n{said}"
+    );
+    let gone = kafka_pods(ALPHA)
+        .await
+        .iter()
+        .filter(|p| {
+            before.get(p.metadata.name.as_deref().unwrap_or_default()) != p.metadata.uid.as_ref()
+        })
+        .count();
+    assert_eq!(
+        gone, 1,
+        "one Kafka pod of {before:?} was evicted by the drain:\n{said}"
+    );
+    wait_for("every pod back after the drain", START_TIMEOUT, all_ready).await;
 }
 
 /// What interrupts a pool move in [`pool_moved`].

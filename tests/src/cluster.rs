@@ -30,12 +30,23 @@ impl std::fmt::Debug for Cluster {
 
 impl Cluster {
     pub async fn connect(env: &ClusterEnv) -> Cluster {
+        Self::connect_with(env, true).await
+    }
+
+    /// [`Cluster::connect`] with a client that answers a 429 (an eviction a disruption budget
+    /// refuses) at once, where kube's default client retries it until it passes.
+    pub async fn connect_without_retries(env: &ClusterEnv) -> Cluster {
+        Self::connect_with(env, false).await
+    }
+
+    async fn connect_with(env: &ClusterEnv, retries: bool) -> Cluster {
         let kubeconfig = Kubeconfig::read_from(&env.kubeconfig)
             .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", env.kubeconfig.display()));
-        let config =
+        let mut config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
                 .unwrap_or_else(|e| panic!("bad kubeconfig {}: {e}", env.kubeconfig.display()));
+        config.default_retry = retries;
         let client = Client::try_from(config)
             .unwrap_or_else(|e| panic!("cannot build a client for {}: {e}", env.name));
         Cluster {

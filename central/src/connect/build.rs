@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::security;
 use super::validate::Resolved;
+use crate::budget;
 use crate::pod_template::{self, PodParts, TEMPLATE_POD};
 use crate::unserved::Applied;
 
@@ -23,6 +24,7 @@ pub const CONNECT_TEMPLATE: Applied = &[
     ("apiService", &["metadata"]),
     ("headlessService", &["metadata"]),
     ("connectContainer", &["env", "securityContext"]),
+    ("podDisruptionBudget", &["metadata", "maxUnavailable"]),
 ];
 
 /// Port of the Connect REST API (Strimzi's `REST_API_PORT`).
@@ -225,7 +227,23 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": true,
                  "selector": n.selector(), "ports": [port]},
     });
-    let mut objects = vec![config_map, pod_set, api_service, headless];
+    let text = |v: Value| -> BTreeMap<String, String> {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+            .collect()
+    };
+    let budget = budget::pod_disruption_budget(&budget::Budget {
+        name: component_name(&name),
+        namespace: n.namespace,
+        labels: text(Value::Object(n.labels())),
+        selector: text(n.selector()),
+        pods: usize::try_from(r.replicas).unwrap_or(usize::MAX),
+        template: n.template,
+        closed: false,
+    });
+    let mut objects = vec![config_map, pod_set, api_service, headless, budget];
     if !material.is_empty() {
         let files = material.iter().map(|(k, v)| (k.clone(), v.as_slice()));
         objects.push(crate::kafka::build::secret(
@@ -559,7 +577,17 @@ mod tests {
                 ("StrimziPodSet", "my-connect-connect"),
                 ("Service", "my-connect-connect-api"),
                 ("Service", "my-connect-connect"),
+                ("PodDisruptionBudget", "my-connect-connect"),
             ]
+        );
+        let budget = &b.objects[4]["spec"];
+        assert_eq!(
+            budget["minAvailable"],
+            i64::from(b.revisions.len() as i32) - 1
+        );
+        assert_eq!(
+            budget["selector"]["matchLabels"]["strimzi.io/kind"],
+            "KafkaConnect"
         );
         for o in &b.objects {
             let l = &o["metadata"]["labels"];

@@ -18,6 +18,7 @@ use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
 use super::resolve::{PerNode, Resolved, ResolvedPool};
+use crate::budget;
 use crate::pki::NodeCerts;
 use crate::pod_template::{self, PodParts};
 
@@ -50,6 +51,60 @@ pub struct Built {
     pub nodes: BTreeMap<i32, BuiltNode>,
     pub warnings: Vec<String>,
     pub kafka_version: String,
+}
+
+/// Adds to every member cluster's objects the budget of the Kafka's pods there (Strimzi's
+/// `<kafka>-kafka`, with `spec.kafka.template.podDisruptionBudget`), closed while a node of the
+/// Kafka may be down in another member cluster (`disrupted`): each apiserver sees only its own
+/// pods, and evictions in two clusters at once would take two nodes.
+pub fn add_budgets(built: &mut Built, kafka: &Kafka, disrupted: &BTreeSet<String>) {
+    let name = kafka.name_any();
+    let namespace = kafka.namespace().unwrap_or_default();
+    let names = Names {
+        kafka: &name,
+        namespace: &namespace,
+    };
+    let text = |map: Map<String, Value>| -> BTreeMap<String, String> {
+        map.into_iter()
+            .filter_map(|(k, v)| Some((k, v.as_str()?.to_owned())))
+            .collect()
+    };
+    let pods: BTreeMap<String, usize> =
+        built.nodes.values().fold(BTreeMap::new(), |mut n, node| {
+            *n.entry(node.alias.clone()).or_default() += 1;
+            n
+        });
+    for (alias, objects) in &mut built.objects {
+        objects.push(budget::pod_disruption_budget(&budget::Budget {
+            name: names.component(),
+            namespace: &namespace,
+            labels: text(names.labels()),
+            selector: BTreeMap::from([
+                (names::CLUSTER.to_owned(), name.clone()),
+                (names::NAME.to_owned(), names.component()),
+                (names::KIND.to_owned(), "Kafka".to_owned()),
+            ]),
+            pods: pods.get(alias).copied().unwrap_or(0),
+            template: kafka.spec.kafka.template.as_ref(),
+            closed: disrupted.iter().any(|d| d != alias),
+        }));
+    }
+}
+
+/// The podsets built for each member cluster, by alias.
+pub fn podsets(built: &Built) -> BTreeMap<String, BTreeSet<String>> {
+    built
+        .objects
+        .iter()
+        .map(|(alias, objects)| {
+            let names = objects
+                .iter()
+                .filter(|o| o["kind"] == "StrimziPodSet")
+                .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned))
+                .collect();
+            (alias.clone(), names)
+        })
+        .collect()
 }
 
 /// Adds copies of the CA certificate Secrets `cas` (name and data: certificates and trust
@@ -1070,6 +1125,49 @@ mod tests {
             serde_json::from_value(copy["data"].clone()).unwrap();
         assert_eq!(data.keys().collect::<Vec<_>>(), ["ca.crt", "ca.p12"]);
         assert_eq!(data["ca.p12"].0, [0xff, 0x00]);
+    }
+
+    #[test]
+    fn each_cluster_gets_a_budget_closed_while_a_node_is_down_in_another() {
+        let k = kafka(serde_json::json!({"spec": {"kafka": {
+            "template": {"podDisruptionBudget": {"maxUnavailable": 2}}}}}));
+        let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
+        let b = pool(
+            "b",
+            &["broker"],
+            1,
+            serde_json::json!({"metadata": {"annotations":
+                {"strimzi.io/stretch-cluster-alias": "beta"}}}),
+        );
+        let resolved = resolve(&k, &[&d, &b], &members()).unwrap();
+        let ids = ids(&[("dual", &[0]), ("b", &[1])]);
+        let mut built = build(&k, &resolved, &ids, "abc").unwrap();
+        assert_eq!(
+            podsets(&built)["beta"],
+            BTreeSet::from(["my-cluster-b".to_owned()])
+        );
+        built
+            .objects
+            .get_mut("alpha")
+            .unwrap()
+            .push(serde_json::json!({}));
+        add_budgets(&mut built, &k, &BTreeSet::from(["beta".to_owned()]));
+        let allowed = |alias: &str| {
+            let budget = find(
+                &built.objects[alias],
+                "PodDisruptionBudget",
+                "my-cluster-kafka",
+            );
+            assert_eq!(
+                budget["spec"]["selector"]["matchLabels"],
+                serde_json::json!({"strimzi.io/cluster": "my-cluster",
+                    "strimzi.io/kind": "Kafka", "strimzi.io/name": "my-cluster-kafka"})
+            );
+            budget["spec"]["minAvailable"].clone()
+        };
+        // A node is down in beta: alpha's one pod must stay; beta keeps the template's (two of
+        // its one pod may go: none needs to stay; its own budget counts the pod that is down).
+        assert_eq!((allowed("alpha"), allowed("beta")), (1.into(), 0.into()));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use kstretch_core::node_ids::{PoolIds, Role};
 use kube::ResourceExt;
 
 use super::security::{self, SecretCertificate, SecurityProblem};
-use crate::pod_template::KAFKA_TEMPLATE;
+use crate::pod_template::{KAFKA_TEMPLATE, POOL_TEMPLATE};
 use crate::unserved;
 
 /// `Kafka` annotation choosing how nodes in different member clusters reach each other:
@@ -380,7 +380,7 @@ fn resolve_pool(
         generation: pool.metadata.generation,
         cluster_id: status.and_then(|s| s.cluster_id.clone()),
         leaving,
-        not_acted_on: unserved::pool(&pool.spec, KAFKA_TEMPLATE),
+        not_acted_on: unserved::pool(&pool.spec, POOL_TEMPLATE),
     };
     (resolved, invalid)
 }

@@ -2,7 +2,8 @@
 What the agent does against its cluster's apiserver (read from agent/src): the StrimziPodSet
 controller watches podsets and pods, creates, patches and deletes pods and writes podset status;
 the link server-side applies, lists (to prune) and deletes the kinds central sends (agent/src/link/objects.rs:
-ConfigMap, Secret, Service, PersistentVolumeClaim, ServiceExport, StrimziPodSet), watches the
+ConfigMap, Secret, Service, PersistentVolumeClaim, ServiceExport, StrimziPodSet,
+PodDisruptionBudget), watches the
 per-node Services and records Events. Nothing else: no Strimzi user kinds, no nodes.
 */}}
 {{- define "kstretch-agent.rules" -}}
@@ -17,6 +18,9 @@ per-node Services and records Events. Nothing else: no Strimzi user kinds, no no
   verbs: ["update"]
 - apiGroups: [""]
   resources: ["pods", "configmaps", "secrets", "services", "persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 - apiGroups: ["multicluster.x-k8s.io"]
   resources: ["serviceexports"]

@@ -11,6 +11,7 @@ use kube::ResourceExt;
 
 use super::pass::{BUSY_REQUEUE, Flow, Pass, PoolIdsByName, address_nodes, keep_or_retain};
 use super::plan::Plan;
+use crate::budget;
 use crate::error::Error;
 use crate::kafka::build::{self, Built};
 use crate::kafka::context::Context;
@@ -54,10 +55,28 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
     if let Some(r) = &plan.recovering {
         recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
     }
+    let disrupted = disrupted_clusters(pass.ctx, pass.kafka, &built);
+    build::add_budgets(&mut built, pass.kafka, &disrupted);
     pass.ctx
         .owners
         .put(pass.owner.clone(), Part::Objects(built.objects.clone()))?;
     Ok(ControlFlow::Continue(built))
+}
+
+/// The member clusters where a node of the Kafka may be down, from what their agents report.
+fn disrupted_clusters(ctx: &Context, kafka: &Kafka, built: &Built) -> BTreeSet<String> {
+    let reports: BTreeMap<String, Vec<_>> = ctx
+        .agents
+        .list()
+        .into_iter()
+        .filter(|r| r.connected && r.status_at.is_some())
+        .map(|r| (r.cluster_alias, r.podsets))
+        .collect();
+    budget::disrupted(
+        &kafka.namespace().unwrap_or_default(),
+        &build::podsets(built),
+        &reports,
+    )
 }
 
 /// With per-node Services, fills in their reported addresses; while some are missing, only
