@@ -79,15 +79,18 @@ pub async fn delete(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Erro
 /// Reconciles one `Kafka` that is not being deleted.
 pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error> {
     crate::owned::claim(ctx.as_ref(), kafka.as_ref()).await?;
+    // The cached copy may not show this controller's status write of a moment ago yet (a new
+    // cluster's ID, a rebuilt quorum's voters): a pass over it would write the old status back
+    // and act on it. The stored copy is read instead, once per pass.
+    let Some(kafka) = api(&ctx, &kafka).get_opt(&kafka.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
     let now = status::now();
     let mut kafka_status = kafka.status.clone().unwrap_or_default();
     kafka_status.observed_generation = kafka.metadata.generation;
-    let paused = crate::status::is_paused(kafka.as_ref());
+    let paused = crate::status::is_paused(&kafka);
     // Pools not listed yet must not read as "no pools".
-    if !paused
-        && (!kstretch_runtime::watch::ready(&ctx.pools).await
-            || (kafka_status.cluster_id.is_none() && cache_is_behind(&ctx, &kafka).await?))
-    {
+    if !paused && !kstretch_runtime::watch::ready(&ctx.pools).await {
         return Ok(Action::requeue(BUSY_REQUEUE));
     }
     let (kafka_status, action) = if paused {
@@ -126,14 +129,4 @@ async fn stages(pass: &mut Pass<'_>) -> Flow<Action> {
     let progress = kafka_side::advance(pass, &plan, &built, &forgotten_done).await?;
     let action = report::report(pass, &plan, &built, progress, &forgotten_done).await?;
     Ok(ControlFlow::Continue(action))
-}
-
-/// Whether the apiserver holds a cluster ID for `kafka` that the cached copy does not show yet
-/// (our own status write of a moment ago): acting on the cached copy would take a new cluster's
-/// first voters for a lost status. The watch delivers the newer copy shortly.
-async fn cache_is_behind(ctx: &Context, kafka: &Kafka) -> Result<bool, Error> {
-    let stored = api(ctx, kafka).get_opt(&kafka.name_any()).await?;
-    Ok(stored
-        .and_then(|k| k.status)
-        .is_some_and(|s| s.cluster_id.is_some()))
 }
