@@ -37,6 +37,16 @@ pub struct Budget<'a> {
     pub closed: bool,
 }
 
+/// The text entries of a JSON object (labels, annotations, a selector); nothing else.
+pub fn strings(value: &Value) -> BTreeMap<String, String> {
+    value
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
+}
+
 /// `template.podDisruptionBudget.maxUnavailable`, else [`DEFAULT_MAX_UNAVAILABLE`].
 pub fn max_unavailable(template: Option<&OpaqueObject>) -> i32 {
     part(template)
@@ -54,14 +64,11 @@ fn part(template: Option<&OpaqueObject>) -> Option<&OpaqueObject> {
 /// The budget as the JSON the link carries.
 pub fn pod_disruption_budget(budget: &Budget<'_>) -> Value {
     let metadata = part(budget.template).and_then(|p| p.get("metadata"));
-    let extra = |key: &str| -> BTreeMap<String, String> {
+    let extra = |key: &str| {
         metadata
             .and_then(|m| m.get(key))
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-            .collect()
+            .map(strings)
+            .unwrap_or_default()
     };
     // The template adds labels; ours win.
     let mut labels = extra("labels");

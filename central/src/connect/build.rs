@@ -227,18 +227,11 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": true,
                  "selector": n.selector(), "ports": [port]},
     });
-    let text = |v: Value| -> BTreeMap<String, String> {
-        v.as_object()
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-            .collect()
-    };
     let budget = budget::pod_disruption_budget(&budget::Budget {
         name: component_name(&name),
         namespace: n.namespace,
-        labels: text(Value::Object(n.labels())),
-        selector: text(n.selector()),
+        labels: budget::strings(&Value::Object(n.labels())),
+        selector: budget::strings(&n.selector()),
         pods: usize::try_from(r.replicas).unwrap_or(usize::MAX),
         template: n.template,
         closed: false,

@@ -64,11 +64,6 @@ pub fn add_budgets(built: &mut Built, kafka: &Kafka, disrupted: &BTreeSet<String
         kafka: &name,
         namespace: &namespace,
     };
-    let text = |map: Map<String, Value>| -> BTreeMap<String, String> {
-        map.into_iter()
-            .filter_map(|(k, v)| Some((k, v.as_str()?.to_owned())))
-            .collect()
-    };
     let pods: BTreeMap<String, usize> =
         built.nodes.values().fold(BTreeMap::new(), |mut n, node| {
             *n.entry(node.alias.clone()).or_default() += 1;
@@ -78,7 +73,7 @@ pub fn add_budgets(built: &mut Built, kafka: &Kafka, disrupted: &BTreeSet<String
         objects.push(budget::pod_disruption_budget(&budget::Budget {
             name: names.component(),
             namespace: &namespace,
-            labels: text(names.labels()),
+            labels: budget::strings(&Value::Object(names.labels())),
             selector: BTreeMap::from([
                 (names::CLUSTER.to_owned(), name.clone()),
                 (names::NAME.to_owned(), names.component()),

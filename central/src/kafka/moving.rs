@@ -14,48 +14,38 @@ use kstretch_core::node_ids::Role;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
-use super::checks;
 use super::context::Context;
 use super::resolve::Resolved;
 use crate::kafka::warning::{Reason, Warning};
 
-/// Keeps, of each moving pool's leaving nodes, those still needed, and drops the rest (they
-/// stop, and are unregistered once gone): all while their cluster's agent is away (nothing
-/// there can be changed), brokers that hold partition replicas (or when that cannot be
-/// checked), and controllers that are voters. Kept nodes join `ids` and stay in the pool's
-/// `leaving`. Returns, by pool, the brokers that hold replicas.
-#[allow(clippy::too_many_arguments)]
-pub async fn keep_leaving(
-    ctx: &Context,
-    kafka: &Kafka,
-    effective: &mut Resolved,
-    kafka_status: &KafkaStatus,
-    connected: &BTreeSet<String>,
-    bootstrap: Option<&str>,
-    ids: &mut BTreeMap<String, BTreeSet<i32>>,
-    warnings: &mut Vec<Warning>,
-) -> BTreeMap<String, BTreeSet<i32>> {
-    let leaving_brokers: BTreeSet<i32> = effective
+/// The leaving brokers of moving pools whose cluster's agent is connected: whether they still
+/// hold replicas is what [`keep_leaving`] needs to know.
+pub fn leaving_brokers(effective: &Resolved, connected: &BTreeSet<String>) -> BTreeSet<i32> {
+    effective
         .pools
         .iter()
         .filter(|p| p.ids.current_roles.contains(&Role::Broker))
         .filter_map(|p| p.leaving.as_ref())
         .filter(|l| connected.contains(&l.alias))
         .flat_map(|l| l.ids.iter().copied())
-        .collect();
-    let (holding, in_drains) = if leaving_brokers.is_empty() {
-        (Ok(BTreeSet::new()), BTreeSet::new())
-    } else {
-        let holding = checks::holding_replicas_at(&ctx.kafka, bootstrap, &leaving_brokers)
-            .await
-            .map(BTreeMap::into_keys)
-            .map(BTreeSet::from_iter);
-        // Not knowing which drains run is as good as not knowing what the brokers hold.
-        match in_running_drains(ctx, kafka).await {
-            Ok(brokers) => (holding, brokers),
-            Err(e) => (Err(e), BTreeSet::new()),
-        }
-    };
+        .collect()
+}
+
+/// Keeps, of each moving pool's leaving nodes, those still needed, and drops the rest (they
+/// stop, and are unregistered once gone): all while their cluster's agent is away (nothing
+/// there can be changed), brokers that hold partition replicas (`holding`; or when that cannot
+/// be known), brokers a drain that has not ended names (`in_drains`: it still removes its
+/// throttle from them), and controllers that are voters. Kept nodes join `ids` and stay in the
+/// pool's `leaving`. Returns, by pool, the brokers that hold replicas. Pure.
+pub fn keep_leaving(
+    effective: &mut Resolved,
+    kafka_status: &KafkaStatus,
+    connected: &BTreeSet<String>,
+    holding: Result<&BTreeSet<i32>, &String>,
+    in_drains: &BTreeSet<i32>,
+    ids: &mut BTreeMap<String, BTreeSet<i32>>,
+    warnings: &mut Vec<Warning>,
+) -> BTreeMap<String, BTreeSet<i32>> {
     let voters: BTreeSet<i32> = kafka_status
         .quorum
         .iter()
@@ -72,8 +62,8 @@ pub async fn keep_leaving(
         let needed = needed(
             &leaving.ids,
             connected.contains(&leaving.alias),
-            roles.contains(&Role::Broker).then_some(holding.as_ref()),
-            &in_drains,
+            roles.contains(&Role::Broker).then_some(holding),
+            in_drains,
             if roles.contains(&Role::Controller) {
                 &voters
             } else {
@@ -178,7 +168,7 @@ fn needed(
 
 /// The brokers that drains of this `Kafka` which have not ended name (a drain still removes
 /// its throttle from them at the end).
-async fn in_running_drains(ctx: &Context, kafka: &Kafka) -> Result<BTreeSet<i32>, String> {
+pub async fn in_running_drains(ctx: &Context, kafka: &Kafka) -> Result<BTreeSet<i32>, String> {
     let api: Api<KafkaOperation> =
         Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
     let same_kafka =

@@ -20,8 +20,85 @@ use crate::kafka::resolve::Resolved;
 use crate::kafka::warning::{Reason, Warning};
 
 /// Turns `plan`'s pools into what runs after this pass; refuses a pod name over 63 characters.
+/// What Kafka holds and which drains run is read once; what waits is decided from it.
 pub(super) async fn guard(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     let (ctx, kafka) = (pass.ctx, pass.kafka);
+    let skip_check = kafka
+        .annotations()
+        .get(names::SKIP_BROKER_SCALEDOWN_CHECK)
+        .is_some_and(|v| v == "true");
+    let removals = removals_to_check(
+        &plan.resolved,
+        &plan.assignments,
+        &plan.connected,
+        skip_check,
+    );
+    let leaving = moving::leaving_brokers(&plan.resolved, &plan.connected);
+    let read = Read::of(
+        ctx,
+        kafka,
+        plan.bootstrap.as_deref(),
+        removals
+            .values()
+            .flatten()
+            .chain(&leaving)
+            .copied()
+            .collect(),
+        !leaving.is_empty(),
+    )
+    .await;
+    decide(plan, &pass.status, &removals, &read, &mut pass.warnings);
+    match too_long_pod_name(kafka, &plan.resolved, &plan.ids) {
+        Some(message) => pass.refused("NameTooLong", &message).await,
+        None => Ok(ControlFlow::Continue(())),
+    }
+}
+
+/// What the guard reads, once per pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Read {
+    /// The partition replicas (`topic-partition`) each broker asked about holds, or why that
+    /// cannot be known.
+    holding: Result<BTreeMap<i32, Vec<String>>, String>,
+    /// The brokers that drains of this `Kafka` which have not ended name, or why that cannot be
+    /// known.
+    in_drains: Result<BTreeSet<i32>, String>,
+}
+
+impl Read {
+    /// Reads what `brokers` hold, and (with `drains`) which drains run.
+    async fn of(
+        ctx: &Context,
+        kafka: &Kafka,
+        bootstrap: Option<&str>,
+        brokers: BTreeSet<i32>,
+        drains: bool,
+    ) -> Read {
+        let holding = if brokers.is_empty() {
+            Ok(BTreeMap::new())
+        } else {
+            checks::holding_replicas_at(&ctx.kafka, bootstrap, &brokers).await
+        };
+        let in_drains = if drains {
+            moving::in_running_drains(ctx, kafka).await
+        } else {
+            Ok(BTreeSet::new())
+        };
+        Read { holding, in_drains }
+    }
+}
+
+/// What waits, decided from what was read (pure): controllers still voting keep their nodes,
+/// removals in a cluster whose agent is away or of brokers that hold replicas are reverted,
+/// and a moving pool's leaving nodes stay while they are needed (then `plan.draining` says
+/// which brokers a drain must empty).
+fn decide(
+    plan: &mut Plan,
+    kafka_status: &KafkaStatus,
+    removals: &BTreeMap<String, BTreeSet<i32>>,
+    read: &Read,
+    warnings: &mut Vec<Warning>,
+) {
     let mut roles: RolesByName = plan
         .resolved
         .pools
@@ -29,45 +106,43 @@ pub(super) async fn guard(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
         .map(|p| (p.name.clone(), p.roles.clone()))
         .collect();
     hold_voters(
-        &pass.status,
+        kafka_status,
         &plan.resolved,
         &plan.assignments,
         &mut plan.ids,
         &mut roles,
-        &mut pass.warnings,
+        warnings,
     );
     guard_removals(
-        ctx,
-        kafka,
         &plan.resolved,
         &plan.assignments,
         &plan.connected,
-        plan.bootstrap.as_deref(),
+        removals,
+        read.holding.as_ref(),
         &mut plan.ids,
         &mut roles,
-        &mut pass.warnings,
-    )
-    .await;
+        warnings,
+    );
     for pool in &mut plan.resolved.pools {
         if let Some(r) = roles.get(&pool.name) {
             pool.roles = r.clone();
         }
     }
+    // Not knowing which drains run is as good as not knowing what the leaving brokers hold.
+    let no_drains = BTreeSet::new();
+    let (holding, in_drains) = match (&read.holding, &read.in_drains) {
+        (Ok(h), Ok(d)) => (Ok(h.keys().copied().collect::<BTreeSet<i32>>()), d),
+        (Err(e), _) | (_, Err(e)) => (Err(e), &no_drains),
+    };
     plan.draining = moving::keep_leaving(
-        ctx,
-        kafka,
         &mut plan.resolved,
-        &pass.status,
+        kafka_status,
         &plan.connected,
-        plan.bootstrap.as_deref(),
+        holding.as_ref().map_err(|e| *e),
+        in_drains,
         &mut plan.ids,
-        &mut pass.warnings,
-    )
-    .await;
-    match too_long_pod_name(kafka, &plan.resolved, &plan.ids) {
-        Some(message) => pass.refused("NameTooLong", &message).await,
-        None => Ok(ControlFlow::Continue(())),
-    }
+        warnings,
+    );
 }
 
 /// Derived names must fit once the pools have their new IDs.
@@ -125,25 +200,46 @@ fn hold_voters(
     }
 }
 
-/// Reverts removals that are not safe now: in a member cluster whose agent is not connected,
-/// and brokers that still hold partition replicas (unless the `Kafka` says to skip the check).
-#[allow(clippy::too_many_arguments)]
-async fn guard_removals(
-    ctx: &Context,
-    kafka: &Kafka,
+/// The brokers whose replicas decide whether each pool's removals may go ahead: those it removes
+/// (or takes the broker role from) in a cluster whose agent is connected, unless the `Kafka`
+/// skips the check.
+fn removals_to_check(
     resolved: &Resolved,
     assignments: &Assignments,
     connected: &BTreeSet<String>,
-    bootstrap: Option<&str>,
+    skip_check: bool,
+) -> BTreeMap<String, BTreeSet<i32>> {
+    if skip_check {
+        return BTreeMap::new();
+    }
+    resolved
+        .pools
+        .iter()
+        .filter(|pool| connected.contains(&pool.alias))
+        .filter(|pool| pool.ids.current_roles.contains(&Role::Broker))
+        .filter_map(|pool| {
+            let a = assignments.pools.get(&pool.name)?;
+            let brokers: BTreeSet<i32> =
+                a.to_remove.union(&a.losing_broker_role).copied().collect();
+            (!brokers.is_empty()).then(|| (pool.name.clone(), brokers))
+        })
+        .collect()
+}
+
+/// Reverts removals that are not safe now: in a member cluster whose agent is not connected,
+/// and of brokers that hold partition replicas (`removals` are those checked; `holding` what
+/// they hold, or why that is unknown).
+#[allow(clippy::too_many_arguments)]
+fn guard_removals(
+    resolved: &Resolved,
+    assignments: &Assignments,
+    connected: &BTreeSet<String>,
+    removals: &BTreeMap<String, BTreeSet<i32>>,
+    holding: Result<&BTreeMap<i32, Vec<String>>, &String>,
     ids: &mut PoolIdsByName,
     roles: &mut RolesByName,
     warnings: &mut Vec<Warning>,
 ) {
-    let skip_check = kafka
-        .annotations()
-        .get(names::SKIP_BROKER_SCALEDOWN_CHECK)
-        .is_some_and(|v| v == "true");
-    let mut to_check: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
     for pool in &resolved.pools {
         let Some(a) = assignments.pools.get(&pool.name) else {
             continue;
@@ -165,31 +261,10 @@ async fn guard_removals(
             ));
             continue;
         }
-        if skip_check {
-            continue;
-        }
-        let brokers: BTreeSet<i32> = if pool.ids.current_roles.contains(&Role::Broker) {
-            a.to_remove.union(&a.losing_broker_role).copied().collect()
-        } else {
-            BTreeSet::new()
-        };
-        if !brokers.is_empty() {
-            to_check.insert(pool.name.clone(), brokers);
-        }
-    }
-    if to_check.is_empty() {
-        return;
-    }
-    let all: BTreeSet<i32> = to_check.values().flatten().copied().collect();
-    let holding = checks::holding_replicas_at(&ctx.kafka, bootstrap, &all).await;
-    for (pool_name, brokers) in to_check {
-        let Some(pool) = resolved.pools.iter().find(|p| p.name == pool_name) else {
+        let Some(brokers) = removals.get(&pool.name) else {
             continue;
         };
-        let Some(a) = assignments.pools.get(&pool_name) else {
-            continue;
-        };
-        let blocked: Vec<String> = match &holding {
+        let blocked: Vec<String> = match holding {
             Ok(holding) => brokers
                 .iter()
                 .filter_map(|id| {
@@ -209,12 +284,13 @@ async fn guard_removals(
         if blocked.is_empty() {
             continue;
         }
-        ids.insert(pool_name.clone(), a.current.clone());
-        roles.insert(pool_name.clone(), pool.current_or_spec_roles());
+        ids.insert(pool.name.clone(), a.current.clone());
+        roles.insert(pool.name.clone(), pool.current_or_spec_roles());
         warnings.push(Warning::new(
             Reason::ScaleDownBlocked,
             format!(
-                "KafkaNodePool {pool_name}: the scale-down or broker-role removal is reverted because {}; move the partitions away first (or set the annotation {}=true on the Kafka to skip this check)",
+                "KafkaNodePool {}: the scale-down or broker-role removal is reverted because {}; move the partitions away first (or set the annotation {}=true on the Kafka to skip this check)",
+                pool.name,
                 blocked.join("; "),
                 names::SKIP_BROKER_SCALEDOWN_CHECK
             ),
@@ -266,6 +342,93 @@ mod tests {
             "{message}"
         );
         assert!(message.contains(&format!("has {} characters", name.len())));
+    }
+
+    /// A broker pool of three nodes in alpha scaled down to two: node 2 is to be removed.
+    fn scaled_down() -> (Resolved, Assignments) {
+        let kafka = kafka(serde_json::json!({}));
+        let pools = [
+            pool(
+                "controllers",
+                &["controller"],
+                3,
+                serde_json::json!({"status": {"nodeIds": [10, 11, 12], "roles": ["controller"],
+                                              "clusterAlias": "alpha"}}),
+            ),
+            pool(
+                "brokers",
+                &["broker"],
+                2,
+                serde_json::json!({"status": {"nodeIds": [0, 1, 2], "roles": ["broker"],
+                                              "clusterAlias": "alpha"}}),
+            ),
+        ];
+        let pools: Vec<&KafkaNodePool> = pools.iter().collect();
+        let resolved = resolve::resolve(&kafka, &pools, &members()).unwrap();
+        let ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
+        let assignments = kstretch_core::node_ids::assign(&ids).unwrap();
+        (resolved, assignments)
+    }
+
+    #[test]
+    fn only_removals_in_connected_clusters_are_checked_unless_skipped() {
+        let (resolved, assignments) = scaled_down();
+        let alpha = BTreeSet::from(["alpha".to_owned()]);
+        let checked = removals_to_check(&resolved, &assignments, &alpha, false);
+        assert_eq!(checked["brokers"], BTreeSet::from([2]));
+        assert!(removals_to_check(&resolved, &assignments, &alpha, true).is_empty());
+        assert!(removals_to_check(&resolved, &assignments, &BTreeSet::new(), false).is_empty());
+    }
+
+    #[test]
+    fn a_removal_waits_while_its_broker_holds_replicas_or_its_cluster_is_away() {
+        let (resolved, assignments) = scaled_down();
+        let alpha = BTreeSet::from(["alpha".to_owned()]);
+        let removals = removals_to_check(&resolved, &assignments, &alpha, false);
+        let run = |connected: &BTreeSet<String>,
+                   holding: Result<&BTreeMap<i32, Vec<String>>, &String>| {
+            let mut ids = PoolIdsByName::from([("brokers".to_owned(), BTreeSet::from([0, 1]))]);
+            let mut roles = RolesByName::new();
+            let mut warnings = Vec::new();
+            guard_removals(
+                &resolved,
+                &assignments,
+                connected,
+                &removals,
+                holding,
+                &mut ids,
+                &mut roles,
+                &mut warnings,
+            );
+            (ids["brokers"].clone(), warnings)
+        };
+        // Holding nothing: the removal goes ahead.
+        let (ids, warnings) = run(&alpha, Ok(&BTreeMap::new()));
+        assert_eq!((ids, warnings), (BTreeSet::from([0, 1]), vec![]));
+        // Holding replicas: reverted, naming them.
+        let held = BTreeMap::from([(2, vec!["orders-0".to_owned(), "orders-1".to_owned()])]);
+        let (ids, warnings) = run(&alpha, Ok(&held));
+        assert_eq!(ids, BTreeSet::from([0, 1, 2]));
+        assert_eq!(warnings[0].reason, Reason::ScaleDownBlocked);
+        assert!(
+            warnings[0]
+                .message
+                .contains("broker 2 holds 2 partition replica(s) (orders-0, orders-1)"),
+            "{warnings:?}"
+        );
+        // Unknown counts as holding.
+        let e = "timed out".to_owned();
+        let (ids, warnings) = run(&alpha, Err(&e));
+        assert_eq!(ids, BTreeSet::from([0, 1, 2]));
+        assert!(
+            warnings[0]
+                .message
+                .contains("cannot check the brokers' partitions: timed out")
+        );
+        // Its cluster's agent away: deferred, whatever Kafka says.
+        let (ids, warnings) = run(&BTreeSet::new(), Ok(&BTreeMap::new()));
+        assert_eq!(ids, BTreeSet::from([0, 1, 2]));
+        assert_eq!(warnings[0].reason, Reason::ScaleDownDeferred);
     }
 
     #[test]
