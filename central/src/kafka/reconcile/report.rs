@@ -39,7 +39,16 @@ pub(super) async fn report(
     progress: Progress,
     forgotten_done: &BTreeSet<String>,
 ) -> Result<Action, Error> {
-    let ready = readiness(pass, plan, &progress).await;
+    let answered = brokers_answered(pass, plan, &progress).await;
+    let ready = readiness(
+        &progress.step,
+        plan.recovering
+            .is_some()
+            .then(|| progress.quorum_busy.clone().unwrap_or_default()),
+        plan.majority_lost.as_deref(),
+        progress.rolled.as_deref(),
+        answered,
+    );
     let is_ready = ready.is_true();
     if progress.step == Step::Done {
         pass.status.kafka_version = Some(built.kafka_version.clone());
@@ -80,51 +89,77 @@ pub(super) async fn report(
         kafka_status.operator_last_successful_version = Some(env!("CARGO_PKG_VERSION").to_owned());
     }
     pass.status = kafka_status;
-    if !settled {
-        return Ok(Action::requeue(BUSY_REQUEUE));
-    }
-    // A settled cluster is looked at again as soon as what it waits for may have changed.
     let forgetting = plan.forgotten.iter().any(|c| !forgotten_done.contains(c));
-    let watching = (forgetting || progress.returned).then_some(MOVE_RECHECK);
-    let recheck = pass
-        .warnings
-        .iter()
-        .filter_map(|w| w.reason.recheck())
-        .chain(watching)
-        .fold(IDLE_REQUEUE, Duration::min);
-    Ok(Action::requeue(recheck))
+    Ok(next_look(
+        settled,
+        &pass.warnings,
+        forgetting || progress.returned,
+    ))
 }
 
-/// The `Ready` condition: a recovery or a lost majority first, then the roll; when nothing
-/// is left to do, every broker must answer.
-async fn readiness(pass: &Pass<'_>, plan: &Plan, progress: &Progress) -> Condition {
-    match (&progress.step, &plan.recovering, &plan.majority_lost) {
-        (_, Some(_), _) => status::not_ready(
-            Reason::QuorumRecovery.as_str(),
-            progress.quorum_busy.clone().unwrap_or_default(),
+/// When to look again (pure): soon while anything is under way; a settled cluster as soon as
+/// what it waits for may have changed (its warnings' reasons say; `watching` a forgotten
+/// cluster's replacement or return), else at the idle interval.
+fn next_look(settled: bool, warnings: &[Warning], watching: bool) -> Action {
+    if !settled {
+        return Action::requeue(BUSY_REQUEUE);
+    }
+    let recheck = warnings
+        .iter()
+        .filter_map(|w| w.reason.recheck())
+        .chain(watching.then_some(MOVE_RECHECK))
+        .fold(IDLE_REQUEUE, Duration::min);
+    Action::requeue(recheck)
+}
+
+/// Whether every broker answers, asked only when nothing else keeps the cluster from being
+/// ready (`None` otherwise).
+async fn brokers_answered(
+    pass: &Pass<'_>,
+    plan: &Plan,
+    progress: &Progress,
+) -> Option<Result<(), String>> {
+    if progress.step != Step::Done || plan.recovering.is_some() || plan.majority_lost.is_some() {
+        return None;
+    }
+    let brokers = expected_brokers(&plan.resolved, &plan.ids);
+    Some(
+        answer::brokers_answer(
+            &pass.ctx.kafka,
+            progress.bootstrap.as_deref(),
+            &plan.cluster_id,
+            &brokers,
+        )
+        .await,
+    )
+}
+
+/// The `Ready` condition (pure): a recovery or a lost majority first, then the roll; when
+/// nothing is left to do, every broker must have answered (`answered`).
+fn readiness(
+    step: &Step,
+    recovering: Option<String>,
+    majority_lost: Option<&str>,
+    rolled: Option<&str>,
+    answered: Option<Result<(), String>>,
+) -> Condition {
+    if let Some(why) = recovering {
+        return status::not_ready(Reason::QuorumRecovery.as_str(), why);
+    }
+    if let Some(why) = majority_lost {
+        return status::not_ready(recover::QUORUM_MAJORITY_LOST, why);
+    }
+    match (step, answered) {
+        (Step::Done, Some(Ok(()))) => Condition::ready(),
+        (Step::Done, Some(Err(why))) => status::not_ready(answer::BROKERS_UNAVAILABLE, why),
+        (Step::Done, None) => status::not_ready(
+            answer::BROKERS_UNAVAILABLE,
+            "the brokers were not asked whether they answer",
         ),
-        (_, None, Some(why)) => status::not_ready(recover::QUORUM_MAJORITY_LOST, why.clone()),
-        (Step::Done, ..) => {
-            let brokers = expected_brokers(&plan.resolved, &plan.ids);
-            match answer::brokers_answer(
-                &pass.ctx.kafka,
-                progress.bootstrap.as_deref(),
-                &plan.cluster_id,
-                &brokers,
-            )
-            .await
-            {
-                Ok(()) => Condition::ready(),
-                Err(why) => status::not_ready(answer::BROKERS_UNAVAILABLE, why),
-            }
-        }
-        (Step::Wait(why), ..) => status::not_ready("Deploying", why.clone()),
-        (Step::Restart(_), ..) => status::not_ready(
+        (Step::Wait(why), _) => status::not_ready("Deploying", why.clone()),
+        (Step::Restart(_), _) => status::not_ready(
             "RollingUpdate",
-            progress
-                .rolled
-                .clone()
-                .unwrap_or_else(|| "pods run an outdated revision".to_owned()),
+            rolled.unwrap_or("pods run an outdated revision"),
         ),
     }
 }
@@ -386,4 +421,108 @@ fn listener_statuses(built: &Built) -> Vec<ListenerStatus> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::kafka::warning::BLOCKED_RECHECK;
+
+    fn reason(c: &Condition) -> (&str, &str) {
+        (
+            c.reason.as_deref().unwrap_or_default(),
+            c.message.as_deref().unwrap_or_default(),
+        )
+    }
+
+    #[test]
+    fn a_recovery_or_a_lost_majority_outranks_the_roll_and_the_brokers() {
+        let restart = Step::Restart(vec![0]);
+        let recovering = readiness(
+            &restart,
+            Some("waiting for pod live-a-0 to be replaced".to_owned()),
+            Some("lost"),
+            None,
+            None,
+        );
+        assert_eq!(
+            reason(&recovering),
+            ("QuorumRecovery", "waiting for pod live-a-0 to be replaced")
+        );
+        let lost = readiness(&Step::Done, None, Some("no majority"), None, None);
+        assert_eq!(reason(&lost), ("QuorumMajorityLost", "no majority"));
+    }
+
+    #[test]
+    fn the_roll_says_what_it_waits_for_or_restarts() {
+        let waiting = readiness(
+            &Step::Wait("pod a-1 is not ready".to_owned()),
+            None,
+            None,
+            None,
+            None,
+        );
+        assert_eq!(reason(&waiting), ("Deploying", "pod a-1 is not ready"));
+        let rolling = readiness(
+            &Step::Restart(vec![1]),
+            None,
+            None,
+            Some("restarted pod a-1"),
+            None,
+        );
+        assert_eq!(reason(&rolling), ("RollingUpdate", "restarted pod a-1"));
+        let stale = readiness(&Step::Restart(vec![1]), None, None, None, None);
+        assert_eq!(
+            reason(&stale),
+            ("RollingUpdate", "pods run an outdated revision")
+        );
+    }
+
+    #[test]
+    fn a_cluster_with_nothing_left_to_do_is_ready_when_every_broker_answers() {
+        let ready = readiness(&Step::Done, None, None, None, Some(Ok(())));
+        assert!(ready.is_true());
+        let silent = readiness(
+            &Step::Done,
+            None,
+            None,
+            None,
+            Some(Err("broker 2 is not live".to_owned())),
+        );
+        assert!(!silent.is_true());
+        assert_eq!(
+            reason(&silent),
+            (answer::BROKERS_UNAVAILABLE, "broker 2 is not live")
+        );
+    }
+
+    #[test]
+    fn a_settled_cluster_is_looked_at_again_when_what_it_waits_for_may_have_changed() {
+        let moving = Warning::new(Reason::PoolMoving, "moving".to_owned());
+        let blocked = Warning::new(Reason::ScaleDownBlocked, "blocked".to_owned());
+        let forgotten = Warning::new(Reason::ClusterForgotten, "forgotten".to_owned());
+        assert_eq!(
+            next_look(false, std::slice::from_ref(&moving), false),
+            Action::requeue(BUSY_REQUEUE)
+        );
+        assert_eq!(next_look(true, &[], false), Action::requeue(IDLE_REQUEUE));
+        assert_eq!(
+            next_look(true, std::slice::from_ref(&forgotten), false),
+            Action::requeue(IDLE_REQUEUE)
+        );
+        assert_eq!(
+            next_look(true, std::slice::from_ref(&blocked), false),
+            Action::requeue(BLOCKED_RECHECK)
+        );
+        assert_eq!(
+            next_look(true, &[blocked, moving], false),
+            Action::requeue(MOVE_RECHECK)
+        );
+        assert_eq!(
+            next_look(true, &[forgotten], true),
+            Action::requeue(MOVE_RECHECK)
+        );
+    }
 }
