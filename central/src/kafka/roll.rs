@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 
 use kstretch_core::node_ids::Role;
 
+use super::checks::PartitionIsr;
+
 /// What the agent last reported of a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reported {
@@ -174,6 +176,57 @@ pub fn partitions_blocking_restart(
         .collect()
 }
 
+/// Which of a restart step's candidates is restarted now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pick<'a> {
+    /// The first candidate that is safe to restart.
+    Restart(&'a NodeView),
+    /// None is: the pods held back, each with the partitions it would take below their
+    /// minimum ISR (or why that is unknown); empty when no candidate is reported yet.
+    HeldBack(Vec<String>),
+}
+
+/// Whether a restart of `candidates` needs Kafka's partitions: a broker that is up is
+/// restarted only when no partition drops below its minimum ISR.
+pub fn needs_partitions(candidates: &[i32], views: &[NodeView]) -> bool {
+    candidates
+        .iter()
+        .filter_map(|id| views.iter().find(|n| n.id == *id))
+        .any(|n| n.roles.contains(&Role::Broker) && n.reported.as_ref().is_some_and(|r| r.ready))
+}
+
+/// Picks, in order, the first candidate that is safe to restart (pure). `partitions`: Kafka's
+/// partitions with their ISRs, or why they could not be read; asked only when
+/// [`needs_partitions`] says so.
+pub fn pick<'a>(
+    candidates: &[i32],
+    views: &'a [NodeView],
+    partitions: Option<Result<&[PartitionIsr], &str>>,
+) -> Pick<'a> {
+    let mut held_back = Vec::new();
+    for id in candidates {
+        let Some(node) = views.iter().find(|n| n.id == *id) else {
+            continue;
+        };
+        let Some(reported) = &node.reported else {
+            continue;
+        };
+        if reported.ready && node.roles.contains(&Role::Broker) {
+            let blocking = match partitions {
+                Some(Ok(parts)) => partitions_blocking_restart(node.id, parts),
+                Some(Err(e)) => vec![e.to_owned()],
+                None => vec!["its partitions were not read".to_owned()],
+            };
+            if !blocking.is_empty() {
+                held_back.push(format!("{} ({})", node.pod, blocking.join(", ")));
+                continue;
+            }
+        }
+        return Pick::Restart(node);
+    }
+    Pick::HeldBack(held_back)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -328,5 +381,48 @@ mod tests {
         let blocking = partitions_blocking_restart(3, &partitions);
         assert_eq!(blocking.len(), 1);
         assert!(blocking[0].starts_with("t-1"), "{blocking:?}");
+    }
+
+    #[test]
+    fn the_first_candidate_that_keeps_every_partition_in_sync_is_restarted() {
+        let nodes = [
+            node(3, B, Some("old"), true),
+            node(4, B, Some("old"), true),
+            node(5, B, Some("old"), false),
+        ];
+        assert!(needs_partitions(&[3, 4], &nodes));
+        assert!(!needs_partitions(&[5], &nodes));
+        // Broker 3 is the last in-sync replica above min.insync.replicas 2 of orders-0.
+        let parts = vec![("orders-0".to_owned(), 3, vec![3, 9], 2)];
+        assert_eq!(
+            pick(&[3, 4], &nodes, Some(Ok(&parts))),
+            Pick::Restart(&nodes[1])
+        );
+        // A broker that is down is restarted without asking Kafka.
+        assert_eq!(pick(&[5], &nodes, None), Pick::Restart(&nodes[2]));
+    }
+
+    #[test]
+    fn candidates_that_would_take_partitions_below_min_isr_are_held_back_naming_them() {
+        let nodes = [node(3, B, Some("old"), true), node(4, B, Some("old"), true)];
+        let parts = vec![
+            ("orders-0".to_owned(), 3, vec![3, 4], 2),
+            ("orders-1".to_owned(), 3, vec![4], 2),
+        ];
+        assert_eq!(
+            pick(&[3, 4], &nodes, Some(Ok(&parts))),
+            Pick::HeldBack(vec![
+                "c-p-3 (orders-0 (ISR [3, 4], min.insync.replicas 2))".to_owned(),
+                "c-p-4 (orders-0 (ISR [3, 4], min.insync.replicas 2), orders-1 (ISR [4], min.insync.replicas 2))".to_owned(),
+            ])
+        );
+        // Kafka not answering holds every running broker back.
+        assert_eq!(
+            pick(&[3], &nodes, Some(Err("cannot reach Kafka: timed out"))),
+            Pick::HeldBack(vec!["c-p-3 (cannot reach Kafka: timed out)".to_owned()])
+        );
+        // A candidate not reported yet is skipped, without a word.
+        let unreported = [node(6, B, None, false)];
+        assert_eq!(pick(&[6], &unreported, None), Pick::HeldBack(vec![]));
     }
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use kstretch_api::Kafka;
 use kstretch_api::KafkaStatus;
 use kstretch_core::kraft::{self, REPLICATION_LISTENER};
-use kstretch_core::node_ids::Role;
 use kube::ResourceExt;
 
 use super::pass::Pass;
@@ -20,7 +19,7 @@ use crate::kafka::context::Context;
 use crate::kafka::forget;
 use crate::kafka::quorum;
 use crate::kafka::recover;
-use crate::kafka::roll::{self, NodeView, Reported, Step};
+use crate::kafka::roll::{self, NodeView, Pick, Reported, Step};
 use crate::kafka::warning::{Reason, Warning};
 use crate::link::AgentRecord;
 use crate::link::restart::{PodToRestart, replaced};
@@ -323,7 +322,8 @@ fn node_views(
         .collect()
 }
 
-/// Restarts the first candidate that is safe; returns what it did or why it waits.
+/// Restarts the first candidate that is safe ([`roll::pick`], over Kafka's partitions read
+/// once when a broker that is up is among them); returns what it did or why it waits.
 async fn roll_one(
     ctx: &Context,
     kafka: &Kafka,
@@ -336,58 +336,60 @@ async fn roll_one(
     let Step::Restart(candidates) = step else {
         return None;
     };
-    let mut held_back = Vec::new();
-    // Kafka's partitions, asked once for every broker candidate.
-    let mut partitions: Option<Result<Vec<checks::PartitionIsr>, String>> = None;
-    for id in candidates {
-        let Some(node) = views.iter().find(|n| n.id == *id) else {
-            continue;
-        };
-        let Some(reported) = &node.reported else {
-            continue;
-        };
-        // A broker that is up is restarted only if no partition drops below its minimum ISR.
-        if reported.ready && node.roles.contains(&Role::Broker) {
-            if partitions.is_none() {
-                partitions = Some(match bootstrap {
-                    Some(b) => match ctx.kafka.client(b).await {
-                        Ok(admin) => checks::partitions(&admin).await.map_err(|e| {
-                            ctx.kafka.forget(b);
-                            format!("cannot check its partitions: {e}")
-                        }),
-                        Err(e) => Err(format!("cannot reach Kafka: {e}")),
-                    },
-                    None => Err("no bootstrap address for the admin client".to_owned()),
-                });
-            }
-            let blocking = match &partitions {
-                Some(Ok(parts)) => roll::partitions_blocking_restart(node.id, parts),
-                Some(Err(e)) => vec![e.clone()],
-                None => Vec::new(),
+    let partitions = if roll::needs_partitions(candidates, views) {
+        Some(partitions(ctx, bootstrap).await)
+    } else {
+        None
+    };
+    let partitions = partitions
+        .as_ref()
+        .map(|p| p.as_deref().map_err(String::as_str));
+    match roll::pick(candidates, views, partitions) {
+        Pick::Restart(node) => {
+            let Some(reported) = &node.reported else {
+                return None;
             };
-            if !blocking.is_empty() {
-                held_back.push(format!("{} ({})", node.pod, blocking.join(", ")));
-                continue;
-            }
+            let pod = PodToRestart {
+                namespace: namespace.to_owned(),
+                name: node.pod.clone(),
+                uid: reported.uid.clone(),
+                reason: "its revision changed".to_owned(),
+            };
+            Some(restart(ctx, kafka, node, pod).await)
         }
-        let pod = PodToRestart {
-            namespace: namespace.to_owned(),
-            name: node.pod.clone(),
-            uid: reported.uid.clone(),
-            reason: "its revision changed".to_owned(),
-        };
-        return Some(restart(ctx, kafka, node, pod).await);
+        Pick::HeldBack(held_back) => {
+            if !held_back.is_empty() {
+                warnings.push(Warning::new(
+                    Reason::RollingUpdateBlocked,
+                    format!(
+                        "pods waiting to roll would take partitions below min.insync.replicas: {}",
+                        held_back.join("; ")
+                    ),
+                ));
+            }
+            Some(
+                "pods run an outdated revision; waiting until one can be restarted safely"
+                    .to_owned(),
+            )
+        }
     }
-    if !held_back.is_empty() {
-        warnings.push(Warning::new(
-            Reason::RollingUpdateBlocked,
-            format!(
-                "pods waiting to roll would take partitions below min.insync.replicas: {}",
-                held_back.join("; ")
-            ),
-        ));
-    }
-    Some("pods run an outdated revision; waiting until one can be restarted safely".to_owned())
+}
+
+/// Kafka's partitions with their ISRs, or why they cannot be read.
+async fn partitions(
+    ctx: &Context,
+    bootstrap: Option<&str>,
+) -> Result<Vec<checks::PartitionIsr>, String> {
+    let b = bootstrap.ok_or("no bootstrap address for the admin client")?;
+    let admin = ctx
+        .kafka
+        .client(b)
+        .await
+        .map_err(|e| format!("cannot reach Kafka: {e}"))?;
+    checks::partitions(&admin).await.map_err(|e| {
+        ctx.kafka.forget(b);
+        format!("cannot check its partitions: {e}")
+    })
 }
 
 async fn restart(ctx: &Context, kafka: &Kafka, node: &NodeView, pod: PodToRestart) -> String {
