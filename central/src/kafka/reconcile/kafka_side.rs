@@ -488,14 +488,8 @@ async fn unregister(
             return fallback;
         }
     };
-    let mut pending = BTreeSet::new();
-    for id in candidates {
-        if live.contains(&id) {
-            // Still heartbeating: its pod is not gone yet. Unregistering now would only be
-            // undone by its next registration.
-            pending.insert(id);
-            continue;
-        }
+    let (fenced, mut pending) = fenced_and_live(&candidates, &live);
+    for id in fenced {
         match admin.unregister_broker(id).await {
             Ok(()) | Err(kstretch_kadmin::Error::BrokerNotRegistered { .. }) => {
                 ctx.metrics.unregistered();
@@ -518,4 +512,29 @@ async fn unregister(
         }
     }
     pending
+}
+
+/// Of the registered nodes no pool has (`candidates`), those to unregister now (fenced: their
+/// process is gone) and those that wait (still heartbeating: unregistering them would only be
+/// undone by their next registration). Pure.
+fn fenced_and_live(
+    candidates: &BTreeSet<i32>,
+    live: &BTreeSet<i32>,
+) -> (BTreeSet<i32>, BTreeSet<i32>) {
+    candidates.iter().partition(|id| !live.contains(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_fenced_nodes_are_unregistered_and_live_ones_wait() {
+        let candidates = BTreeSet::from([3, 4, 5]);
+        let live = BTreeSet::from([0, 1, 4]);
+        assert_eq!(
+            fenced_and_live(&candidates, &live),
+            (BTreeSet::from([3, 5]), BTreeSet::from([4]))
+        );
+    }
 }
