@@ -60,37 +60,61 @@ async fn record_pool(
     r: &ResolvedPool,
     plan: &Plan,
 ) -> Result<(), Error> {
-    let name = pool.name_any();
-    let kafka_name = pass.kafka.name_any();
-    let node_ids: Vec<i32> = plan.ids.get(&name).into_iter().flatten().copied().collect();
+    let node_ids: Vec<i32> = plan
+        .ids
+        .get(&r.name)
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+    let (pool_status, events) = pool_record(
+        &pass.kafka.name_any(),
+        pool,
+        r,
+        node_ids,
+        &plan.cluster_id,
+        &pass.now,
+    );
+    for (reason, message) in events {
+        pass.ctx.events.about(pool, false, reason, "Scale", message);
+    }
+    status::apply_pool(&pass.ctx.client, pool, pool_status).await
+}
+
+/// What is recorded for one pool (pure): its status with `node_ids` after this pass, and an
+/// Event (reason, message) for the nodes it gains and for those it loses.
+fn pool_record(
+    kafka_name: &str,
+    pool: &KafkaNodePool,
+    r: &ResolvedPool,
+    node_ids: Vec<i32>,
+    cluster_id: &str,
+    now: &str,
+) -> (KafkaNodePoolStatus, Vec<(&'static str, String)>) {
+    let name = &r.name;
     let recorded = pool.status.as_ref().map(|s| s.node_ids.clone());
     let (added, removed) = node_ids::id_changes(recorded.as_deref().unwrap_or_default(), &node_ids);
+    let mut events = Vec::new();
     if !added.is_empty() {
         let pods: Vec<String> = added
             .iter()
-            .map(|id| kraft::pod_name(&kafka_name, &name, *id))
+            .map(|id| kraft::pod_name(kafka_name, name, *id))
             .collect();
-        pass.ctx.events.about(
-            pool,
-            false,
+        events.push((
             "NodesAdded",
-            "Scale",
             format!(
                 "nodes {added:?} added to pool {name}: pods {}",
                 pods.join(", ")
             ),
-        );
+        ));
     }
     if !removed.is_empty() {
-        pass.ctx.events.about(
-pool,
-            false,
+        events.push((
             "NodesRemoved",
-            "Scale",
             format!(
                 "nodes {removed:?} removed from pool {name}; their pods stop once the agents apply the change, and they are unregistered from KRaft when gone"
             ),
-        );
+        ));
     }
     let existing = pool
         .status
@@ -103,16 +127,16 @@ pool,
         .map(|w| Warning::new(Reason::NotActedOn, w.clone()))
         .collect();
     let pool_status = KafkaNodePoolStatus {
-        conditions: status::conditions(&existing, Condition::ready(), &warnings, &pass.now),
+        conditions: status::conditions(&existing, Condition::ready(), &warnings, now),
         observed_generation: r.generation,
         replicas: Some(node_ids.len() as i32),
         node_ids,
-        cluster_id: Some(plan.cluster_id.clone()),
+        cluster_id: Some(cluster_id.to_owned()),
         cluster_alias: Some(r.alias.clone()),
         leaving: r.leaving.as_ref().map(|l| LeavingNodes {
             cluster_alias: l.alias.clone(),
             node_ids: l.ids.iter().copied().collect(),
-            started_at: l.started_at.clone().or_else(|| Some(pass.now.clone())),
+            started_at: l.started_at.clone().or_else(|| Some(now.to_owned())),
         }),
         roles: resolve::process_roles(&r.roles),
         label_selector: Some(format!(
@@ -123,5 +147,65 @@ pool,
             names::POOL_NAME
         )),
     };
-    status::apply_pool(&pass.ctx.client, pool, pool_status).await
+    (pool_status, events)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::kafka::resolve::tests::{kafka, members, pool};
+
+    const NOW: &str = "2026-11-27T17:00:00Z";
+
+    fn resolved_pool(p: &KafkaNodePool) -> ResolvedPool {
+        let kafka = kafka(serde_json::json!({}));
+        let resolved = resolve::resolve(&kafka, &[p], &members()).unwrap();
+        resolved.pools.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn a_scaled_pool_records_its_new_ids_and_says_which_pods_come_and_go() {
+        let p = pool(
+            "dual",
+            &["controller", "broker"],
+            3,
+            serde_json::json!({"status": {"nodeIds": [0, 1, 5], "roles": ["controller", "broker"],
+                                          "clusterAlias": "alpha"}}),
+        );
+        let r = resolved_pool(&p);
+        let (pool_status, events) = pool_record("my-cluster", &p, &r, vec![0, 1, 2], "id-1", NOW);
+        assert_eq!(pool_status.node_ids, vec![0, 1, 2]);
+        assert_eq!(pool_status.replicas, Some(3));
+        assert_eq!(pool_status.cluster_id.as_deref(), Some("id-1"));
+        assert_eq!(pool_status.cluster_alias.as_deref(), Some("alpha"));
+        assert_eq!(
+            pool_status.label_selector.as_deref(),
+            Some(
+                "strimzi.io/cluster=my-cluster,strimzi.io/name=my-cluster-kafka,strimzi.io/kind=Kafka,strimzi.io/pool-name=dual"
+            )
+        );
+        assert!(pool_status.conditions.iter().any(|c| c.is_true()));
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].0, "NodesAdded");
+        assert!(events[0].1.contains("pods my-cluster-dual-2"), "{events:?}");
+        assert_eq!(events[1].0, "NodesRemoved");
+        assert!(events[1].1.starts_with("nodes [5] removed from pool dual"));
+    }
+
+    #[test]
+    fn a_pool_whose_ids_stay_records_them_without_an_event() {
+        let p = pool(
+            "dual",
+            &["controller", "broker"],
+            2,
+            serde_json::json!({"status": {"nodeIds": [0, 1], "roles": ["controller", "broker"],
+                                          "clusterAlias": "alpha"}}),
+        );
+        let r = resolved_pool(&p);
+        let (pool_status, events) = pool_record("my-cluster", &p, &r, vec![0, 1], "id-1", NOW);
+        assert_eq!(pool_status.node_ids, vec![0, 1]);
+        assert!(events.is_empty());
+    }
 }
