@@ -20,7 +20,7 @@ case $profile in
   *) echo "[bench] BENCH_PROFILE must be release or debug, not $profile" >&2; exit 2 ;;
 esac
 cargo build "${flags[@]}" -p kstretch-central -p kstretch-agent
-cargo build "${flags[@]}" -p kstretch-tests --bin bench_central
+cargo build "${flags[@]}" -p kstretch-bench --bin bench_central
 target=${CARGO_TARGET_DIR:-target}
 exec "$target/$profile/bench_central" \
   --central "$target/$profile/kstretch-central" \

@@ -42,6 +42,6 @@ if [[ ${BENCH_SHARED_KWOK:-0} != 1 ]]; then
 fi
 
 cargo build --release -p kstretch-agent
-cargo build --release -p kstretch-tests --bin bench_podsets
+cargo build --release -p kstretch-bench --bin bench_podsets
 target=${CARGO_TARGET_DIR:-target}
 exec "$target/release/bench_podsets" --agent "$target/release/kstretch-agent" "${kwok_args[@]}" "$@"

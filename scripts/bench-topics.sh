@@ -30,6 +30,6 @@ case $profile in
   *) echo "[bench] BENCH_PROFILE must be release or debug, not $profile" >&2; exit 2 ;;
 esac
 cargo build "${flags[@]}" -p kstretch-central
-cargo build "${flags[@]}" -p kstretch-tests --bin bench_topics
+cargo build "${flags[@]}" -p kstretch-bench --bin bench_topics
 target=${CARGO_TARGET_DIR:-target}
 exec "$target/$profile/bench_topics" --central "$target/$profile/kstretch-central" "$@"

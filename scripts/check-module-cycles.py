@@ -2,8 +2,8 @@
 """scripts/check-module-cycles.py — owns: the check that no module of any workspace crate uses
 another that uses it back, directly or through others (what `make test` runs as `modules`).
 
-For every target root of every workspace crate (src/lib.rs, src/main.rs, src/bin/*.rs) it
-follows the `mod` declarations (test-only modules left out) and draws an edge from a module to
+For every target root of every workspace crate (src/lib.rs, src/main.rs, src/bin/*.rs, the
+[[test]] paths of its manifest) it follows the `mod` declarations (test-only modules left out) and draws an edge from a module to
 each module its non-test code names: `use crate::a::b`, `use super::x`, `self::y`, a child's
 `child::item`, or a path spelt out in code (`crate::a::f()`). An item re-exported by a parent
 counts as the parent's, so a child that reaches a sibling's item through `super::Item` depends on
@@ -199,6 +199,10 @@ def roots(crate_dir):
     bins = os.path.join(src, 'bin')
     if os.path.isdir(bins):
         out += sorted(os.path.join(bins, f) for f in os.listdir(bins) if f.endswith('.rs'))
+    # Test targets named in the manifest (the end-to-end binaries; some have modules).
+    with open(os.path.join(crate_dir, 'Cargo.toml'), 'rb') as f:
+        manifest = tomllib.load(f)
+    out += [os.path.join(crate_dir, t['path']) for t in manifest.get('test', []) if 'path' in t]
     return out
 
 

@@ -11,6 +11,7 @@
 pub mod central;
 pub mod certs;
 pub mod charts;
+pub mod clients;
 pub mod cluster;
 pub mod connect;
 pub mod connectors;
@@ -21,7 +22,9 @@ pub mod fixtures;
 pub mod helm;
 pub mod kafka;
 pub mod kraft;
+pub mod live;
 pub mod load;
+pub mod moves;
 pub mod process;
 pub mod rawlink;
 pub mod ready;

@@ -1,0 +1,634 @@
+//! A secured Kafka on real pods: TLS listeners with the cluster CA, nodes that speak only
+//! mutual TLS, KafkaUsers authenticated and authorized, Connect workers, a forced CA renewal.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kstretch_api::Kafka;
+use kstretch_tests::clients::{
+    client_config, client_dir, full_isr, no_loss, produced, reads, refused, tls_client_config,
+    wait_for_acks,
+};
+use kstretch_tests::kafka::{broker_ids, create_topic, kafka_tool, run_kafka_tool};
+use kstretch_tests::live::{
+    ONE_AT_A_TIME, START_TIMEOUT, all_brokers, kafka_persistent_shape, listener_at, live_kafka_of,
+    live_kafka_of_with_secret, persistent, pod_states, real_node_ip, rolled_one_at_a_time,
+    secret_text,
+};
+use kstretch_tests::load::Load;
+use kstretch_tests::ready::kafka_ready as is_ready;
+use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
+use kstretch_tests::wait::{Seen, wait_for};
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+/// Strimzi's `kafka-persistent` example shape (a plain listener on 9092, a TLS one on 9093)
+/// is Ready without warnings; Kafka's own clients trusting `ca.crt` of
+/// `<cluster>-cluster-ca-cert` produce and consume on 9093, and fail when they trust another
+/// CA; the nodes' replication listener refuses plaintext and TLS without a client
+/// certificate; no Secret of the member cluster beta holds the CA key, but beta has the CA
+/// certificate Secret, whose `ca.p12` Java clients trust.
+#[tokio::test]
+async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutual_tls() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // A listener that presents the user's own certificate (`brokerCertChainAndKey`), issued by
+    // a CA of the user's for the addresses clients reach the brokers at.
+    let user_ca = kstretch_tests::certs::Pki::new("listener-ca");
+    let ips: Vec<std::net::IpAddr> = [ALPHA, BETA]
+        .iter()
+        .map(|alias| real_node_ip(alias).parse().unwrap())
+        .collect();
+    let listener_cert = user_ca.server_for_ips("external", &ips);
+    let mut shape = kafka_persistent_shape();
+    shape["spec"]["kafka"]["listeners"]
+        .as_array_mut()
+        .unwrap()
+        .push(
+            json!({"name": "own", "port": 9096, "type": "internal", "tls": true,
+            "configuration": {"brokerCertChainAndKey":
+                {"secretName": "listener-cert", "certificate": "tls.crt", "key": "tls.key"}}}),
+        );
+    let (stretch, k) = live_kafka_of_with_secret(
+        "running-tls",
+        shape,
+        json!({"type": "ephemeral"}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "listener-cert"},
+               "stringData": {"tls.crt": listener_cert.cert_pem, "tls.key": listener_cert.key_pem}}),
+    )
+    .await;
+    let conditions = &k.status.as_ref().unwrap().conditions;
+    assert!(
+        conditions.iter().all(|c| c.type_ != "Warning"),
+        "Ready without warnings: {conditions:#?}"
+    );
+
+    let secrets: Api<Secret> = stretch.api(ALPHA);
+    let data = secret_text;
+    let ca = data(
+        &secrets.get("live-cluster-ca-cert").await.unwrap(),
+        "ca.crt",
+    );
+    let ca_key = data(&secrets.get("live-cluster-ca").await.unwrap(), "ca.key");
+    let dir = client_dir(&stretch);
+    let trusted = tls_client_config(&dir, "trusted", &ca);
+    let tls_alpha = listener_at(&k, "tls", &real_node_ip(ALPHA));
+    let tls_beta = listener_at(&k, "tls", &real_node_ip(BETA));
+
+    // Kafka's own clients over TLS: a topic, 100 records produced (acks=all) through alpha's
+    // brokers and consumed through beta's.
+    run_kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &tls_alpha,
+            "--command-config",
+            &trusted,
+            "--create",
+            "--topic",
+            "secured",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    let produced = run_kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            "secured",
+            "--num-records",
+            "100",
+            "--record-size",
+            "64",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={tls_alpha}"),
+            "acks=all",
+            "--producer.config",
+            &trusted,
+        ],
+    );
+    assert!(produced.contains("100 records sent"), "{produced}");
+    let consumed = run_kafka_tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            &tls_beta,
+            "--consumer.config",
+            &trusted,
+            "--topic",
+            "secured",
+            "--from-beginning",
+            "--max-messages",
+            "100",
+            "--timeout-ms",
+            "60000",
+        ],
+    );
+    assert_eq!(consumed.lines().count(), 100, "records read back over TLS");
+
+    // A client that trusts another CA does not get in.
+    let other = kstretch_tests::certs::Pki::new("untrusted");
+    let untrusted = tls_client_config(&dir, "untrusted", &other.ca_pem());
+    let refused = kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &tls_alpha,
+            "--command-config",
+            &untrusted,
+            "--list",
+        ],
+    );
+    assert!(
+        refused.is_err(),
+        "a client trusting another CA listed topics: {refused:?}"
+    );
+
+    // The listener with the user's certificate: a client trusting only the user's CA gets in.
+    let own = tls_client_config(&dir, "own", &user_ca.ca_pem());
+    run_kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &listener_at(&k, "own", &real_node_ip(BETA)),
+            "--command-config",
+            &own,
+            "--list",
+        ],
+    );
+
+    // The replication listener, as reached from outside its pod: no plaintext, and TLS only
+    // with a certificate of the cluster CA.
+    let services: Api<k8s_openapi::api::core::v1::Service> = stretch.api(ALPHA);
+    let service = services.get("live-a-0").await.unwrap();
+    let node_port = service
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name.as_deref() == Some("tcp-replication"))
+        .and_then(|p| p.node_port)
+        .unwrap();
+    let replication = format!("{}:{node_port}", real_node_ip(ALPHA));
+    let r = replication.clone();
+    let plaintext = tokio::task::spawn_blocking(move || broker_ids(&r))
+        .await
+        .unwrap();
+    assert!(
+        plaintext.is_err(),
+        "plaintext metadata from the replication port: {plaintext:?}"
+    );
+    let anonymous = kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &replication,
+            "--command-config",
+            &trusted,
+            "--list",
+        ],
+    );
+    assert!(
+        anonymous.is_err(),
+        "TLS without a client certificate was let in: {anonymous:?}"
+    );
+
+    // The member cluster beta has its node's certificate and the CA certificate, never the
+    // CA key.
+    let beta: Api<Secret> = stretch.api(BETA);
+    let in_beta = beta.list(&ListParams::default()).await.unwrap().items;
+    let node = in_beta
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some("live-b-2"))
+        .expect("the node's Secret in beta");
+    assert_eq!(data(node, "ca.crt"), ca);
+    for secret in &in_beta {
+        for (key, value) in secret.data.iter().flatten() {
+            assert!(
+                key != "ca.key" && !String::from_utf8_lossy(&value.0).contains(ca_key.trim()),
+                "Secret {:?} in beta holds the CA key",
+                secret.metadata.name
+            );
+        }
+    }
+
+    // Clients in beta find the CA certificate there too, as a PKCS#12 trust store as well.
+    let copy = in_beta
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some("live-cluster-ca-cert"))
+        .expect("the CA certificate Secret in beta");
+    assert_eq!(data(copy, "ca.crt"), ca);
+    let p12 = dir.join("ca.p12");
+    std::fs::write(&p12, &copy.data.as_ref().unwrap()["ca.p12"].0).unwrap();
+    let from_p12 = client_config(
+        &dir,
+        "p12",
+        &[
+            ("security.protocol", "SSL".to_owned()),
+            ("ssl.truststore.type", "PKCS12".to_owned()),
+            ("ssl.truststore.location", p12.display().to_string()),
+            ("ssl.truststore.password", data(copy, "ca.password")),
+        ],
+    );
+    let listed = run_kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &tls_beta,
+            "--command-config",
+            &from_p12,
+            "--list",
+        ],
+    );
+    assert!(listed.contains("secured"), "{listed}");
+
+    // Deleted by the user, the Kafka takes the CA and certificates kstretch generated along.
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    kafkas.delete("live", &Default::default()).await.unwrap();
+    wait_for(
+        "the generated Secrets to go with the Kafka",
+        START_TIMEOUT,
+        || async {
+            let mut left = Vec::new();
+            for name in [
+                "live-cluster-ca-cert",
+                "live-cluster-ca",
+                "live-clients-ca-cert",
+                "live-clients-ca",
+                "live-kstretch-node-certs",
+            ] {
+                if secrets.get_opt(name).await.unwrap().is_some() {
+                    left.push(name);
+                }
+            }
+            if left.is_empty() {
+                Seen::Done(())
+            } else {
+                Seen::NotYet(format!("left: {left:?}"))
+            }
+        },
+    )
+    .await;
+    stretch.finish().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `kafka-persistent` shape with a SCRAM listener (9094), a listener that authenticates by
+/// certificate (9095) and simple authorization. The plain and TLS listeners admit anonymous
+/// clients, which the test makes a super user so its load and tools keep working.
+fn secured_kafka() -> Value {
+    let mut spec = kafka_persistent_shape();
+    let listeners = spec["spec"]["kafka"]["listeners"].as_array_mut().unwrap();
+    listeners.push(
+        json!({"name": "scram", "port": 9094, "type": "internal", "tls": false,
+        "authentication": {"type": "scram-sha-512"}}),
+    );
+    listeners.push(
+        json!({"name": "mtls", "port": 9095, "type": "internal", "tls": true,
+        "authentication": {"type": "tls"}}),
+    );
+    spec["spec"]["kafka"]["authorization"] = json!({"type": "simple", "superUsers": ["ANONYMOUS"]});
+    spec
+}
+
+/// A `KafkaUser` of `live` authenticating by `authentication`, who may produce to and consume
+/// from `topic` only.
+fn kafka_user(name: &str, authentication: &str, topic: &str) -> Value {
+    json!({
+        "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
+        "metadata": {"name": name, "labels": {"strimzi.io/cluster": "live"}},
+        "spec": {
+            "authentication": {"type": authentication},
+            "authorization": {"type": "simple", "acls": [
+                {"resource": {"type": "topic", "name": topic},
+                 "operations": ["Read", "Write", "Describe"]},
+                {"resource": {"type": "group", "name": "*"}, "operations": ["Read"]}
+            ]}
+        }
+    })
+}
+
+/// `KafkaUser`s with Kafka's own clients as the judge: a `tls` user (its Secret's `user.p12`)
+/// and a `scram-sha-512` user (its Secret's `sasl.jaas.config`) produce and consume their own
+/// topic and cannot read the other's; a wrong password and a certificate of another CA are
+/// refused; deleting a user revokes its access.
+async fn users_are_authenticated_and_authorized(stretch: &Stretch, k: &Kafka) {
+    create_topic(&all_brokers(k), "alice-topic", 1, 3).await;
+    create_topic(&all_brokers(k), "bob-topic", 1, 3).await;
+    stretch
+        .apply(kafka_user("alice", "tls", "alice-topic"))
+        .await;
+    stretch
+        .apply(kafka_user("bob", "scram-sha-512", "bob-topic"))
+        .await;
+    let users: Api<kstretch_api::KafkaUser> = stretch.api(ALPHA);
+    for (name, username) in [("alice", "CN=alice"), ("bob", "bob")] {
+        let user = wait_for(
+            &format!("KafkaUser {name} Ready"),
+            START_TIMEOUT,
+            || async {
+                let u = users.get(name).await.unwrap();
+                let ready = u.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                });
+                if ready {
+                    Seen::Done(u)
+                } else {
+                    Seen::NotYet(format!("{:?}", u.status))
+                }
+            },
+        )
+        .await;
+        let status = user.status.unwrap();
+        assert_eq!(status.username.as_deref(), Some(username));
+        assert_eq!(status.secret.as_deref(), Some(name));
+    }
+
+    let secrets: Api<Secret> = stretch.api(ALPHA);
+    let dir = client_dir(stretch);
+    let cluster_ca = secret_text(
+        &secrets.get("live-cluster-ca-cert").await.unwrap(),
+        "ca.crt",
+    );
+    let ca_file = dir.join("cluster-ca.crt");
+    std::fs::write(&ca_file, &cluster_ca).unwrap();
+    let trust = [
+        ("ssl.truststore.type", "PEM".to_owned()),
+        ("ssl.truststore.location", ca_file.display().to_string()),
+    ];
+
+    // alice: mutual TLS with the keystore of her Secret.
+    let alice_secret = secrets.get("alice").await.unwrap();
+    let p12 = dir.join("alice.p12");
+    std::fs::write(&p12, &alice_secret.data.as_ref().unwrap()["user.p12"].0).unwrap();
+    let mut alice_lines = vec![("security.protocol", "SSL".to_owned())];
+    alice_lines.extend(trust.clone());
+    alice_lines.extend([
+        ("ssl.keystore.type", "PKCS12".to_owned()),
+        ("ssl.keystore.location", p12.display().to_string()),
+        (
+            "ssl.keystore.password",
+            secret_text(&alice_secret, "user.password"),
+        ),
+    ]);
+    let alice = client_config(&dir, "alice", &alice_lines);
+    let mtls = listener_at(k, "mtls", &real_node_ip(ALPHA));
+    let out = produced(&mtls, &alice, "alice-topic", 20);
+    assert!(out.contains("20 records sent"), "{out}");
+    reads(&mtls, &alice, "alice-topic", 20);
+
+    // bob: SCRAM-SHA-512 with the JAAS line of his Secret.
+    let bob_secret = secrets.get("bob").await.unwrap();
+    let bob = client_config(
+        &dir,
+        "bob",
+        &[
+            ("security.protocol", "SASL_PLAINTEXT".to_owned()),
+            ("sasl.mechanism", "SCRAM-SHA-512".to_owned()),
+            (
+                "sasl.jaas.config",
+                secret_text(&bob_secret, "sasl.jaas.config"),
+            ),
+        ],
+    );
+    let scram = listener_at(k, "scram", &real_node_ip(BETA));
+    let out = produced(&scram, &bob, "bob-topic", 20);
+    assert!(out.contains("20 records sent"), "{out}");
+    reads(&scram, &bob, "bob-topic", 20);
+
+    // The ACLs: neither reads the other's topic.
+    refused(&mtls, &alice, "bob-topic", "TopicAuthorization");
+    refused(&scram, &bob, "alice-topic", "TopicAuthorization");
+
+    // A wrong password and a certificate of another CA (with alice's name) get nowhere.
+    let wrong = client_config(
+        &dir,
+        "wrong",
+        &[
+            ("security.protocol", "SASL_PLAINTEXT".to_owned()),
+            ("sasl.mechanism", "SCRAM-SHA-512".to_owned()),
+            (
+                "sasl.jaas.config",
+                "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"bob\" password=\"not-his\";".to_owned(),
+            ),
+        ],
+    );
+    refused(&scram, &wrong, "bob-topic", "Authentication failed");
+    let other = kstretch_tests::certs::Pki::new("other-clients").client_with_cn("alice");
+    let mut forged_lines = vec![("security.protocol", "SSL".to_owned())];
+    forged_lines.extend(trust.clone());
+    forged_lines.extend([
+        ("ssl.keystore.type", "PEM".to_owned()),
+        ("ssl.keystore.certificate.chain", other.cert_pem.clone()),
+        ("ssl.keystore.key", other.key_pem.clone()),
+    ]);
+    let forged = client_config(&dir, "forged", &forged_lines);
+    refused(&mtls, &forged, "alice-topic", "SslAuthenticationException");
+
+    // Deleting bob revokes his credential: his own Secret no longer gets him in.
+    users.delete("bob", &Default::default()).await.unwrap();
+    wait_for("KafkaUser bob gone", START_TIMEOUT, || async {
+        match users.get_opt("bob").await.unwrap() {
+            None => Seen::Done(()),
+            Some(u) => Seen::NotYet(format!("finalizers {:?}", u.finalizers())),
+        }
+    })
+    .await;
+    refused(&scram, &bob, "bob-topic", "Authentication failed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `KafkaConnect` of the secured cluster whose workers trust the cluster CA and authenticate
+/// with a `KafkaUser`'s certificate: the worker configuration and the Secret central ships to
+/// the workers' cluster, booted as a real worker, join the cluster over mutual TLS under the
+/// user's ACLs (the worker creates its storage topics).
+async fn connect_workers_reach_the_secured_kafka(stretch: &Stretch, k: &Kafka) {
+    let all = |kind: &str| {
+        json!({"resource": {"type": kind, "name": "connect-", "patternType": "prefix"},
+               "operations": ["All"]})
+    };
+    stretch
+        .apply(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
+            "metadata": {"name": "connect", "labels": {"strimzi.io/cluster": "live"}},
+            "spec": {"authentication": {"type": "tls"},
+                     "authorization": {"type": "simple", "acls": [all("topic"), all("group"),
+                        {"resource": {"type": "cluster"},
+                         "operations": ["Describe", "DescribeConfigs"]}]}}
+        }))
+        .await;
+    let secrets: Api<Secret> = stretch.api(ALPHA);
+    wait_for("the connect user's Secret", START_TIMEOUT, || async {
+        match secrets.get_opt("connect").await.unwrap() {
+            Some(_) => Seen::Done(()),
+            None => Seen::NotYet(String::new()),
+        }
+    })
+    .await;
+    stretch
+        .apply(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
+            "metadata": {"name": "secure"},
+            "spec": {
+                "replicas": 0,
+                "bootstrapServers": listener_at(k, "mtls", &real_node_ip(ALPHA)),
+                "groupId": "connect-group", "configStorageTopic": "connect-configs",
+                "statusStorageTopic": "connect-status", "offsetStorageTopic": "connect-offsets",
+                "tls": {"trustedCertificates":
+                    [{"secretName": "live-cluster-ca-cert", "certificate": "ca.crt"}]},
+                "authentication": {"type": "tls", "certificateAndKey":
+                    {"secretName": "connect", "certificate": "user.crt", "key": "user.key"}},
+                "config": {"config.storage.replication.factor": 3,
+                           "offset.storage.replication.factor": 3,
+                           "status.storage.replication.factor": 3}
+            }
+        }))
+        .await;
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = stretch.api(ALPHA);
+    let (generated, shipped) = wait_for(
+        "the workers' configuration and Secret",
+        START_TIMEOUT,
+        || async {
+            let cm = config_maps.get_opt("secure-connect-config").await.unwrap();
+            let secret = secrets.get_opt("secure-connect-security").await.unwrap();
+            match (cm, secret) {
+                (Some(cm), Some(secret)) => Seen::Done((
+                    cm.data.unwrap_or_default()["kafka-connect.properties"].clone(),
+                    secret
+                        .data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.0))
+                        .collect::<BTreeMap<String, Vec<u8>>>(),
+                )),
+                other => Seen::NotYet(format!("{:?}", (other.0.is_some(), other.1.is_some()))),
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        shipped.keys().collect::<Vec<_>>(),
+        ["ca.crt", "user.crt", "user.key"]
+    );
+    assert!(generated.contains("security.protocol=SSL"), "{generated}");
+    let dir = client_dir(stretch).join("connect");
+    let (mut worker, _url) = kstretch_tests::connect::boot_worker(&generated, &dir, &shipped).await;
+    let bootstrap = all_brokers(k);
+    wait_for("the workers' storage topics", START_TIMEOUT, || async {
+        let topics = kstretch_tests::kafka::topic_names(&bootstrap).unwrap_or_default();
+        if ["connect-configs", "connect-status", "connect-offsets"]
+            .iter()
+            .all(|t| topics.contains(*t))
+        {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(worker.log_tail(20))
+        }
+    })
+    .await;
+    worker.stop();
+}
+
+/// A secured cluster (SCRAM and certificate listeners, simple authorization) serves its
+/// `KafkaUser`s (see [`users_are_authenticated_and_authorized`]) and Connect workers (see
+/// [`connect_workers_reach_the_secured_kafka`]); then
+/// `strimzi.io/force-renew` on `live-cluster-ca-cert` of the running cluster while an idempotent
+/// producer with `acks=all` sends: a new CA certificate of the same key (generation 1), the old
+/// one kept as `ca-<expiry>.crt`, every node rolled one at a time to trust both, no failed
+/// send, no lost acknowledged record; a client trusting only the new certificate connects.
+#[tokio::test]
+async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_acknowledged_record()
+{
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (stretch, k) = live_kafka_of("running-renew", secured_kafka(), persistent(), vec![]).await;
+    users_are_authenticated_and_authorized(&stretch, &k).await;
+    connect_workers_reach_the_secured_kafka(&stretch, &k).await;
+
+    let bootstrap = all_brokers(&k);
+    create_topic(&bootstrap, "renewed", 3, 3).await;
+    full_isr(&bootstrap, "renewed").await;
+    let load = Load::start(&bootstrap, "renewed", Duration::from_millis(20));
+    wait_for_acks(&load, 50).await;
+
+    let secrets: Api<Secret> = stretch.api(ALPHA);
+    let old = secrets.get("live-cluster-ca-cert").await.unwrap();
+    let text = secret_text;
+    let old_ca = text(&old, "ca.crt");
+    let before = pod_states(&stretch).await;
+    secrets
+        .patch(
+            "live-cluster-ca-cert",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"strimzi.io/force-renew": "true"}}})),
+        )
+        .await
+        .unwrap();
+    // Central looks at the CA in every reconciliation; a change of the Kafka starts one now
+    // rather than at the next periodic one.
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    kafkas
+        .patch(
+            "live",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"kstretch.test/nudge": "1"}}})),
+        )
+        .await
+        .unwrap();
+
+    let renewed = wait_for("the renewed CA certificate", START_TIMEOUT, || async {
+        let s = secrets.get("live-cluster-ca-cert").await.unwrap();
+        match s
+            .annotations()
+            .get("strimzi.io/ca-cert-generation")
+            .map(String::as_str)
+        {
+            Some("1") => Seen::Done(s),
+            other => Seen::NotYet(format!("generation {other:?}")),
+        }
+    })
+    .await;
+    assert!(!renewed.annotations().contains_key("strimzi.io/force-renew"));
+    let new_ca = text(&renewed, "ca.crt");
+    assert_ne!(new_ca, old_ca);
+    let kept: Vec<&String> = renewed
+        .data
+        .as_ref()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("ca-") && k.ends_with(".crt"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(text(&renewed, kept[0]), old_ca);
+
+    // Every node restarts, one at a time, to trust both certificates.
+    rolled_one_at_a_time(&stretch, &before).await;
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "Ready after the renewal", START_TIMEOUT, is_ready)
+        .await;
+    let acked = load.acked();
+    wait_for_acks(&load, acked + 50).await;
+    no_loss(load, &bootstrap, "renewed").await;
+
+    let dir = client_dir(&stretch);
+    let only_new = tls_client_config(&dir, "new", &new_ca);
+    run_kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &listener_at(&k, "tls", &real_node_ip(BETA)),
+            "--command-config",
+            &only_new,
+            "--list",
+        ],
+    );
+    stretch.finish().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
