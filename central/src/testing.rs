@@ -227,6 +227,70 @@ impl<'a> Path<'a> {
     }
 }
 
+/// The path of the status of `name`, a `K` in namespace `namespace`.
+pub fn status_path<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> String {
+    format!("{}/{name}/status", K::url_path(&(), Some(namespace)))
+}
+
+/// Each write's method and path, sorted (background writes come in no set order).
+pub fn requests(writes: &[Write]) -> Vec<(String, String)> {
+    let mut requests: Vec<(String, String)> = writes
+        .iter()
+        .map(|w| (w.method.to_string(), w.path.clone()))
+        .collect();
+    requests.sort();
+    requests
+}
+
+/// The `Ready` condition of the status patch sent to `path`.
+pub fn ready_at<'a>(writes: &'a [Write], path: &str) -> &'a Value {
+    let patch = writes
+        .iter()
+        .find(|w| w.method == Method::PATCH && w.path == path)
+        .unwrap_or_else(|| panic!("no status patch of {path}: {writes:#?}"));
+    patch.body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap_or_else(|| panic!("no Ready condition in {:#}", patch.body))
+}
+
+/// The bodies of what was created at `path` (Events, for one), in the order received.
+pub fn posted_to<'a>(writes: &'a [Write], path: &str) -> Vec<&'a Value> {
+    writes
+        .iter()
+        .filter(|w| w.method == Method::POST && w.path == path)
+        .map(|w| &w.body)
+        .collect()
+}
+
+/// Whether the desired state of no member cluster holds an object.
+pub fn nothing_published(desired: &crate::link::DesiredStates) -> bool {
+    let snapshots = desired.all();
+    !snapshots.is_empty() && snapshots.iter().all(|s| s.objects.is_empty())
+}
+
+/// The context of the controllers that reach Kafka (users, operations), over `apiserver`,
+/// with `kafkas` in central's store of `Kafka`s.
+pub fn controller_context(
+    apiserver: &Apiserver,
+    kafkas: &[kstretch_api::Kafka],
+) -> crate::controller::Context {
+    let (store, mut writer) = kube::runtime::reflector::store();
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Init);
+    for k in kafkas {
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::InitApply(k.clone()));
+    }
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
+    crate::controller::Context::new(
+        apiserver.client(),
+        store,
+        Default::default(),
+        Default::default(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

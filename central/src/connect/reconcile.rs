@@ -260,3 +260,166 @@ async fn write_status(
     crate::status::apply(client, connect, st, |c| c.status.as_ref()).await?;
     Ok(())
 }
+
+/// The reconciliation's ends that need neither Connect nor agents, against
+/// [`crate::testing::Apiserver`]: what it writes there, the [`Action`] it ends with, and what it
+/// leaves for the agents.
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use kstretch_api::names;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::kafka::resolve::tests::members;
+    use crate::link::DesiredStates;
+    use crate::testing::{Apiserver, nothing_published, ready_at, requests, status_path};
+
+    /// The apiserver, the reconciler's context over it, and the member clusters' desired states.
+    struct World {
+        apiserver: Apiserver,
+        desired: DesiredStates,
+        ctx: Arc<Context>,
+    }
+
+    fn world(connect: &KafkaConnect) -> World {
+        let apiserver = Apiserver::default();
+        apiserver.hold(connect);
+        let desired = DesiredStates::new();
+        let owners = Owners::new(desired.clone(), members().all, [OwnerKind::KafkaConnect]);
+        owners.release(OwnerKind::KafkaConnect).unwrap();
+        let ctx = Context::new(
+            apiserver.client(),
+            owners,
+            Agents::new(),
+            Restarts::default(),
+            members(),
+            OwnerMetrics::default(),
+        );
+        World {
+            apiserver,
+            desired,
+            ctx: Arc::new(ctx),
+        }
+    }
+
+    impl World {
+        async fn reconcile(&self, connect: &KafkaConnect) -> Action {
+            let pass = apply(Arc::new(connect.clone()), self.ctx.clone());
+            tokio::time::timeout(Duration::from_secs(2), pass)
+                .await
+                .expect("the reconciliation ended")
+                .unwrap()
+        }
+    }
+
+    /// `my-connect` in namespace `ns`, claimed by central, run in beta, with `spec` merged over
+    /// a valid one.
+    fn connect(spec: Value, annotations: Value) -> KafkaConnect {
+        let mut all = json!({"replicas": 2, "bootstrapServers": "my-cluster-kafka-bootstrap:9092",
+                             "groupId": "g", "configStorageTopic": "g-configs",
+                             "statusStorageTopic": "g-status", "offsetStorageTopic": "g-offsets"});
+        for (k, v) in spec.as_object().unwrap() {
+            all[k] = v.clone();
+        }
+        let mut annotations = annotations;
+        annotations["strimzi.io/stretch-cluster-alias"] = json!("beta");
+        serde_json::from_value(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
+            "metadata": {"name": "my-connect", "namespace": "ns", "uid": "connect-uid",
+                         "generation": 1, "annotations": annotations,
+                         "finalizers": [names::MEMBER_OBJECTS_FINALIZER]},
+            "spec": all
+        }))
+        .unwrap()
+    }
+
+    fn published_in(desired: &DesiredStates, alias: &str) -> usize {
+        desired
+            .all()
+            .iter()
+            .filter(|s| s.cluster_alias == alias)
+            .map(|s| s.objects.len())
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn a_valid_connect_is_published_to_its_cluster_and_waits_for_its_agent() {
+        let c = connect(json!({}), json!({}));
+        let world = world(&c);
+
+        let action = world.reconcile(&c).await;
+
+        assert_eq!(action, Action::requeue(BUSY_REQUEUE));
+        assert!(published_in(&world.desired, "beta") > 0);
+        assert_eq!(published_in(&world.desired, "alpha"), 0);
+        let writes = world.apiserver.writes();
+        let path = status_path::<KafkaConnect>("ns", "my-connect");
+        assert_eq!(requests(&writes), [("PATCH".to_owned(), path.clone())]);
+        let ready = ready_at(&writes, &path);
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["reason"], "ClusterUnreachable");
+        let st = &writes[0].body["status"];
+        assert_eq!(st["replicas"], 2);
+        assert_eq!(st["url"], "http://my-connect-connect-api.ns.svc:8083");
+    }
+
+    #[tokio::test]
+    async fn an_invalid_connect_is_refused_naming_the_problem_and_nothing_is_published() {
+        let c = connect(json!({"replicas": -1}), json!({}));
+        let world = world(&c);
+
+        let action = world.reconcile(&c).await;
+
+        assert_eq!(action, Action::await_change());
+        assert!(nothing_published(&world.desired));
+        let writes = world.apiserver.writes();
+        let ready = ready_at(&writes, &status_path::<KafkaConnect>("ns", "my-connect"));
+        assert_eq!(ready["status"], "False");
+        assert!(
+            ready["message"].as_str().unwrap().contains("replicas"),
+            "{ready}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_trusted_certificate_secret_is_refused_and_nothing_is_published() {
+        let c = connect(
+            json!({"tls": {"trustedCertificates": [
+                {"secretName": "my-cluster-cluster-ca-cert", "certificate": "ca.crt"}]}}),
+            json!({}),
+        );
+        let world = world(&c);
+
+        let action = world.reconcile(&c).await;
+
+        assert_eq!(action, Action::await_change());
+        assert!(nothing_published(&world.desired));
+        let writes = world.apiserver.writes();
+        let ready = ready_at(&writes, &status_path::<KafkaConnect>("ns", "my-connect"));
+        assert_eq!(ready["reason"], "SecretNotFound");
+        assert!(
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("Secret my-cluster-cluster-ca-cert does not exist"),
+            "{ready}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_paused_connect_only_says_so_and_waits_for_a_change() {
+        let c = connect(json!({}), json!({(names::PAUSE_RECONCILIATION): "true"}));
+        let world = world(&c);
+
+        let action = world.reconcile(&c).await;
+
+        assert_eq!(action, Action::await_change());
+        let writes = world.apiserver.writes();
+        let path = status_path::<KafkaConnect>("ns", "my-connect");
+        assert_eq!(requests(&writes), [("PATCH".to_owned(), path.clone())]);
+        assert_eq!(ready_at(&writes, &path)["reason"], "ReconciliationPaused");
+        assert_eq!(world.ctx.owners.get(&owner_of(&c)), Some(Part::Retain));
+    }
+}

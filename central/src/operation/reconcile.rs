@@ -827,3 +827,144 @@ mod tests {
         );
     }
 }
+
+/// The steps that need no Kafka, against [`crate::testing::Apiserver`]: refusals, waiting for
+/// a turn, an operation that ended.
+#[cfg(test)]
+mod against_the_apiserver {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::testing::{Apiserver, controller_context, status_path};
+
+    fn kafka() -> Kafka {
+        serde_json::from_value(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
+            "metadata": {"name": "my-cluster", "namespace": "ns"},
+            "spec": {"kafka": {"listeners": []}}
+        }))
+        .unwrap()
+    }
+
+    fn operation(name: &str, created: &str, spec: Value, status: Value) -> KafkaOperation {
+        serde_json::from_value(json!({
+            "apiVersion": "kstretch.io/v1alpha1", "kind": "KafkaOperation",
+            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created,
+                         "labels": {"strimzi.io/cluster": "my-cluster"}},
+            "spec": spec, "status": status
+        }))
+        .unwrap()
+    }
+
+    /// One step of `op` with `held` (other operations) in the apiserver and `kafkas` in
+    /// central's store: the action and the status written, if any.
+    async fn stepped(
+        op: &KafkaOperation,
+        held: &[KafkaOperation],
+        kafkas: &[Kafka],
+    ) -> (Action, Option<Value>) {
+        let apiserver = Apiserver::default();
+        apiserver.hold(op);
+        for o in held {
+            apiserver.hold(o);
+        }
+        let ctx = controller_context(&apiserver, kafkas);
+        let pass = apply(Arc::new(op.clone()), Arc::new(ctx));
+        let action = tokio::time::timeout(Duration::from_secs(2), pass)
+            .await
+            .expect("the step ended")
+            .unwrap();
+        let path = status_path::<KafkaOperation>("ns", &op.name_any());
+        let written = apiserver
+            .writes()
+            .into_iter()
+            .find(|w| w.path == path)
+            .map(|w| w.body["status"].clone());
+        (action, written)
+    }
+
+    fn ready(status: &Value) -> &Value {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_operation_on_a_kafka_that_does_not_exist_is_refused() {
+        let op = operation(
+            "drain-beta",
+            "2026-11-27T10:00:00Z",
+            json!({"drain": {"cluster": "beta"}}),
+            json!(null),
+        );
+        let (_, written) = stepped(&op, &[], &[]).await;
+        let written = written.expect("a status");
+        assert_eq!(written["phase"], "Refused");
+        assert_eq!(ready(&written)["reason"], "KafkaNotFound");
+    }
+
+    #[tokio::test]
+    async fn a_forget_of_a_cluster_the_kafka_does_not_name_waits_naming_the_command() {
+        let op = operation(
+            "my-cluster-forget-beta",
+            "2026-11-27T10:00:00Z",
+            json!({"forget": {"cluster": "beta"}}),
+            json!(null),
+        );
+        let (action, written) = stepped(&op, &[], &[kafka()]).await;
+        assert_eq!(action, Action::requeue(WAIT));
+        let written = written.expect("a status");
+        assert_eq!(written["phase"], "Pending");
+        assert_eq!(ready(&written)["reason"], "ClusterNotForgotten");
+        assert!(
+            ready(&written)["message"]
+                .as_str()
+                .unwrap()
+                .contains("kstretch forget beta --kafka my-cluster"),
+            "{written}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_second_operation_on_one_kafka_waits_for_the_first() {
+        let first = operation(
+            "drain-beta",
+            "2026-11-27T10:00:00Z",
+            json!({"drain": {"cluster": "beta"}}),
+            json!({"phase": "Running"}),
+        );
+        let second = operation(
+            "spread",
+            "2026-11-27T10:05:00Z",
+            json!({"spread": {}}),
+            json!(null),
+        );
+        let (action, written) = stepped(&second, &[first], &[kafka()]).await;
+        assert_eq!(action, Action::requeue(WAIT));
+        let written = written.expect("a status");
+        assert_eq!(written["phase"], "Pending");
+        assert_eq!(
+            ready(&written)["message"],
+            "waiting for operation drain-beta on Kafka ns/my-cluster to end"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_operation_that_ended_is_left_alone() {
+        let done = operation(
+            "drain-beta",
+            "2026-11-27T10:00:00Z",
+            json!({"drain": {"cluster": "beta"}}),
+            json!({"phase": "Completed"}),
+        );
+        assert_eq!(
+            stepped(&done, &[], &[kafka()]).await,
+            (Action::await_change(), None)
+        );
+    }
+}

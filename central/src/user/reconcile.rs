@@ -226,3 +226,75 @@ async fn cleanup(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
     crate::finalizer::remove(&api, user, FINALIZER).await?;
     Ok(Action::await_change())
 }
+
+/// The reconciliation's refusals, which need no Kafka, against [`crate::testing::Apiserver`].
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::testing::{Apiserver, controller_context, ready_at, status_path};
+
+    fn kafka(spec: Value) -> Kafka {
+        serde_json::from_value(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
+            "metadata": {"name": "my-cluster", "namespace": "ns"},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    fn user(spec: Value) -> KafkaUser {
+        serde_json::from_value(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
+            "metadata": {"name": "alice", "namespace": "ns", "uid": "user-uid",
+                         "labels": {"strimzi.io/cluster": "my-cluster"},
+                         "finalizers": [FINALIZER]},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    /// One reconciliation of `user` with `kafkas` in central's store; the action and the
+    /// `Ready` condition written.
+    async fn reconciled(user: &KafkaUser, kafkas: &[Kafka]) -> (Action, Value) {
+        let apiserver = Apiserver::default();
+        apiserver.hold(user);
+        let ctx = controller_context(&apiserver, kafkas);
+        let pass = apply(Arc::new(user.clone()), Arc::new(ctx));
+        let action = tokio::time::timeout(Duration::from_secs(2), pass)
+            .await
+            .expect("the reconciliation ended")
+            .unwrap();
+        let writes = apiserver.writes();
+        let ready = ready_at(&writes, &status_path::<KafkaUser>("ns", "alice")).clone();
+        (action, ready)
+    }
+
+    #[tokio::test]
+    async fn a_user_of_a_kafka_that_does_not_exist_says_so_and_is_looked_at_again() {
+        let (action, ready) = reconciled(&user(json!({})), &[]).await;
+        assert_eq!(action, Action::requeue(RESYNC));
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["reason"], "KafkaNotFound");
+    }
+
+    #[tokio::test]
+    async fn acls_without_an_authorizer_on_the_kafka_are_refused_naming_the_fix() {
+        let acls = json!({"authorization": {"type": "simple", "acls": [
+            {"resource": {"type": "topic", "name": "orders"}, "operations": ["Read"]}]}});
+        let plain = kafka(json!({"kafka": {"listeners": []}}));
+        let (action, ready) = reconciled(&user(acls), &[plain]).await;
+        assert_eq!(action, Action::await_change());
+        assert_eq!(ready["reason"], "AuthorizationNotEnabled");
+        assert!(
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("set authorization (type simple) on the Kafka"),
+            "{ready}"
+        );
+    }
+}

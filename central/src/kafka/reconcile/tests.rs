@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Method;
 use kstretch_api::{Kafka, KafkaNodePool, names};
 use kstretch_runtime::backoff::Backoff;
 use kube::Resource;
@@ -20,7 +19,7 @@ use super::pass::REFUSED_RECHECK;
 use crate::kafka::context::{Context, owner_of};
 use crate::kafka::resolve::tests::{kafka, members, pool};
 use crate::link::{Agents, DesiredStates, OwnerKind, Owners, Part};
-use crate::testing::{Apiserver, Write};
+use crate::testing::{self, Apiserver, Write, nothing_published, ready_at, requests};
 
 /// The apiserver, the reconciler's context over it, and the member clusters' desired states.
 struct World {
@@ -98,21 +97,11 @@ fn claimed(extra: Value) -> Kafka {
 }
 
 fn status_path<K: Resource<DynamicType = ()>>(name: &str) -> String {
-    format!("{}/{name}/status", K::url_path(&(), Some("kafka")))
+    testing::status_path::<K>("kafka", name)
 }
 
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/kafka/events";
 const SECRETS: &str = "/api/v1/namespaces/kafka/secrets";
-
-/// Each write's method and path, sorted (background writes come in no set order).
-fn requests(writes: &[Write]) -> Vec<(String, String)> {
-    sorted(
-        writes
-            .iter()
-            .map(|w| (w.method.to_string(), w.path.clone()))
-            .collect(),
-    )
-}
 
 fn sorted(mut requests: Vec<(String, String)>) -> Vec<(String, String)> {
     requests.sort();
@@ -127,32 +116,8 @@ fn post(path: &str) -> (String, String) {
     ("POST".to_owned(), path.to_owned())
 }
 
-/// The `Ready` condition of the status patch sent to `path`.
-fn ready_at<'a>(writes: &'a [Write], path: &str) -> &'a Value {
-    let patch = writes
-        .iter()
-        .find(|w| w.method == Method::PATCH && w.path == path)
-        .unwrap_or_else(|| panic!("no status patch of {path}: {writes:#?}"));
-    patch.body["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .unwrap_or_else(|| panic!("no Ready condition in {:#}", patch.body))
-}
-
 fn events(writes: &[Write]) -> Vec<&Value> {
-    writes
-        .iter()
-        .filter(|w| w.method == Method::POST && w.path == EVENTS)
-        .map(|w| &w.body)
-        .collect()
-}
-
-/// Whether the desired state of no member cluster holds an object.
-fn nothing_published(desired: &DesiredStates) -> bool {
-    let snapshots = desired.all();
-    !snapshots.is_empty() && snapshots.iter().all(|s| s.objects.is_empty())
+    testing::posted_to(writes, EVENTS)
 }
 
 fn dual_pool(status: Value) -> KafkaNodePool {
