@@ -584,3 +584,108 @@ async fn write_status(
         Err(e) => Err(e.into()),
     }
 }
+
+/// The reconciliation's ends before and at Connect's REST API, against
+/// [`crate::testing::Apiserver`] (Connect itself is not there: its address refuses connections).
+#[cfg(test)]
+mod against_the_apiserver {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::connector::context::ConnectorArgs;
+    use crate::testing::{Apiserver, status_path};
+
+    const RESYNC: Duration = Duration::from_secs(60);
+
+    fn connector(labels: Value, annotations: Value) -> KafkaConnector {
+        serde_json::from_value(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnector",
+            "metadata": {"name": "sink", "namespace": "ns", "labels": labels,
+                         "annotations": annotations, "generation": 1},
+            "spec": {"class": "org.example.Sink", "tasksMax": 1}
+        }))
+        .unwrap()
+    }
+
+    fn connect(annotations: Value) -> KafkaConnect {
+        serde_json::from_value(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
+            "metadata": {"name": "my-connect", "namespace": "ns", "annotations": annotations},
+            "spec": {"bootstrapServers": "my-cluster-kafka-bootstrap:9092"}
+        }))
+        .unwrap()
+    }
+
+    /// One reconciliation of `kc` with `held` in the apiserver: the action and the `Ready`
+    /// condition of the status written.
+    async fn reconciled(kc: &KafkaConnector, held: Option<&KafkaConnect>) -> (Action, Value) {
+        let apiserver = Apiserver::default();
+        apiserver.hold(kc);
+        if let Some(c) = held {
+            apiserver.hold(c);
+        }
+        let args = ConnectorArgs {
+            resync_secs: RESYNC.as_secs(),
+        };
+        let ctx = Context::new(apiserver.client(), Default::default(), &args);
+        let pass = apply(Arc::new(kc.clone()), Arc::new(ctx));
+        let action = tokio::time::timeout(Duration::from_secs(10), pass)
+            .await
+            .expect("the reconciliation ended")
+            .unwrap();
+        let path = status_path::<KafkaConnector>("ns", "sink");
+        let writes = apiserver.writes();
+        let patch = writes
+            .iter()
+            .find(|w| w.path == path)
+            .unwrap_or_else(|| panic!("no status written: {writes:#?}"));
+        // A JSON patch that adds the whole status.
+        let ready = patch.body[0]["value"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready" || c["type"] == "ReconciliationPaused")
+            .cloned()
+            .unwrap();
+        (action, ready)
+    }
+
+    #[tokio::test]
+    async fn a_connector_without_its_connect_label_says_so() {
+        let (action, ready) = reconciled(&connector(json!({}), json!({})), None).await;
+        assert_eq!(action, Action::requeue(RESYNC));
+        assert_eq!(ready["reason"], "MissingClusterLabel");
+    }
+
+    #[tokio::test]
+    async fn a_connector_of_a_connect_that_is_missing_or_does_not_use_resources_says_which() {
+        let labelled = connector(json!({"strimzi.io/cluster": "my-connect"}), json!({}));
+        let (_, ready) = reconciled(&labelled, None).await;
+        assert_eq!(ready["reason"], "KafkaConnectNotFound");
+        let (_, ready) = reconciled(&labelled, Some(&connect(json!({})))).await;
+        assert_eq!(ready["reason"], "ConnectorResourcesDisabled");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_connect_is_retried_sooner_than_the_resync() {
+        let labelled = connector(json!({"strimzi.io/cluster": "my-connect"}), json!({}));
+        let c = connect(json!({
+            (names::USE_CONNECTOR_RESOURCES): "true",
+            (plan::CONNECT_REST_URL_ANNOTATION): "http://127.0.0.1:1"
+        }));
+        let (action, ready) = reconciled(&labelled, Some(&c)).await;
+        assert_eq!(ready["reason"], "ConnectUnreachable");
+        assert_ne!(action, Action::requeue(RESYNC));
+    }
+
+    #[tokio::test]
+    async fn a_paused_connector_only_says_so() {
+        let paused = connector(
+            json!({"strimzi.io/cluster": "my-connect"}),
+            json!({(names::PAUSE_RECONCILIATION): "true"}),
+        );
+        let (action, ready) = reconciled(&paused, None).await;
+        assert_eq!(action, Action::requeue(RESYNC));
+        assert_eq!(ready["type"], "ReconciliationPaused");
+    }
+}
