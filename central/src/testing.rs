@@ -271,21 +271,30 @@ pub fn nothing_published(desired: &crate::link::DesiredStates) -> bool {
     !snapshots.is_empty() && snapshots.iter().all(|s| s.objects.is_empty())
 }
 
+/// A store that the watch filled with `objects` (and is ready).
+pub fn store_of<K>(objects: &[K]) -> kube::runtime::reflector::Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    use kube::runtime::watcher::Event;
+    let (store, mut writer) = kube::runtime::reflector::store();
+    writer.apply_watcher_event(&Event::Init);
+    for o in objects {
+        writer.apply_watcher_event(&Event::InitApply(o.clone()));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+    store
+}
+
 /// The context of the controllers that reach Kafka (users, operations), over `apiserver`,
 /// with `kafkas` in central's store of `Kafka`s.
 pub fn controller_context(
     apiserver: &Apiserver,
     kafkas: &[kstretch_api::Kafka],
 ) -> crate::controller::Context {
-    let (store, mut writer) = kube::runtime::reflector::store();
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::Init);
-    for k in kafkas {
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::InitApply(k.clone()));
-    }
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
     crate::controller::Context::new(
         apiserver.client(),
-        store,
+        store_of(kafkas),
         Default::default(),
         Default::default(),
     )

@@ -233,3 +233,98 @@ mod tests {
         }
     }
 }
+
+/// Batches of topics whose Kafka cannot be used, end to end against
+/// [`crate::testing::Apiserver`]: what is written there and when each is looked at again.
+#[cfg(test)]
+mod against_the_apiserver {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::Mutex;
+
+    use kstretch_runtime::backoff::Backoff;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::testing::{Apiserver, Write, status_path, store_of};
+    use crate::topic::context::TopicStores;
+    use crate::topic::{ClusterIds, TopicQueue, TopicSettings};
+
+    fn topic(name: &str, labels: Value) -> KafkaTopic {
+        serde_json::from_value(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaTopic",
+            "metadata": {"name": name, "namespace": "ns", "labels": labels, "generation": 1},
+            "spec": {"partitions": 1, "replicas": 1}
+        }))
+        .unwrap()
+    }
+
+    fn kafka() -> Kafka {
+        serde_json::from_value(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
+            "metadata": {"name": "no-address", "namespace": "ns"},
+            "spec": {"kafka": {"listeners": []}}
+        }))
+        .unwrap()
+    }
+
+    /// Runs one batch of `topics` with `kafkas` in the store; the writes.
+    async fn batch(topics: &[KafkaTopic], kafkas: &[Kafka]) -> Vec<Write> {
+        let apiserver = Apiserver::default();
+        for t in topics {
+            apiserver.hold(t);
+        }
+        let ctx = Context {
+            client: apiserver.client(),
+            settings: TopicSettings::default(),
+            kafka: Default::default(),
+            kafkas: store_of(kafkas),
+            topics: TopicStores {
+                stores: vec![(None, store_of(topics))],
+            },
+            queue: TopicQueue::new(16),
+            metrics: Default::default(),
+            events: kstretch_runtime::events::Events::new(apiserver.client(), "kstretch-central"),
+            cluster_ids: ClusterIds::default(),
+            seen: Mutex::default(),
+            retries: Backoff::new(Duration::from_secs(60)),
+        };
+        let keys = topics.iter().map(decide::key_of).collect();
+        tokio::time::timeout(Duration::from_secs(2), run(&ctx, keys))
+            .await
+            .expect("the batch ended");
+        apiserver.writes()
+    }
+
+    fn ready_reason(writes: &[Write], name: &str) -> String {
+        let path = status_path::<KafkaTopic>("ns", name);
+        let patch = writes
+            .iter()
+            .find(|w| w.path == path)
+            .unwrap_or_else(|| panic!("no status of {name}: {writes:#?}"));
+        let ready = patch.body["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert_eq!(ready["status"], "False");
+        ready["reason"].as_str().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn topics_whose_kafka_cannot_be_used_say_why_and_touch_nothing_else() {
+        let topics = [
+            topic("unlabelled", json!({})),
+            topic("orphan", json!({"strimzi.io/cluster": "gone"})),
+            topic("early", json!({"strimzi.io/cluster": "no-address"})),
+        ];
+
+        let writes = batch(&topics, &[kafka()]).await;
+
+        assert_eq!(ready_reason(&writes, "unlabelled"), "MissingClusterLabel");
+        assert_eq!(ready_reason(&writes, "orphan"), "KafkaNotFound");
+        assert_eq!(ready_reason(&writes, "early"), "KafkaNotReady");
+        assert_eq!(writes.len(), 3, "only the three statuses: {writes:#?}");
+    }
+}

@@ -11,7 +11,6 @@ use kstretch_api::{Kafka, KafkaNodePool, names};
 use kstretch_runtime::backoff::Backoff;
 use kube::Resource;
 use kube::runtime::controller::Action;
-use kube::runtime::{reflector, watcher};
 use serde_json::{Value, json};
 
 use super::apply;
@@ -33,13 +32,10 @@ struct World {
 fn world(kafka: &Kafka, pools: &[KafkaNodePool]) -> World {
     let apiserver = Apiserver::default();
     apiserver.hold(kafka);
-    let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&watcher::Event::Init);
     for p in pools {
         apiserver.hold(p);
-        writer.apply_watcher_event(&watcher::Event::InitApply(p.clone()));
     }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
+    let store = testing::store_of(pools);
     let desired = DesiredStates::new();
     let owners = Owners::new(desired.clone(), members().all, [OwnerKind::Kafka]);
     owners.release(OwnerKind::Kafka).unwrap();
