@@ -59,19 +59,50 @@ pub trait Warned {
     fn message(&self) -> &str;
 }
 
-/// The kinds that still carry their warnings as (reason, message).
-impl Warned for (String, String) {
+/// The reasons one kind of resource warns for, each with its one stable reason string (an enum
+/// per kind: `kafka::warning::Reason`, `connect::warning::Reason`, ...).
+pub trait Reason: Copy {
+    fn as_str(self) -> &'static str;
+}
+
+/// One warning: why (one of its kind's [`Reason`]s), and what to tell the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning<R> {
+    pub reason: R,
+    pub message: String,
+}
+
+impl<R> Warning<R> {
+    pub fn new(reason: R, message: impl Into<String>) -> Self {
+        Warning {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+impl<R: Reason> Warned for Warning<R> {
     fn reason(&self) -> &str {
-        &self.0
+        self.reason.as_str()
     }
 
     fn message(&self) -> &str {
-        &self.1
+        &self.message
+    }
+}
+
+/// The reason of no warning: a status written without warnings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoReason {}
+
+impl Reason for NoReason {
+    fn as_str(self) -> &'static str {
+        match self {}
     }
 }
 
 /// For a status written without warnings.
-pub const NO_WARNINGS: &[(String, String)] = &[];
+pub const NO_WARNINGS: &[Warning<NoReason>] = &[];
 
 /// `existing` conditions updated to `ready` and exactly the `warnings` given (by reason), with
 /// transition times kept where the status did not change.
@@ -120,19 +151,34 @@ mod tests {
 
     use super::*;
 
+    #[derive(Debug, Clone, Copy)]
+    enum Test {
+        A,
+        B,
+    }
+
+    impl Reason for Test {
+        fn as_str(self) -> &'static str {
+            match self {
+                Test::A => "A",
+                Test::B => "B",
+            }
+        }
+    }
+
     #[test]
     fn warnings_come_and_go_and_ready_keeps_its_transition_time() {
         let first = conditions(
             &[],
             not_ready("Pending", "pods starting"),
-            &[("A".into(), "a".into()), ("B".into(), "b".into())],
+            &[Warning::new(Test::A, "a"), Warning::new(Test::B, "b")],
             "t1",
         );
         assert_eq!(first.len(), 3);
         let second = conditions(
             &first,
             not_ready("Pending", "pods still starting"),
-            &[("B".into(), "b".into())],
+            &[Warning::new(Test::B, "b")],
             "t2",
         );
         assert_eq!(second.len(), 2);

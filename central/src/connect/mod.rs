@@ -8,6 +8,7 @@ pub mod reconcile;
 pub mod rollout;
 pub mod security;
 pub mod validate;
+pub mod warning;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,6 +16,7 @@ use super::build;
 use super::rollout::{self, Seen, Step};
 use super::security;
 use super::validate;
+use super::warning::{Reason, Warning};
 use crate::error::Error;
 use crate::kafka::resolve::Members;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
@@ -151,7 +152,7 @@ pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Acti
     warnings.extend(
         unserved::connect(&connect.spec, build::CONNECT_TEMPLATE)
             .into_iter()
-            .map(|w| (unserved::NOT_ACTED_ON.to_owned(), w)),
+            .map(|w| Warning::new(Reason::NotActedOn, w)),
     );
     warnings.extend(rejected_objects(record.as_ref(), &namespace, &name));
     let ready = match rollout::next(alias, &built.revisions, seen) {
@@ -231,7 +232,7 @@ fn rejected_objects(
     record: Option<&crate::link::AgentRecord>,
     namespace: &str,
     name: &str,
-) -> Vec<(String, String)> {
+) -> Vec<Warning> {
     let Some(report) = record.and_then(|r| r.last_apply.as_ref()) else {
         return Vec::new();
     };
@@ -240,8 +241,8 @@ fn rejected_objects(
     if failed.is_empty() {
         return Vec::new();
     }
-    vec![(
-        "ApplyFailed".to_owned(),
+    vec![Warning::new(
+        Reason::ApplyFailed,
         format!(
             "the agent could not apply {} object(s) of snapshot {}: {}",
             failed.len(),

@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use serde_json::Value;
 
 use super::security;
+use super::warning::{Reason, Warning};
 use crate::kafka::resolve::Members;
 
 /// Replicas when `spec.replicas` is not set (v1beta2 resources may omit it; Strimzi's default).
@@ -59,10 +60,6 @@ pub const CONFIG_DEFAULTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Warning reasons.
-pub const WARNING_FORBIDDEN_CONFIG: &str = "ForbiddenConfigIgnored";
-pub const WARNING_DEFAULT_GROUP: &str = "DefaultGroupIdAndTopics";
-
 /// The effective settings of a valid `KafkaConnect`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
@@ -78,7 +75,7 @@ pub struct Resolved {
     /// added), sorted by key.
     pub config: BTreeMap<String, String>,
     /// `(reason, message)` of every warning.
-    pub warnings: Vec<(String, String)>,
+    pub warnings: Vec<Warning>,
     /// How the workers reach Kafka (`spec.tls`, `spec.authentication`).
     pub security: security::Security,
 }
@@ -322,10 +319,10 @@ impl GroupAndTopics {
 }
 
 /// The warning that the `config` keys `defaulted` took Strimzi's defaults, if any did.
-fn default_group_warning(defaulted: &[String]) -> Option<(String, String)> {
+fn default_group_warning(defaulted: &[String]) -> Option<Warning> {
     (!defaulted.is_empty()).then(|| {
-        (
-            WARNING_DEFAULT_GROUP.to_owned(),
+        Warning::new(
+            Reason::DefaultGroupIdAndTopics,
             format!(
                 "{} not set, so Strimzi's defaults are used; two Connect clusters sharing a Kafka cluster with these defaults would join each other's group: set spec.groupId, spec.configStorageTopic, spec.statusStorageTopic and spec.offsetStorageTopic",
                 defaulted.join(", ")
@@ -339,7 +336,7 @@ fn default_group_warning(defaulted: &[String]) -> Option<(String, String)> {
 fn worker_config(
     spec: &KafkaConnectSpec,
     mut user: BTreeMap<String, String>,
-) -> (BTreeMap<String, String>, Option<(String, String)>) {
+) -> (BTreeMap<String, String>, Option<Warning>) {
     // The v1beta2 keys that were taken into the group and topics are not "ignored".
     let legacy_taken = |key: &str| match key {
         "group.id" => spec.group_id.is_none(),
@@ -359,8 +356,8 @@ fn worker_config(
             .or_insert_with(|| (*value).to_owned());
     }
     let warning = (!ignored.is_empty()).then(|| {
-        (
-            WARNING_FORBIDDEN_CONFIG.to_owned(),
+        Warning::new(
+            Reason::ForbiddenConfigIgnored,
             format!(
                 "spec.config sets {} which the operator manages; ignored (forbidden prefixes: {})",
                 ignored.join(", "),
@@ -433,10 +430,10 @@ mod tests {
             ])
         );
         assert_eq!(r.warnings.len(), 1);
-        assert_eq!(r.warnings[0].0, WARNING_FORBIDDEN_CONFIG);
+        assert_eq!(r.warnings[0].reason, Reason::ForbiddenConfigIgnored);
         assert!(
             r.warnings[0]
-                .1
+                .message
                 .contains("SASL.mechanism, group.id, rest.port")
         );
     }
@@ -455,13 +452,13 @@ mod tests {
         assert_eq!(r.offset_storage_topic, "legacy-offsets");
         assert_eq!(r.config_storage_topic, DEFAULT_CONFIG_STORAGE_TOPIC);
         assert!(!r.config.contains_key("group.id"));
-        let reasons: Vec<_> = r.warnings.iter().map(|w| w.0.as_str()).collect();
+        let reasons: Vec<_> = r.warnings.iter().map(|w| w.reason).collect();
         assert_eq!(
             reasons,
-            [WARNING_DEFAULT_GROUP],
+            [Reason::DefaultGroupIdAndTopics],
             "legacy keys are not 'ignored'"
         );
-        assert!(r.warnings[0].1.contains("config.storage.topic"));
+        assert!(r.warnings[0].message.contains("config.storage.topic"));
     }
 
     #[test]
@@ -623,8 +620,12 @@ mod tests {
             ]
         );
         let warning = default_group_warning(&defaulted).unwrap();
-        assert_eq!(warning.0, WARNING_DEFAULT_GROUP);
-        assert!(warning.1.starts_with("group.id not set"), "{}", warning.1);
+        assert_eq!(warning.reason, Reason::DefaultGroupIdAndTopics);
+        assert!(
+            warning.message.starts_with("group.id not set"),
+            "{}",
+            warning.message
+        );
         assert_eq!(default_group_warning(&[]), None);
     }
 
@@ -651,8 +652,8 @@ mod tests {
                 ("value.converter".into(), "mine".into()),
             ])
         );
-        let (reason, message) = warning.unwrap();
-        assert_eq!(reason, WARNING_FORBIDDEN_CONFIG);
+        let Warning { reason, message } = warning.unwrap();
+        assert_eq!(reason, Reason::ForbiddenConfigIgnored);
         assert!(
             message.starts_with("spec.config sets group.id which"),
             "offset.storage.topic was taken as the v1beta2 setting: {message}"

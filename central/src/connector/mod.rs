@@ -7,6 +7,7 @@ pub mod metrics;
 pub mod plan;
 pub mod reconcile;
 pub mod rest;
+pub mod warning;
 
 use std::sync::Arc;
 use std::time::Duration;

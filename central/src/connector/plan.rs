@@ -12,6 +12,7 @@ use kstretch_api::connector::{AutoRestart, AutoRestartStatus, ConnectorState};
 use kstretch_api::{KafkaConnect, KafkaConnectorSpec, names};
 use serde_json::Value;
 
+use super::warning::Reason;
 use crate::status::not_ready;
 
 /// `KafkaConnect` annotation overriding the REST API address central uses (for a central
@@ -334,11 +335,11 @@ pub enum OffsetsOp {
 
 impl OffsetsOp {
     /// The reason of the `Warning` condition reporting this operation's failure.
-    pub fn warning_reason(self) -> &'static str {
+    pub fn warning_reason(self) -> Reason {
         match self {
-            OffsetsOp::List => "ListOffsets",
-            OffsetsOp::Alter => "AlterOffsets",
-            OffsetsOp::Reset => "ResetOffsets",
+            OffsetsOp::List => Reason::ListOffsets,
+            OffsetsOp::Alter => Reason::AlterOffsets,
+            OffsetsOp::Reset => Reason::ResetOffsets,
         }
     }
 
@@ -879,7 +880,10 @@ mod tests {
         let existing = conditions(
             &[],
             Condition::ready(),
-            &[("ListOffsets".into(), "m".into())],
+            &[crate::connector::warning::Warning::new(
+                Reason::ListOffsets,
+                "m",
+            )],
             now,
         );
         assert_eq!(existing.len(), 2);

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use super::context::{Context, FINALIZER};
 use super::plan::{self, AutoRestartDecision, ListWrite, OffsetsOp, SpecError, StateAction};
 use super::rest::{ConnectClient, RestError};
+use super::warning::{Reason, Warning};
 use crate::status;
 
 /// Failures that end a reconciliation early (retried with backoff by the controller).
@@ -63,7 +64,7 @@ struct Observed {
     status: Value,
     topics: Vec<String>,
     auto_restart: Option<AutoRestartStatus>,
-    warnings: Vec<(String, String)>,
+    warnings: Vec<Warning>,
     /// When an automatic restart becomes due, if sooner than the resync.
     retry_in: Option<Duration>,
 }
@@ -126,8 +127,8 @@ pub async fn apply(kc: Arc<KafkaConnector>, ctx: Arc<Context>) -> Result<Action,
         }
     };
     if !desired.ignored.is_empty() {
-        warnings.push((
-            "IgnoredConfig".to_owned(),
+        warnings.push(Warning::new(
+            Reason::IgnoredConfig,
             format!(
                 "spec.config sets {}, which the operator sets itself (from metadata.name, spec.class, spec.tasksMax and spec.version); remove them",
                 desired.ignored.join(", ")
@@ -188,7 +189,7 @@ async fn sync(
     kc: &KafkaConnector,
     client: &ConnectClient,
     desired: &plan::DesiredConfig,
-    mut warnings: Vec<(String, String)>,
+    mut warnings: Vec<Warning>,
 ) -> Result<Observed, Failure> {
     let name = kc.name_any();
     let target = kc.spec.effective_state();
@@ -253,11 +254,11 @@ async fn sync(
                 None => remove_offsets_annotation(ctx, kc).await?,
                 Some(message) => {
                     tracing::warn!(operation = op.label(), %message, "offsets operation failed");
-                    warnings.push((op.warning_reason().to_owned(), message));
+                    warnings.push(Warning::new(op.warning_reason(), message));
                 }
             }
         }
-        Err(message) => warnings.push(("ManageOffsets".to_owned(), message)),
+        Err(message) => warnings.push(Warning::new(Reason::ManageOffsets, message)),
     }
 
     let mut status = status_with_backoff(client, &name).await?;
@@ -516,7 +517,7 @@ async fn refuse(
     kc: &KafkaConnector,
     reason: &str,
     message: &str,
-    warnings: Vec<(String, String)>,
+    warnings: Vec<Warning>,
 ) -> Result<(), Error> {
     ctx.metrics.failed(reason);
     let existing = kc.status.clone().unwrap_or_default();

@@ -104,31 +104,14 @@ impl Reason {
     }
 }
 
-/// One warning: why, and what to tell the user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Warning {
-    pub reason: Reason,
-    pub message: String,
-}
-
-impl Warning {
-    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
-        Warning {
-            reason,
-            message: message.into(),
-        }
+impl crate::status::Reason for Reason {
+    fn as_str(self) -> &'static str {
+        Reason::as_str(self)
     }
 }
 
-impl crate::status::Warned for Warning {
-    fn reason(&self) -> &str {
-        self.reason.as_str()
-    }
-
-    fn message(&self) -> &str {
-        &self.message
-    }
-}
+/// One warning of a `Kafka`: why, and what to tell the user.
+pub type Warning = crate::status::Warning<Reason>;
 
 #[cfg(test)]
 mod tests {

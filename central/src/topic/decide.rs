@@ -9,6 +9,9 @@ use kstretch_core::topics::{DesiredTopic, NamespacePolicy, PlanProblem, Resource
 use kube::ResourceExt;
 use serde_json::Value;
 
+use super::warning::Warning;
+use crate::status::Warned as _;
+
 /// Condition type of a topic the operator leaves alone on purpose (`strimzi.io/managed` false).
 pub const UNMANAGED: &str = "Unmanaged";
 /// Condition type of a paused topic (`strimzi.io/pause-reconciliation`).
@@ -63,8 +66,8 @@ pub enum Main {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub main: Main,
-    /// `(reason, message)`, one `Warning` condition each.
-    pub warnings: Vec<(String, String)>,
+    /// One `Warning` condition each.
+    pub warnings: Vec<Warning>,
     /// `None`: not learnt this time; the status keeps what it had.
     pub topic_id: Option<String>,
     /// `None`: keep; `Some(None)`: no change in progress.
@@ -282,12 +285,17 @@ pub fn status(
                     && outcome
                         .warnings
                         .iter()
-                        .any(|(reason, _)| c.reason.as_deref() == Some(reason)))
+                        .any(|w| c.reason.as_deref() == Some(w.reason())))
         })
         .cloned()
         .collect();
     condition::set_condition(&mut conditions, main, now);
-    condition::set_warnings(&mut conditions, &outcome.warnings, now);
+    let warnings: Vec<(String, String)> = outcome
+        .warnings
+        .iter()
+        .map(|w| (w.reason().to_owned(), w.message().to_owned()))
+        .collect();
+    condition::set_warnings(&mut conditions, &warnings, now);
     KafkaTopicStatus {
         conditions,
         observed_generation: kt.metadata.generation,
@@ -563,7 +571,10 @@ mod tests {
         let kt = topic("orders");
         let mut first = Outcome::main(Main::Ready);
         first.topic_id = Some("id".into());
-        first.warnings = vec![("InvalidConfig".into(), "x ignored".into())];
+        first.warnings = vec![Warning::new(
+            crate::topic::warning::Reason::InvalidConfig,
+            "x ignored",
+        )];
         let s1 = status(&kt, &first, Some("c1"), "t1");
         assert_eq!(s1.observed_generation, Some(3));
         assert_eq!(s1.topic_name.as_deref(), Some("orders"));

@@ -16,6 +16,7 @@ pub mod queue;
 mod replicas;
 pub mod settings;
 pub mod sync;
+pub mod warning;
 mod work;
 pub mod write;
 

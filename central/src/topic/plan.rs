@@ -13,6 +13,7 @@ use kstretch_kadmin::{
 };
 
 use super::replicas::{Ongoing, RfWork};
+use super::warning::{self, Reason, Warning};
 use super::work::{Acc, Next, Work};
 
 /// What Kafka described of the batch's topics that exist.
@@ -87,11 +88,8 @@ fn topic(
     for problem in &plan.problems {
         acc.fail(problem.reason(), problem.to_string(), Next::Done);
     }
-    acc.warnings.extend(
-        plan.warnings
-            .iter()
-            .map(|w| (w.reason().to_owned(), w.message())),
-    );
+    acc.warnings
+        .extend(plan.warnings.iter().map(warning::of_plan));
     if let Some(create) = plan.create {
         requests.creates.push((i, new_topic(create)));
         return acc;
@@ -137,7 +135,7 @@ fn new_topic(create: CreateTopic) -> NewTopic {
 }
 
 /// One `Warning` naming every spec config the operator is not allowed to alter.
-fn not_alterable_warning(ignored_keys: &[String]) -> Option<(String, String)> {
+fn not_alterable_warning(ignored_keys: &[String]) -> Option<Warning> {
     if ignored_keys.is_empty() {
         return None;
     }
@@ -146,7 +144,7 @@ fn not_alterable_warning(ignored_keys: &[String]) -> Option<(String, String)> {
         .map(|k| AlterableConfigs::warning_message(k))
         .collect::<Vec<_>>()
         .join("; ");
-    Some((AlterableConfigs::warning_reason().to_owned(), message))
+    Some(Warning::new(Reason::InvalidConfig, message))
 }
 
 /// IncrementalAlterConfigs' item for one topic.
@@ -361,8 +359,8 @@ mod tests {
         assert!(requests.changes.is_empty());
         assert_eq!(
             accs[0].warnings,
-            vec![(
-                AlterableConfigs::warning_reason().to_owned(),
+            vec![Warning::new(
+                Reason::InvalidConfig,
                 AlterableConfigs::warning_message("retention.ms")
             )]
         );

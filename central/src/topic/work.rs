@@ -11,6 +11,7 @@ use kstretch_kadmin::Error;
 
 use super::decide::{Main, Outcome};
 use super::metrics::TopicMetrics;
+use super::warning::Warning;
 
 /// One topic to make match its `KafkaTopic`.
 #[derive(Debug, Clone)]
@@ -68,7 +69,7 @@ pub(super) fn next_after(error: &Error) -> Next {
 pub(super) struct Acc {
     pub(super) key: ResourceRef,
     pub(super) problem: Option<(String, String)>,
-    pub(super) warnings: Vec<(String, String)>,
+    pub(super) warnings: Vec<Warning>,
     pub(super) topic_id: Option<String>,
     pub(super) replicas_change: Option<Option<ReplicasChangeStatus>>,
     pub(super) next: Next,
