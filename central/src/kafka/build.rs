@@ -1439,4 +1439,128 @@ mod tests {
         );
         assert_eq!(volumes[3]["emptyDir"]["sizeLimit"], "2Gi");
     }
+
+    type ObjectsByAlias = BTreeMap<String, Vec<Value>>;
+
+    /// Kafkas of several shapes, each as built today: stretched pools, a dual pool with a TLS
+    /// listener, persistent storage and a pod template, and the per-node Services of NodePort
+    /// addressing (its nodes are built once those have addresses, which needs the agents).
+    fn pinned_shapes() -> Vec<(&'static str, Option<Built>, ObjectsByAlias)> {
+        use crate::kafka::resolve::{ADDRESSING_ANNOTATION, NODE_PORT_HOSTS_ANNOTATION};
+        let stretched = {
+            let k = kafka(serde_json::json!({}));
+            let c = pool("controllers", &["controller"], 3, serde_json::json!({}));
+            let b = pool(
+                "brokers",
+                &["broker"],
+                2,
+                serde_json::json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}}}),
+            );
+            (
+                k,
+                vec![c, b],
+                ids(&[("controllers", &[0, 1, 2]), ("brokers", &[3, 4])]),
+            )
+        };
+        let secured = {
+            let k = kafka(serde_json::json!({"spec": {"kafka": {
+                "listeners": [
+                    {"name": "plain", "port": 9092, "type": "internal", "tls": false},
+                    {"name": "tls", "port": 9093, "type": "internal", "tls": true}],
+                "config": {"min.insync.replicas": 2, "default.replication.factor": 3},
+                "template": {"pod": {"metadata": {"labels": {"team": "data"}},
+                                     "terminationGracePeriodSeconds": 60}}}}}));
+            let d = pool(
+                "dual",
+                &["controller", "broker"],
+                3,
+                serde_json::json!({"spec": {"storage": {"type": "jbod", "volumes": [
+                    {"id": 0, "type": "persistent-claim", "size": "10Gi", "deleteClaim": true}]}}}),
+            );
+            (k, vec![d], ids(&[("dual", &[0, 1, 2])]))
+        };
+        let node_ports = {
+            let k = kafka(serde_json::json!({"metadata": {"annotations": {
+                ADDRESSING_ANNOTATION: "nodeport",
+                NODE_PORT_HOSTS_ANNOTATION: "alpha=10.0.0.1,beta=10.0.0.2"}}}));
+            let a = pool("a", &["controller", "broker"], 2, serde_json::json!({}));
+            let b = pool(
+                "b",
+                &["controller", "broker"],
+                1,
+                serde_json::json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "beta"}}}),
+            );
+            (k, vec![a, b], ids(&[("a", &[0, 1]), ("b", &[2])]))
+        };
+        [
+            ("stretched", stretched),
+            ("secured", secured),
+            ("node-ports", node_ports),
+        ]
+        .into_iter()
+        .map(|(name, (k, pools, ids))| {
+            let pools: Vec<&kstretch_api::KafkaNodePool> = pools.iter().collect();
+            let resolved = resolve(&k, &pools, &members()).unwrap();
+            let built = resolved
+                .per_node
+                .is_none()
+                .then(|| build(&k, &resolved, &ids, "abc").unwrap());
+            let services = per_node_services("my-cluster", "kafka", &resolved, &ids);
+            (name, built, services)
+        })
+        .collect()
+    }
+
+    /// What is built today, pinned: every pod's revision (a change rolls every pod of every
+    /// user on upgrade) and a digest of every object. A change that means to alter them
+    /// rewrites the file with `KSTRETCH_PIN=write cargo test -p kstretch-central pinned`, and
+    /// says why in its commit.
+    #[test]
+    fn what_is_built_is_pinned() {
+        let digest = |v: &Value| kraft::revision(&[&serde_json::to_vec(v).unwrap()]);
+        let mut pinned = serde_json::Map::new();
+        for (name, built, services) in pinned_shapes() {
+            let revisions: BTreeMap<String, String> = built
+                .iter()
+                .flat_map(|b| b.nodes.values())
+                .map(|n| (n.pod.clone(), n.revision.clone()))
+                .collect();
+            let objects: BTreeMap<String, String> = built
+                .iter()
+                .flat_map(|b| &b.objects)
+                .chain(&services)
+                .flat_map(|(alias, objects)| {
+                    objects.iter().map(move |o| {
+                        let key = format!(
+                            "{alias}/{}/{}",
+                            o["kind"].as_str().unwrap(),
+                            o["metadata"]["name"].as_str().unwrap()
+                        );
+                        (key, digest(o))
+                    })
+                })
+                .collect();
+            pinned.insert(
+                name.to_owned(),
+                serde_json::json!({"revisions": revisions, "objects": objects}),
+            );
+        }
+        let pinned = Value::Object(pinned);
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/kafka/testdata/pinned-build.json"
+        );
+        if std::env::var("KSTRETCH_PIN").as_deref() == Ok("write") {
+            std::fs::write(path, serde_json::to_string_pretty(&pinned).unwrap() + "\n").unwrap();
+        }
+        let stored: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(
+            pinned["stretched"]["revisions"],
+            stored["stretched"]["revisions"]
+        );
+        assert_eq!(
+            pinned, stored,
+            "what is built changed (see this test's doc)"
+        );
+    }
 }
