@@ -99,12 +99,7 @@ pub fn pod_disruption_budget(budget: &Budget<'_>) -> Value {
         }),
         status: None,
     };
-    let mut value = serde_json::to_value(&pdb).unwrap_or(Value::Null);
-    if let Some(o) = value.as_object_mut() {
-        o.insert("apiVersion".to_owned(), Value::from("policy/v1"));
-        o.insert("kind".to_owned(), Value::from("PodDisruptionBudget"));
-    }
-    value
+    crate::objects::to_json(&pdb)
 }
 
 /// Of the member clusters `podsets` names (the podsets of one resource, by cluster alias), those

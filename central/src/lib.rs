@@ -15,6 +15,7 @@ pub mod inventory;
 pub mod kafka;
 pub mod link;
 pub mod metrics;
+pub mod objects;
 pub mod operation;
 pub mod owned;
 pub mod pki;

@@ -7,6 +7,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kstretch_api::storage::SingleVolumeStorage;
 use kstretch_api::{Kafka, names};
 use kstretch_core::kraft::{
@@ -19,6 +21,7 @@ use serde_json::{Map, Value, json};
 
 use super::resolve::{PerNode, Resolved, ResolvedPool};
 use crate::budget;
+use crate::objects;
 use crate::pki::NodeCerts;
 use crate::pod_template::{self, PodParts};
 
@@ -446,6 +449,15 @@ impl Names<'_> {
     fn meta(&self, name: &str, labels: Map<String, Value>) -> Value {
         json!({"name": name, "namespace": self.namespace, "labels": labels})
     }
+
+    /// [`Self::meta`], typed.
+    fn object_meta(&self, name: &str, labels: Map<String, Value>) -> ObjectMeta {
+        let labels = labels
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v.as_str()?.to_owned())))
+            .collect();
+        objects::meta(name, self.namespace, labels)
+    }
 }
 
 /// The pool's volumes, each with how the configuration sees it: a JBOD volume by its ID, a
@@ -743,38 +755,65 @@ fn pod_set(ctx: &Ctx<'_>, pool: &ResolvedPool, pods: Vec<Value>) -> Value {
     podset
 }
 
-fn service_ports(ctx: &Ctx<'_>, controlplane: bool) -> Vec<Value> {
+fn service_ports(ctx: &Ctx<'_>, controlplane: bool) -> Vec<ServicePort> {
     let mut ports = Vec::new();
     if controlplane {
-        ports.push(json!({"name": "tcp-ctrlplane", "port": CONTROLPLANE_PORT, "targetPort": CONTROLPLANE_PORT, "protocol": "TCP"}));
+        ports.push(objects::tcp_port(
+            "tcp-ctrlplane".to_owned(),
+            CONTROLPLANE_PORT.into(),
+        ));
     }
-    ports.push(json!({"name": "tcp-replication", "port": REPLICATION_PORT, "targetPort": REPLICATION_PORT, "protocol": "TCP"}));
+    ports.push(objects::tcp_port(
+        "tcp-replication".to_owned(),
+        REPLICATION_PORT.into(),
+    ));
     for (name, port) in &ctx.listener_ports {
-        ports.push(json!({"name": format!("tcp-{name}"), "port": port, "targetPort": port, "protocol": "TCP"}));
+        ports.push(objects::tcp_port(format!("tcp-{name}"), (*port).into()));
     }
     ports
 }
 
+/// The labels that select the cluster's Kafka pods, with `extra`.
+fn kafka_pods(ctx: &Ctx<'_>, extra: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut selector = BTreeMap::from([
+        (names::CLUSTER.to_owned(), ctx.kafka.to_owned()),
+        (names::NAME.to_owned(), ctx.component()),
+        (names::KIND.to_owned(), "Kafka".to_owned()),
+    ]);
+    selector.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    selector
+}
+
 fn headless_service(ctx: &Ctx<'_>) -> Value {
-    let selector =
-        json!({names::CLUSTER: ctx.kafka, names::NAME: ctx.component(), names::KIND: "Kafka"});
-    json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": ctx.meta(&kraft::headless_service_name(ctx.kafka), ctx.labels()),
-        "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": selector,
-                 "ports": service_ports(ctx, true)}
+    objects::to_json(&Service {
+        metadata: ctx.object_meta(&kraft::headless_service_name(ctx.kafka), ctx.labels()),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_owned()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(kafka_pods(ctx, &[])),
+            ports: Some(service_ports(ctx, true)),
+            ..Default::default()
+        }),
+        status: None,
     })
 }
 
 fn bootstrap_service(ctx: &Ctx<'_>) -> Value {
-    let selector = json!({names::CLUSTER: ctx.kafka, names::NAME: ctx.component(),
-                          names::KIND: "Kafka", names::BROKER_ROLE: "true"});
     let mut labels = ctx.labels();
     labels.insert(names::DISCOVERY.to_owned(), json!("true"));
-    json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": ctx.meta(&kraft::bootstrap_service_name(ctx.kafka), labels),
-        "spec": {"type": "ClusterIP", "selector": selector, "ports": service_ports(ctx, false)}
+    objects::to_json(&Service {
+        metadata: ctx.object_meta(&kraft::bootstrap_service_name(ctx.kafka), labels),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".to_owned()),
+            selector: Some(kafka_pods(ctx, &[(names::BROKER_ROLE, "true")])),
+            ports: Some(service_ports(ctx, false)),
+            ..Default::default()
+        }),
+        status: None,
     })
 }
 
@@ -805,26 +844,33 @@ pub fn per_node_services(
                 ports.push((kraft::REPLICATION_LISTENER.to_owned(), REPLICATION_PORT));
                 ports.extend(resolved.listeners.iter().map(|l| (l.config_name(), l.port)));
             }
-            let ports: Vec<Value> = ports
+            let ports: Vec<ServicePort> = ports
                 .iter()
                 .map(|(listener, port)| {
-                    json!({"name": super::addresses::port_name(listener), "port": port,
-                           "targetPort": port, "protocol": "TCP"})
+                    objects::tcp_port(super::addresses::port_name(listener), (*port).into())
                 })
                 .collect();
             let mut labels = naming.pool_labels(&pool.name);
             labels.insert(names::NODE_SERVICE.to_owned(), json!("true"));
-            out.entry(pool.alias_of(id).to_owned()).or_default().push(json!({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": naming.meta(&kraft::per_node_service_name(kafka, &pool.name, id), labels),
-                "spec": {
-                    "type": type_,
-                    "selector": {names::CLUSTER: kafka, names::POD_NAME: pod},
+            let name = kraft::per_node_service_name(kafka, &pool.name, id);
+            let service = Service {
+                metadata: naming.object_meta(&name, labels),
+                spec: Some(ServiceSpec {
+                    type_: Some(type_.to_owned()),
+                    selector: Some(BTreeMap::from([
+                        (names::CLUSTER.to_owned(), kafka.to_owned()),
+                        (names::POD_NAME.to_owned(), pod),
+                    ])),
                     // The quorum forms before any node is ready: it must be reachable then.
-                    "publishNotReadyAddresses": true,
-                    "ports": ports,
-                }
-            }));
+                    publish_not_ready_addresses: Some(true),
+                    ports: Some(ports),
+                    ..Default::default()
+                }),
+                status: None,
+            };
+            out.entry(pool.alias_of(id).to_owned())
+                .or_default()
+                .push(objects::to_json(&service));
         }
     }
     out
