@@ -7,8 +7,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolumeClaim, PersistentVolumeClaimSpec, Service, ServicePort, ServiceSpec,
+    VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstretch_api::storage::SingleVolumeStorage;
 use kstretch_api::{Kafka, names};
 use kstretch_core::kraft::{
@@ -496,10 +500,14 @@ pub fn claim_name(volume: &Volume, pod: &str) -> String {
 }
 
 fn config_map(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str, text: &str, format: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": ctx.meta(pod, ctx.pool_labels(&pool.name)),
-        "data": {CONFIG_KEY: text, FORMAT_KEY: format, "cluster.id": ctx.cluster_id}
+    objects::to_json(&ConfigMap {
+        metadata: ctx.object_meta(pod, ctx.pool_labels(&pool.name)),
+        data: Some(BTreeMap::from([
+            (CONFIG_KEY.to_owned(), text.to_owned()),
+            (FORMAT_KEY.to_owned(), format.to_owned()),
+            ("cluster.id".to_owned(), ctx.cluster_id.to_owned()),
+        ])),
+        ..Default::default()
     })
 }
 
@@ -550,25 +558,32 @@ fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {
         .into_iter()
         .filter_map(|(storage, volume)| match storage {
             SingleVolumeStorage::PersistentClaim(claim) => {
-                let mut metadata = ctx.meta(&claim_name(&volume, pod), ctx.pool_labels(&pool.name));
-                metadata["annotations"] = json!({
-                    names::DELETE_CLAIM: claim.delete_claim.unwrap_or(false).to_string()
-                });
-                let mut spec = json!({
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": {"requests": {"storage": claim.size.clone().unwrap_or_else(|| "1Gi".into())}}
-                });
-                if let Some(class) = &claim.class {
-                    spec["storageClassName"] = json!(class);
-                }
-                if let Some(selector) = &claim.selector {
-                    spec["selector"] = json!({"matchLabels": selector});
-                }
-                if let Some(vac) = &claim.volume_attributes_class {
-                    spec["volumeAttributesClassName"] = json!(vac);
-                }
-                Some(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                            "metadata": metadata, "spec": spec}))
+                let mut metadata =
+                    ctx.object_meta(&claim_name(&volume, pod), ctx.pool_labels(&pool.name));
+                metadata.annotations = Some(BTreeMap::from([(
+                    names::DELETE_CLAIM.to_owned(),
+                    claim.delete_claim.unwrap_or(false).to_string(),
+                )]));
+                let size = claim.size.clone().unwrap_or_else(|| "1Gi".into());
+                let spec = PersistentVolumeClaimSpec {
+                    access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+                    resources: Some(VolumeResourceRequirements {
+                        requests: Some(BTreeMap::from([("storage".to_owned(), Quantity(size))])),
+                        ..Default::default()
+                    }),
+                    storage_class_name: claim.class.clone(),
+                    selector: claim.selector.as_ref().map(|labels| LabelSelector {
+                        match_labels: Some(labels.clone()),
+                        ..Default::default()
+                    }),
+                    volume_attributes_class_name: claim.volume_attributes_class.clone(),
+                    ..Default::default()
+                };
+                Some(objects::to_json(&PersistentVolumeClaim {
+                    metadata,
+                    spec: Some(spec),
+                    status: None,
+                }))
             }
             SingleVolumeStorage::Ephemeral(_) => None,
         })
@@ -1521,7 +1536,9 @@ mod tests {
                 &["controller", "broker"],
                 3,
                 serde_json::json!({"spec": {"storage": {"type": "jbod", "volumes": [
-                    {"id": 0, "type": "persistent-claim", "size": "10Gi", "deleteClaim": true}]}}}),
+                    {"id": 0, "type": "persistent-claim", "size": "10Gi", "deleteClaim": true},
+                    {"id": 1, "type": "persistent-claim", "class": "fast",
+                     "selector": {"disk": "ssd"}, "volumeAttributesClass": "gold"}]}}}),
             );
             (k, vec![d], ids(&[("dual", &[0, 1, 2])]))
         };
