@@ -37,16 +37,6 @@ pub struct Budget<'a> {
     pub closed: bool,
 }
 
-/// The text entries of a JSON object (labels, annotations, a selector); nothing else.
-pub fn strings(value: &Value) -> BTreeMap<String, String> {
-    value
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-        .collect()
-}
-
 /// `template.podDisruptionBudget.maxUnavailable`, else [`DEFAULT_MAX_UNAVAILABLE`].
 pub fn max_unavailable(template: Option<&OpaqueObject>) -> i32 {
     part(template)
@@ -67,7 +57,7 @@ pub fn pod_disruption_budget(budget: &Budget<'_>) -> Value {
     let extra = |key: &str| {
         metadata
             .and_then(|m| m.get(key))
-            .map(strings)
+            .map(crate::objects::strings)
             .unwrap_or_default()
     };
     // The template adds labels; ours win.

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::ServicePort;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Secret, ServicePort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
@@ -19,6 +20,33 @@ where
         o.insert("kind".to_owned(), Value::from(K::KIND));
     }
     value
+}
+
+/// The text entries of a JSON object (labels, annotations, a selector); nothing else.
+pub fn strings(value: &Value) -> BTreeMap<String, String> {
+    value
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
+}
+
+/// An `Opaque` Secret with `metadata` and the files `data`.
+pub fn secret<'a>(
+    metadata: ObjectMeta,
+    data: impl IntoIterator<Item = (String, &'a [u8])>,
+) -> Value {
+    to_json(&Secret {
+        metadata,
+        type_: Some("Opaque".to_owned()),
+        data: Some(
+            data.into_iter()
+                .map(|(key, bytes)| (key, ByteString(bytes.to_vec())))
+                .collect(),
+        ),
+        ..Default::default()
+    })
 }
 
 /// The metadata of an object named `name` in `namespace` with `labels`.

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kstretch_api::{KafkaConnect, names};
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
@@ -14,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::security;
 use super::validate::Resolved;
 use crate::budget;
+use crate::objects;
 use crate::pod_template::{self, PodParts, TEMPLATE_POD};
 use crate::unserved::Applied;
 
@@ -230,8 +232,8 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
     let budget = budget::pod_disruption_budget(&budget::Budget {
         name: component_name(&name),
         namespace: n.namespace,
-        labels: budget::strings(&Value::Object(n.labels())),
-        selector: budget::strings(&n.selector()),
+        labels: objects::strings(&Value::Object(n.labels())),
+        selector: objects::strings(&n.selector()),
         pods: usize::try_from(r.replicas).unwrap_or(usize::MAX),
         template: n.template,
         closed: false,
@@ -239,8 +241,8 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
     let mut objects = vec![config_map, pod_set, api_service, headless, budget];
     if !material.is_empty() {
         let files = material.iter().map(|(k, v)| (k.clone(), v.as_slice()));
-        objects.push(crate::kafka::build::secret(
-            n.meta(&security_secret_name(&name), n.labels(), None),
+        objects.push(objects::secret(
+            n.object_meta(&security_secret_name(&name), n.labels(), None),
             files,
         ));
     }
@@ -298,6 +300,25 @@ impl Names<'_> {
         if !annotations.is_empty() {
             meta["annotations"] = Value::Object(annotations);
         }
+        meta
+    }
+
+    /// [`Self::meta`], typed.
+    fn object_meta(
+        &self,
+        name: &str,
+        mut labels: Map<String, Value>,
+        extra: Option<&Map<String, Value>>,
+    ) -> ObjectMeta {
+        let mut annotations = Map::new();
+        merge_extra(&mut labels, &mut annotations, extra);
+        let mut meta = objects::meta(
+            name,
+            self.namespace,
+            objects::strings(&Value::Object(labels)),
+        );
+        meta.annotations =
+            (!annotations.is_empty()).then(|| objects::strings(&Value::Object(annotations)));
         meta
     }
 }

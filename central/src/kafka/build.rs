@@ -80,7 +80,7 @@ pub fn add_budgets(built: &mut Built, kafka: &Kafka, disrupted: &BTreeSet<String
         objects.push(budget::pod_disruption_budget(&budget::Budget {
             name: names.component(),
             namespace: &namespace,
-            labels: budget::strings(&Value::Object(names.labels())),
+            labels: objects::strings(&Value::Object(names.labels())),
             selector: BTreeMap::from([
                 (names::CLUSTER.to_owned(), name.clone()),
                 (names::NAME.to_owned(), names.component()),
@@ -139,7 +139,7 @@ pub fn add_ca_copies(
                 .iter()
                 .filter(|(key, _)| !key.ends_with(".key"))
                 .map(|(key, bytes)| (key.clone(), bytes.as_slice()));
-            objects.push(secret(names.meta(name, labels), files));
+            objects.push(objects::secret(names.object_meta(name, labels), files));
         }
     }
 }
@@ -534,23 +534,10 @@ fn certificate_secret(
         files.push((cert_file, pem.cert.as_str()));
         files.push((key_file, pem.key.as_str()));
     }
-    secret(
-        ctx.meta(pod, ctx.pool_labels(&pool.name)),
+    objects::secret(
+        ctx.object_meta(pod, ctx.pool_labels(&pool.name)),
         files.into_iter().map(|(k, v)| (k, v.as_bytes())),
     )
-}
-
-/// An `Opaque` Secret with `metadata` and the files `data`.
-pub fn secret<'a>(metadata: Value, data: impl IntoIterator<Item = (String, &'a [u8])>) -> Value {
-    let data: Map<String, Value> = data
-        .into_iter()
-        .map(|(key, bytes)| {
-            let value = serde_json::to_value(k8s_openapi::ByteString(bytes.to_vec()));
-            (key, value.unwrap_or_default())
-        })
-        .collect();
-    json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": "Opaque",
-           "data": data})
 }
 
 fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {
