@@ -9,15 +9,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
-/// `object` as the link carries it: its JSON with its `apiVersion` and `kind`.
+/// `object` (a `k8s-openapi` type or one of the API crate's resources) as the link carries it:
+/// its JSON with its `apiVersion` and `kind`.
 pub fn to_json<K>(object: &K) -> Value
 where
-    K: k8s_openapi::Resource + serde::Serialize,
+    K: kube::Resource<DynamicType = ()> + serde::Serialize,
 {
     let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
     if let Some(o) = value.as_object_mut() {
-        o.insert("apiVersion".to_owned(), Value::from(K::API_VERSION));
-        o.insert("kind".to_owned(), Value::from(K::KIND));
+        o.insert("apiVersion".to_owned(), Value::from(K::api_version(&())));
+        o.insert("kind".to_owned(), Value::from(K::kind(&())));
     }
     value
 }

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstretch_api::storage::SingleVolumeStorage;
-use kstretch_api::{Kafka, names};
+use kstretch_api::{Kafka, StrimziPodSet, StrimziPodSetSpec, names};
 use kstretch_core::kraft::{
     self, Addressing, CONTROLPLANE_PORT, ConfigError, KafkaCluster, Node, NodeConfig,
     REPLICATION_PORT, Rendered, Volume,
@@ -737,24 +737,37 @@ fn start_script(ctx: &Ctx<'_>, node: &Node) -> String {
 }
 
 fn pod_set(ctx: &Ctx<'_>, pool: &ResolvedPool, pods: Vec<Value>) -> Value {
-    let selector = json!({
-        names::CLUSTER: ctx.kafka,
-        names::NAME: ctx.component(),
-        names::KIND: "Kafka",
-        names::POOL_NAME: pool.name,
-    });
-    let mut podset = json!({
-        "apiVersion": "core.strimzi.io/v1", "kind": "StrimziPodSet",
-        "metadata": ctx.meta(&format!("{}-{}", ctx.kafka, pool.name), ctx.pool_labels(&pool.name)),
-        "spec": {"selector": {"matchLabels": selector}, "pods": pods}
-    });
+    let mut metadata = ctx.object_meta(
+        &format!("{}-{}", ctx.kafka, pool.name),
+        ctx.pool_labels(&pool.name),
+    );
     // Read back by a central that lost the `Kafka`'s status, to adopt what runs.
-    podset["metadata"]["annotations"][names::CLUSTER_ID] = json!(ctx.cluster_id);
-    podset["metadata"]["annotations"][names::CONTROLLER_QUORUM] = json!(match ctx.quorum {
+    let quorum = match ctx.quorum {
         kraft::QuorumMode::Static => "static",
         kraft::QuorumMode::Dynamic => "dynamic",
-    });
-    podset
+    };
+    metadata.annotations = Some(BTreeMap::from([
+        (names::CLUSTER_ID.to_owned(), ctx.cluster_id.to_owned()),
+        (names::CONTROLLER_QUORUM.to_owned(), quorum.to_owned()),
+    ]));
+    let spec = StrimziPodSetSpec {
+        selector: LabelSelector {
+            match_labels: Some(kafka_pods(ctx, &[(names::POOL_NAME, &pool.name)])),
+            ..Default::default()
+        },
+        pods: pods
+            .into_iter()
+            .filter_map(|p| match p {
+                Value::Object(pod) => Some(pod),
+                _ => None,
+            })
+            .collect(),
+    };
+    objects::to_json(&StrimziPodSet {
+        metadata,
+        spec,
+        status: None,
+    })
 }
 
 fn service_ports(ctx: &Ctx<'_>, controlplane: bool) -> Vec<ServicePort> {
