@@ -271,6 +271,28 @@ pub fn nothing_published(desired: &crate::link::DesiredStates) -> bool {
     !snapshots.is_empty() && snapshots.iter().all(|s| s.objects.is_empty())
 }
 
+/// Asserts that `value` is what the file `path` (from central's directory) holds; with
+/// `KSTRETCH_PIN=write` it writes it there first (for a change that means to alter it, which
+/// says why in its commit).
+pub fn pinned(path: &str, value: &Value) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    if std::env::var("KSTRETCH_PIN").as_deref() == Ok("write") {
+        std::fs::write(&path, serde_json::to_string_pretty(value).unwrap() + "\n").unwrap();
+    }
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        value,
+        &stored,
+        "what is built changed from {} (KSTRETCH_PIN=write rewrites it)",
+        path.display()
+    );
+}
+
+/// A digest of `value`'s JSON.
+pub fn digest(value: &Value) -> String {
+    kstretch_core::kraft::revision(&[&serde_json::to_vec(value).unwrap()])
+}
+
 /// A store that the watch filled with `objects` (and is ready).
 pub fn store_of<K>(objects: &[K]) -> kube::runtime::reflector::Store<K>
 where

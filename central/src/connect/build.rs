@@ -732,4 +732,45 @@ mod tests {
         let none = built(spec);
         assert_eq!(none.objects[1]["spec"]["pods"], json!([]));
     }
+
+    /// What is built today for a plain Connect cluster and one with TLS trust material and the
+    /// templates of its podset and Services, pinned: each worker's revision (a change restarts
+    /// every worker on upgrade) and a digest of every object. See [`crate::testing::pinned`]
+    /// to change it on purpose.
+    #[test]
+    fn what_is_built_is_pinned() {
+        use crate::testing::digest;
+        let mut dressed = base();
+        dressed["template"] = json!({
+            "podSet": {"metadata": {"labels": {"team": "data"}}},
+            "apiService": {"metadata": {"annotations": {"note": "api"}}},
+            "headlessService": {"metadata": {"labels": {"svc": "headless"}}}});
+        let material = BTreeMap::from([("ca.crt".to_owned(), b"CA".to_vec())]);
+        let plain = built(base());
+        let c = connect(dressed);
+        let dressed = build(&c, &resolve(&c, &members()).unwrap(), &material);
+        let mut pinned = serde_json::Map::new();
+        for (name, b) in [("plain", plain), ("dressed", dressed)] {
+            let objects: BTreeMap<String, String> = b
+                .objects
+                .iter()
+                .map(|o| {
+                    let key = format!(
+                        "{}/{}",
+                        o["kind"].as_str().unwrap(),
+                        o["metadata"]["name"].as_str().unwrap()
+                    );
+                    (key, digest(o))
+                })
+                .collect();
+            pinned.insert(
+                name.to_owned(),
+                json!({"revisions": b.revisions, "objects": objects}),
+            );
+        }
+        crate::testing::pinned(
+            "src/connect/testdata/pinned-build.json",
+            &Value::Object(pinned),
+        );
+    }
 }

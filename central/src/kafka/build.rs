@@ -1580,7 +1580,7 @@ mod tests {
     /// says why in its commit.
     #[test]
     fn what_is_built_is_pinned() {
-        let digest = |v: &Value| kraft::revision(&[&serde_json::to_vec(v).unwrap()]);
+        use crate::testing::digest;
         let mut pinned = serde_json::Map::new();
         for (name, built, services) in pinned_shapes() {
             let revisions: BTreeMap<String, String> = built
@@ -1608,22 +1608,9 @@ mod tests {
                 serde_json::json!({"revisions": revisions, "objects": objects}),
             );
         }
-        let pinned = Value::Object(pinned);
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/kafka/testdata/pinned-build.json"
-        );
-        if std::env::var("KSTRETCH_PIN").as_deref() == Ok("write") {
-            std::fs::write(path, serde_json::to_string_pretty(&pinned).unwrap() + "\n").unwrap();
-        }
-        let stored: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        assert_eq!(
-            pinned["stretched"]["revisions"],
-            stored["stretched"]["revisions"]
-        );
-        assert_eq!(
-            pinned, stored,
-            "what is built changed (see this test's doc)"
+        crate::testing::pinned(
+            "src/kafka/testdata/pinned-build.json",
+            &Value::Object(pinned),
         );
     }
 }
