@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kstretch_api::{KafkaConnect, names};
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kstretch_api::{KafkaConnect, StrimziPodSet, StrimziPodSetSpec, names};
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
@@ -204,30 +205,67 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
         })
         .collect();
 
-    let config_map = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": n.meta(&config_map_name(&name), n.labels(), None),
-        "data": {CONFIG_KEY: properties},
+    let config_map = objects::to_json(&ConfigMap {
+        metadata: n.object_meta(&config_map_name(&name), n.labels(), None),
+        data: Some(BTreeMap::from([(
+            CONFIG_KEY.to_owned(),
+            properties.clone(),
+        )])),
+        ..Default::default()
     });
-    let pod_set = json!({
-        "apiVersion": "core.strimzi.io/v1", "kind": "StrimziPodSet",
-        "metadata": n.meta(&component_name(&name), n.labels(), n.template_meta("podSet")),
-        "spec": {"selector": {"matchLabels": n.selector()}, "pods": pods},
+    let selector = objects::strings(&n.selector());
+    let pod_set = objects::to_json(&StrimziPodSet {
+        metadata: n.object_meta(
+            &component_name(&name),
+            n.labels(),
+            n.template_meta("podSet"),
+        ),
+        spec: StrimziPodSetSpec {
+            selector: LabelSelector {
+                match_labels: Some(selector.clone()),
+                ..Default::default()
+            },
+            pods: pods
+                .into_iter()
+                .filter_map(|p| match p {
+                    Value::Object(pod) => Some(pod),
+                    _ => None,
+                })
+                .collect(),
+        },
+        status: None,
     });
-    let port = json!({"name": REST_API_PORT_NAME, "port": REST_API_PORT,
-                      "targetPort": REST_API_PORT, "protocol": "TCP"});
+    let port = || objects::tcp_port(REST_API_PORT_NAME.to_owned(), REST_API_PORT.into());
     let mut api_labels = n.labels();
     api_labels.insert(names::DISCOVERY.to_owned(), json!("true"));
-    let api_service = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": n.meta(&api_service_name(&name), api_labels, n.template_meta("apiService")),
-        "spec": {"type": "ClusterIP", "selector": n.selector(), "ports": [port]},
+    let api_service = objects::to_json(&Service {
+        metadata: n.object_meta(
+            &api_service_name(&name),
+            api_labels,
+            n.template_meta("apiService"),
+        ),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".to_owned()),
+            selector: Some(selector.clone()),
+            ports: Some(vec![port()]),
+            ..Default::default()
+        }),
+        status: None,
     });
-    let headless = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": n.meta(&component_name(&name), n.labels(), n.template_meta("headlessService")),
-        "spec": {"clusterIP": "None", "publishNotReadyAddresses": true,
-                 "selector": n.selector(), "ports": [port]},
+    let headless = objects::to_json(&Service {
+        metadata: n.object_meta(
+            &component_name(&name),
+            n.labels(),
+            n.template_meta("headlessService"),
+        ),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_owned()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(selector),
+            ports: Some(vec![port()]),
+            ..Default::default()
+        }),
+        status: None,
     });
     let budget = budget::pod_disruption_budget(&budget::Budget {
         name: component_name(&name),
@@ -288,22 +326,6 @@ impl Names<'_> {
     }
 
     /// Metadata with the template's extra labels and annotations (ours win on conflicts).
-    fn meta(
-        &self,
-        name: &str,
-        mut labels: Map<String, Value>,
-        extra: Option<&Map<String, Value>>,
-    ) -> Value {
-        let mut annotations = Map::new();
-        merge_extra(&mut labels, &mut annotations, extra);
-        let mut meta = json!({"name": name, "namespace": self.namespace, "labels": labels});
-        if !annotations.is_empty() {
-            meta["annotations"] = Value::Object(annotations);
-        }
-        meta
-    }
-
-    /// [`Self::meta`], typed.
     fn object_meta(
         &self,
         name: &str,
