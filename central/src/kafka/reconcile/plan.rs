@@ -17,6 +17,7 @@ use super::pass::{
     BUSY_REQUEUE, Flow, Pass, PoolIdsByName, RolesByName, address_nodes, keep_or_retain,
     random_uuid,
 };
+use super::refuse::Refusal;
 use crate::error::Error;
 use crate::kafka::adopt::{self, Adoption};
 use crate::kafka::context::Context;
@@ -160,7 +161,11 @@ async fn asked(pass: &mut Pass<'_>, connected: &BTreeSet<String>) -> Flow<Asked>
     };
     let forgotten = match forget::forgotten(kafka, &ctx.members) {
         Ok(f) => f,
-        Err(message) => return pass.refused("InvalidAnnotation", &message).await,
+        Err(message) => {
+            return pass
+                .refused(Refusal::InvalidAnnotation.as_str(), &message)
+                .await;
+        }
     };
     if let Some(action) = adopt_what_runs(pass, &mut resolved, &forgotten).await? {
         return Ok(ControlFlow::Break(action));
@@ -175,7 +180,11 @@ async fn asked(pass: &mut Pass<'_>, connected: &BTreeSet<String>) -> Flow<Asked>
     };
     let wanted_quorum = match quorum::wanted(kafka) {
         Ok(mode) => mode,
-        Err(message) => return pass.refused("InvalidAnnotation", &message).await,
+        Err(message) => {
+            return pass
+                .refused(Refusal::InvalidAnnotation.as_str(), &message)
+                .await;
+        }
     };
     Ok(ControlFlow::Continue(Asked {
         resolved,
@@ -210,7 +219,11 @@ async fn secrets(pass: &mut Pass<'_>) -> Flow<Secrets> {
             Ok(tls) => Some(tls),
             Err(r) => return pass.refused(r.reason, &r.message).await,
         },
-        Err(message) => return pass.refused("InvalidAnnotation", &message).await,
+        Err(message) => {
+            return pass
+                .refused(Refusal::InvalidAnnotation.as_str(), &message)
+                .await;
+        }
     };
     Ok(ControlFlow::Continue(Secrets {
         ca,
@@ -258,7 +271,9 @@ async fn cluster_id(
             pool.cluster_id.as_deref().unwrap_or_default(),
             pass.kafka.name_any()
         );
-        return pass.refused("ClusterIdMismatch", &message).await;
+        return pass
+            .refused(Refusal::ClusterIdMismatch.as_str(), &message)
+            .await;
     }
     Ok(ControlFlow::Continue(cluster_id))
 }

@@ -10,13 +10,35 @@ use super::pass::{Flow, Pass, REFUSED_RECHECK, keep_or_retain};
 use crate::error::Error;
 use crate::kafka::status;
 
+/// The refusals the pipeline finds itself; the resources' own problems (resolve, node IDs,
+/// versions, certificates, configuration) carry their typed reasons with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// A `kstretch.io/...` annotation on the `Kafka` that cannot be read.
+    InvalidAnnotation,
+    /// A pool of another Kafka cluster (another cluster ID).
+    ClusterIdMismatch,
+    /// A pod name derived from the Kafka and pool names is over 63 characters.
+    NameTooLong,
+}
+
+impl Refusal {
+    pub(super) const fn as_str(self) -> &'static str {
+        match self {
+            Refusal::InvalidAnnotation => "InvalidAnnotation",
+            Refusal::ClusterIdMismatch => "ClusterIdMismatch",
+            Refusal::NameTooLong => "NameTooLong",
+        }
+    }
+}
+
 impl Pass<'_> {
-    /// Ends the reconciliation with a refusal.
-    pub(super) async fn refused<T>(&mut self, reason: &str, message: &str) -> Flow<T> {
+    /// Ends the reconciliation with a refusal; `reason` is one stable string of a typed cause.
+    pub(super) async fn refused<T>(&mut self, reason: &'static str, message: &str) -> Flow<T> {
         Ok(ControlFlow::Break(self.refuse(reason, message).await?))
     }
 
-    async fn refuse(&mut self, reason: &str, message: &str) -> Result<Action, Error> {
+    async fn refuse(&mut self, reason: &'static str, message: &str) -> Result<Action, Error> {
         let ctx = self.ctx;
         tracing::warn!(%reason, %message, "Kafka cannot be reconciled as it is");
         ctx.metrics.invalid(reason);
