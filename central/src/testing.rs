@@ -288,9 +288,23 @@ pub fn pinned(path: &str, value: &Value) {
     );
 }
 
-/// A digest of `value`'s JSON.
-pub fn digest(value: &Value) -> String {
-    kstretch_core::kraft::revision(&[&serde_json::to_vec(value).unwrap()])
+/// Each object of `objects` by `<prefix><kind>/<name>`, with a digest of its JSON.
+pub fn digests<'a>(
+    prefix: &str,
+    objects: impl IntoIterator<Item = &'a Value>,
+) -> BTreeMap<String, String> {
+    objects
+        .into_iter()
+        .map(|o| {
+            let key = format!(
+                "{prefix}{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap()
+            );
+            let digest = kstretch_core::kraft::revision(&[&serde_json::to_vec(o).unwrap()]);
+            (key, digest)
+        })
+        .collect()
 }
 
 /// A store that the watch filled with `objects` (and is ready).

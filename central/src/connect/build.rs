@@ -761,7 +761,7 @@ mod tests {
     /// to change it on purpose.
     #[test]
     fn what_is_built_is_pinned() {
-        use crate::testing::digest;
+        use crate::testing::digests;
         let mut dressed = base();
         dressed["template"] = json!({
             "podSet": {"metadata": {"labels": {"team": "data"}}},
@@ -773,18 +773,7 @@ mod tests {
         let dressed = build(&c, &resolve(&c, &members()).unwrap(), &material);
         let mut pinned = serde_json::Map::new();
         for (name, b) in [("plain", plain), ("dressed", dressed)] {
-            let objects: BTreeMap<String, String> = b
-                .objects
-                .iter()
-                .map(|o| {
-                    let key = format!(
-                        "{}/{}",
-                        o["kind"].as_str().unwrap(),
-                        o["metadata"]["name"].as_str().unwrap()
-                    );
-                    (key, digest(o))
-                })
-                .collect();
+            let objects = digests("", &b.objects);
             pinned.insert(
                 name.to_owned(),
                 json!({"revisions": b.revisions, "objects": objects}),

@@ -1580,7 +1580,7 @@ mod tests {
     /// says why in its commit.
     #[test]
     fn what_is_built_is_pinned() {
-        use crate::testing::digest;
+        use crate::testing::digests;
         let mut pinned = serde_json::Map::new();
         for (name, built, services) in pinned_shapes() {
             let revisions: BTreeMap<String, String> = built
@@ -1592,16 +1592,7 @@ mod tests {
                 .iter()
                 .flat_map(|b| &b.objects)
                 .chain(&services)
-                .flat_map(|(alias, objects)| {
-                    objects.iter().map(move |o| {
-                        let key = format!(
-                            "{alias}/{}/{}",
-                            o["kind"].as_str().unwrap(),
-                            o["metadata"]["name"].as_str().unwrap()
-                        );
-                        (key, digest(o))
-                    })
-                })
+                .flat_map(|(alias, objects)| digests(&format!("{alias}/"), objects))
                 .collect();
             pinned.insert(
                 name.to_owned(),

@@ -1,7 +1,7 @@
 //! The warnings a `KafkaTopic` shows (its `Warning` conditions): one [`Reason`] per cause with
 //! its one stable reason string.
 
-use kstretch_core::topics::PlanWarning;
+use kstretch_core::topics::{AlterableConfigs, PlanWarning};
 
 /// Why a `KafkaTopic` warns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -15,7 +15,8 @@ pub enum Reason {
 impl crate::status::Reason for Reason {
     fn as_str(self) -> &'static str {
         match self {
-            Reason::InvalidConfig => "InvalidConfig",
+            // Strimzi's reason, as the core crate names it.
+            Reason::InvalidConfig => AlterableConfigs::warning_reason(),
             Reason::ReplicasBelowMinInsyncReplicas => "ReplicasBelowMinInsyncReplicas",
         }
     }
