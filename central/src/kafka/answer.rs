@@ -7,37 +7,29 @@ use std::collections::BTreeSet;
 
 use kstretch_kadmin::ClusterDescription;
 
-use super::checks::KafkaAccess;
+use super::view::KafkaView;
 
 /// `Ready=False` reason when the brokers do not answer as they should.
 pub const BROKERS_UNAVAILABLE: &str = "BrokersUnavailable";
 
-/// `Ok` when Kafka at `bootstrap` answers with cluster ID `cluster_id` and every broker of
-/// `expected` live; otherwise what is missing, as a condition message.
-pub async fn brokers_answer(
-    access: &KafkaAccess,
-    bootstrap: Option<&str>,
+/// `Ok` when Kafka, as `view` read it, answers with cluster ID `cluster_id` and every broker
+/// of `expected` live; otherwise what is missing, as a condition message (pure).
+pub fn brokers_answer(
+    view: &KafkaView,
     cluster_id: &str,
     expected: &BTreeSet<i32>,
 ) -> Result<(), String> {
     if expected.is_empty() {
         return Ok(());
     }
-    let Some(bootstrap) = bootstrap else {
+    let Some(bootstrap) = view.bootstrap.as_deref() else {
         return Err("the brokers' addresses are not known yet".to_owned());
     };
-    let described = match access.client(bootstrap).await {
-        Ok(admin) => admin.describe_cluster(false).await,
-        Err(e) => Err(e),
-    };
-    match described {
-        Ok(d) => judge(&d, bootstrap, cluster_id, expected),
-        Err(e) => {
-            access.forget(bootstrap);
-            Err(format!(
-                "no broker answered at {bootstrap}: {e}; the pods are ready, so check the brokers' logs"
-            ))
-        }
+    match &view.cluster {
+        Ok(registered) => judge(&registered.description, bootstrap, cluster_id, expected),
+        Err(e) => Err(format!(
+            "no broker answered at {bootstrap}: {e}; the pods are ready, so check the brokers' logs"
+        )),
     }
 }
 

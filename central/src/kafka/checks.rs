@@ -1,17 +1,13 @@
-//! What central asks Kafka before a destructive step: which brokers still hold partition
-//! replicas (scale-down, broker-role removal), which partitions a broker's restart would take
-//! below `min.insync.replicas`, which nodes are registered (unregistration), and which
-//! partitions sit in one Kubernetes cluster only (a warning). One admin
-//! client per bootstrap address, kept between reconciliations, speaking mutual TLS with the
-//! cluster CA of the `Kafka` the address belongs to.
+//! How central reaches each Kafka cluster: one admin client per bootstrap address, kept
+//! between reconciliations, speaking mutual TLS with the cluster CA of the `Kafka` the address
+//! belongs to, and where each `Kafka` is reached. What a pass reads through it is
+//! [`super::view`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kstretch_core::movement::Partition;
-use kstretch_core::movement::spread::{self, Confined};
-use kstretch_kadmin::{AdminClient, AdminConfig, ConfigResource, Error, Tls};
+use kstretch_kadmin::{AdminClient, AdminConfig, Error, Tls};
 
 use crate::pki::{self, Ca, Refusal};
 
@@ -127,65 +123,6 @@ impl KafkaAccess {
     }
 }
 
-/// [`brokers_holding_replicas`] through the cached client for `bootstrap`; the error in words
-/// (a failed client is dropped, so the next call connects afresh).
-pub async fn holding_replicas_at(
-    access: &KafkaAccess,
-    bootstrap: Option<&str>,
-    brokers: &BTreeSet<i32>,
-) -> Result<BTreeMap<i32, Vec<String>>, String> {
-    let Some(bootstrap) = bootstrap else {
-        return Err("no bootstrap address for the admin client".to_owned());
-    };
-    let admin = access.client(bootstrap).await.map_err(|e| e.to_string())?;
-    brokers_holding_replicas(&admin, brokers)
-        .await
-        .map_err(|e| {
-            access.forget(bootstrap);
-            e.to_string()
-        })
-}
-
-/// Of `brokers`, those holding at least one partition replica, with a few of the partitions.
-pub async fn brokers_holding_replicas(
-    admin: &AdminClient,
-    brokers: &BTreeSet<i32>,
-) -> Result<BTreeMap<i32, Vec<String>>, Error> {
-    let topics = admin.describe_topics(None).await?;
-    let mut out: BTreeMap<i32, Vec<String>> = BTreeMap::new();
-    for topic in &topics {
-        for p in &topic.partitions {
-            for id in p.replicas.iter().filter(|id| brokers.contains(id)) {
-                out.entry(*id)
-                    .or_default()
-                    .push(format!("{}-{}", topic.name, p.index));
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Partitions whose replicas all sit in one Kubernetes cluster (a broker's rack) while the
-/// brokers run in several: losing that cluster loses them.
-pub async fn confined_partitions(admin: &AdminClient) -> Result<Vec<Confined>, Error> {
-    let brokers = broker_racks(admin).await?;
-    let mut partitions = Vec::new();
-    for topic in admin.describe_topics(None).await? {
-        for p in topic.partitions {
-            partitions.push(Partition {
-                topic: topic.name.clone(),
-                partition: p.index,
-                replicas: p.replicas,
-                isr: p.isr.into_iter().collect(),
-                leader: Some(p.leader).filter(|l| *l >= 0),
-                size: 0,
-                min_isr: 1,
-            });
-        }
-    }
-    Ok(spread::confined(&partitions, &brokers))
-}
-
 /// The unfenced brokers, each with its rack (its Kubernetes cluster).
 pub async fn broker_racks(admin: &AdminClient) -> Result<BTreeMap<i32, String>, Error> {
     let cluster = admin.describe_cluster(false).await?;
@@ -195,39 +132,4 @@ pub async fn broker_racks(admin: &AdminClient) -> Result<BTreeMap<i32, String>, 
         .filter(|b| !b.fenced)
         .map(|b| (b.id, b.rack.clone().unwrap_or_default()))
         .collect())
-}
-
-/// One partition as the roll check needs it: `(name, replication factor, ISR,
-/// min.insync.replicas)`, for [`super::roll::partitions_blocking_restart`].
-pub type PartitionIsr = (String, usize, Vec<i32>, usize);
-
-/// Every partition of the cluster with its ISR and its topic's `min.insync.replicas`, in two
-/// requests (metadata, then the configs of every topic).
-pub async fn partitions(admin: &AdminClient) -> Result<Vec<PartitionIsr>, Error> {
-    let topics = admin.describe_topics(None).await?;
-    if topics.is_empty() {
-        return Ok(Vec::new());
-    }
-    let resources: Vec<ConfigResource> = topics
-        .iter()
-        .map(|t| ConfigResource::Topic(t.name.clone()))
-        .collect();
-    let configs = admin.describe_configs(&resources).await?;
-    let mut out = Vec::new();
-    for (topic, config) in topics.iter().zip(configs) {
-        let min_isr = config
-            .get("min.insync.replicas")
-            .and_then(|e| e.value.as_deref())
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(1);
-        for p in &topic.partitions {
-            out.push((
-                format!("{}-{}", topic.name, p.index),
-                p.replicas.len(),
-                p.isr.clone(),
-                min_isr,
-            ));
-        }
-    }
-    Ok(out)
 }

@@ -20,6 +20,7 @@ pub mod roll;
 pub mod security;
 pub mod status;
 pub mod version;
+pub mod view;
 pub mod warning;
 
 use std::sync::Arc;

@@ -1,13 +1,13 @@
 //! The KRaft controller quorum of one cluster: whether it is static or dynamic (KIP-853), the
 //! voters a new dynamic quorum starts with, what the `Kafka` status shows of it (DescribeQuorum
-//! and the finalized `kraft.version`), and carrying out the next voter change
-//! [`kstretch_core::quorum::next_change`] asks for.
+//! and the finalized `kraft.version`), and the next voter change
+//! [`kstretch_core::quorum::next_change`] asks for: planned purely, then carried out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kstretch_api::{Kafka, KafkaStatus, QuorumStatus, QuorumVoterStatus, names};
 use kstretch_core::kraft::{
-    self, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, QuorumMode,
+    self, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, Endpoint, KafkaCluster, QuorumMode,
 };
 use kstretch_core::quorum::{Change, Member, Quorum, next_change};
 use kstretch_kadmin::{AdminClient, Error, KRAFT_VERSION, QuorumInfo, ReplicaState, Uuid};
@@ -52,21 +52,16 @@ pub fn can_migrate(version: &str) -> bool {
     }
 }
 
-/// Turns a static quorum dynamic: raises the finalized `kraft.version` to 1 (Kafka refuses
-/// until every voter has reported its metadata directory, which 4.1 nodes do by themselves).
-/// `Ok(true)` when it was raised now, `Ok(false)` when it already was.
-pub async fn migrate(admin: &AdminClient) -> Result<bool, Error> {
-    let level = admin
-        .finalized_features()
-        .await?
-        .get(KRAFT_VERSION)
-        .copied()
-        .unwrap_or_default();
-    if level >= DYNAMIC {
-        return Ok(false);
-    }
-    admin.upgrade_feature(KRAFT_VERSION, DYNAMIC).await?;
-    Ok(true)
+/// Whether a static quorum whose finalized features are `features` is turned dynamic now:
+/// `kraft.version` is raised to 1 unless it already is (Kafka refuses until every voter has
+/// reported its metadata directory, which 4.1 nodes do by themselves).
+pub fn migration_due(features: &BTreeMap<String, i16>) -> bool {
+    features.get(KRAFT_VERSION).copied().unwrap_or_default() < DYNAMIC
+}
+
+/// Turns a static quorum dynamic (see [`migration_due`]).
+pub async fn migrate(admin: &AdminClient) -> Result<(), Error> {
+    admin.upgrade_feature(KRAFT_VERSION, DYNAMIC).await
 }
 
 /// Records in `status` that the quorum is dynamic now.
@@ -141,73 +136,87 @@ pub fn initial_voters(status: &KafkaStatus) -> BTreeMap<i32, u128> {
 /// Reads the quorum from Kafka.
 pub async fn observe(admin: &AdminClient) -> Result<QuorumStatus, Error> {
     let features = admin.finalized_features().await?;
-    let level = features.get(KRAFT_VERSION).copied().unwrap_or_default();
     let info = admin.describe_quorum().await?;
-    Ok(status_of(&info, level))
+    Ok(observed(&info, &features))
 }
 
-/// Where a dynamic quorum is in moving toward its desired voters.
+/// The quorum's status from what Kafka said of it and of its finalized features.
+pub fn observed(info: &QuorumInfo, features: &BTreeMap<String, i16>) -> QuorumStatus {
+    status_of(
+        info,
+        features.get(KRAFT_VERSION).copied().unwrap_or_default(),
+    )
+}
+
+/// The next step of a dynamic quorum toward its desired voters.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
+pub enum Planned {
     /// The voters are the desired controllers.
     Settled,
-    /// One voter was added or removed now; what.
-    Changed(String),
     /// A change is due but waits; why.
     Waiting(String),
+    /// This controller joins the voters, reached at `endpoint`.
+    Add { member: Member, endpoint: Endpoint },
+    /// This voter leaves.
+    Remove(Member),
 }
 
-/// Moves the dynamic quorum of `cluster` one voter toward the controllers `desired`: reads
-/// it, and adds or removes at most one voter (the next one [`next_change`] allows). `now_ms`:
-/// central's clock, against which Kafka's fetch times say who is live.
-pub async fn advance(
-    admin: &AdminClient,
+/// The one voter change [`next_change`] allows for `cluster` whose quorum Kafka described as
+/// `info`, toward the controllers `desired` (pure). `now_ms`: central's clock, against which
+/// Kafka's fetch times say who is live.
+pub fn plan_change(
+    info: &QuorumInfo,
     cluster: &KafkaCluster,
     desired: &BTreeSet<i32>,
     now_ms: i64,
-) -> Result<Progress, Error> {
-    let info = admin.describe_quorum().await?;
-    let quorum = quorum_of(&info, now_ms);
-    Ok(match next_change(desired, &quorum) {
-        Change::Settled => Progress::Settled,
-        Change::Wait(why) => Progress::Waiting(why),
-        Change::Add(member) => {
-            let Some(endpoint) = cluster.node(member.id).and_then(|n| {
-                kraft::node_endpoint(cluster, n, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT).ok()
-            }) else {
-                return Ok(Progress::Waiting(format!(
-                    "controller {} has no address yet",
-                    member.id
-                )));
-            };
+) -> Planned {
+    match next_change(desired, &quorum_of(info, now_ms)) {
+        Change::Settled => Planned::Settled,
+        Change::Wait(why) => Planned::Waiting(why),
+        Change::Add(member) => match cluster.node(member.id).and_then(|n| {
+            kraft::node_endpoint(cluster, n, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT).ok()
+        }) {
+            Some(endpoint) => Planned::Add { member, endpoint },
+            None => Planned::Waiting(format!("controller {} has no address yet", member.id)),
+        },
+        Change::Remove(member) => Planned::Remove(member),
+    }
+}
+
+/// Carries out an [`Planned::Add`] or [`Planned::Remove`] in the cluster `cluster_id`; says
+/// what changed (`None` for a step that changes nothing).
+pub async fn change(
+    admin: &AdminClient,
+    cluster_id: &str,
+    planned: &Planned,
+) -> Result<Option<String>, Error> {
+    Ok(match planned {
+        Planned::Settled | Planned::Waiting(_) => None,
+        Planned::Add { member, endpoint } => {
             let listeners = [(
                 CONTROLPLANE_LISTENER.to_owned(),
-                endpoint.host,
+                endpoint.host.clone(),
                 endpoint.port,
             )];
             admin
                 .add_raft_voter(
-                    &cluster.cluster_id,
+                    cluster_id,
                     member.id,
                     Uuid::from_u128(member.directory),
                     &listeners,
                 )
                 .await?;
-            Progress::Changed(format!(
+            Some(format!(
                 "controller {} (metadata directory {}) added to the quorum's voters",
                 member.id,
                 kraft::uuid_text(member.directory)
             ))
         }
-        Change::Remove(member) => {
+        Planned::Remove(member) => {
             admin
-                .remove_raft_voter(
-                    &cluster.cluster_id,
-                    member.id,
-                    Uuid::from_u128(member.directory),
-                )
+                .remove_raft_voter(cluster_id, member.id, Uuid::from_u128(member.directory))
                 .await?;
-            Progress::Changed(format!(
+            Some(format!(
                 "voter {} (metadata directory {}) removed from the quorum",
                 member.id,
                 kraft::uuid_text(member.directory)

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use kstretch_core::node_ids::Role;
 
-use super::checks::PartitionIsr;
+use super::view::PartitionIsr;
 
 /// What the agent last reported of a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]

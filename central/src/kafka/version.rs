@@ -3,10 +3,12 @@
 //! UpdateFeatures once every node runs a newer Kafka. The nodes themselves change version by
 //! the ordinary roll (the version is in the pod), controllers first.
 
+use std::collections::BTreeMap;
+
 use kstretch_api::{Kafka, KafkaStatus};
 use kstretch_core::versions::{self, MetadataVersion, Target, VersionError};
+use kstretch_kadmin::AdminClient;
 
-use super::context::Context;
 use crate::kafka::warning::{Reason, Warning};
 use kstretch_core::versions::DEFAULT_KAFKA_VERSION;
 
@@ -40,70 +42,38 @@ pub fn changing(running: Option<&str>, target: &Target) -> Option<Warning> {
     ))
 }
 
-/// Brings the cluster's finalized metadata version up to `target` (every node runs the
-/// target's version: the caller checked the roll is done) and records it in `status`. `true`
-/// while the raise is due but failed (a warning says why).
-pub async fn raise_metadata(
-    ctx: &Context,
-    kafka: &Kafka,
-    bootstrap: Option<&str>,
-    target: &Target,
-    status: &mut KafkaStatus,
-    warnings: &mut Vec<Warning>,
-) -> bool {
-    let Some(bootstrap) = bootstrap else {
-        return false;
-    };
-    let raised = async {
-        let admin = ctx.kafka.client(bootstrap).await?;
-        let finalized = admin
-            .finalized_features()
-            .await?
-            .get(METADATA_VERSION)
-            .copied()
-            .unwrap_or_default();
-        if finalized >= target.metadata.level {
-            return Ok::<_, kstretch_kadmin::Error>((finalized, false));
-        }
-        admin
-            .upgrade_feature(METADATA_VERSION, target.metadata.level)
-            .await?;
-        Ok((target.metadata.level, true))
-    };
-    match raised.await {
-        Ok((level, now)) => {
-            if now {
-                tracing::info!(metadata_version = %target.metadata, "metadata.version raised");
-                ctx.events.about(
-                    kafka,
-                    false,
-                    "MetadataVersionRaised",
-                    "Upgrade",
-                    format!(
-                        "every node runs Kafka {}: metadata.version raised to {}",
-                        target.version, target.metadata
-                    ),
-                );
-            }
-            // A level kstretch does not know (raised by hand past it) is shown as the number.
-            status.kafka_metadata_version = Some(
-                MetadataVersion::of_level(level)
-                    .map_or_else(|| level.to_string(), |mv| mv.name.to_owned()),
-            );
-            false
-        }
-        Err(e) => {
-            ctx.kafka.forget(bootstrap);
-            warnings.push(Warning::new(
-                Reason::MetadataVersionPending,
-                format!(
-                    "metadata.version is not raised to {} yet: {e}; retried",
-                    target.metadata
-                ),
-            ));
-            true
-        }
+/// The cluster's finalized `metadata.version` once every node runs `target` (pure): `Ok`
+/// with the level the status records when it is there already, `Err` with the level to raise
+/// it to.
+pub fn metadata_step(features: &BTreeMap<String, i16>, target: &Target) -> Result<i16, i16> {
+    let finalized = features.get(METADATA_VERSION).copied().unwrap_or_default();
+    if finalized >= target.metadata.level {
+        Ok(finalized)
+    } else {
+        Err(target.metadata.level)
     }
+}
+
+/// Raises the finalized `metadata.version` to `level` with UpdateFeatures.
+pub async fn raise_metadata(admin: &AdminClient, level: i16) -> Result<(), kstretch_kadmin::Error> {
+    admin.upgrade_feature(METADATA_VERSION, level).await
+}
+
+/// How the status shows a finalized level: its name, or the number for a level kstretch does
+/// not know (raised by hand past it).
+pub fn metadata_name(level: i16) -> String {
+    MetadataVersion::of_level(level).map_or_else(|| level.to_string(), |mv| mv.name.to_owned())
+}
+
+/// The warning while a raise to `target` fails (`why`); retried.
+pub fn raise_pending(target: &Target, why: &str) -> Warning {
+    Warning::new(
+        Reason::MetadataVersionPending,
+        format!(
+            "metadata.version is not raised to {} yet: {why}; retried",
+            target.metadata
+        ),
+    )
 }
 
 #[cfg(test)]

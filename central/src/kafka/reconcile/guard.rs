@@ -13,11 +13,11 @@ use kube::ResourceExt;
 use super::pass::{Flow, Pass, PoolIdsByName, RolesByName};
 use super::plan::Plan;
 use super::refuse::Refusal;
-use crate::kafka::checks;
 use crate::kafka::context::Context;
 use crate::kafka::moving;
 use crate::kafka::quorum;
 use crate::kafka::resolve::Resolved;
+use crate::kafka::view::{self, Wanted};
 use crate::kafka::warning::{Reason, Warning};
 
 /// Turns `plan`'s pools into what runs after this pass; refuses a pod name over 63 characters.
@@ -78,7 +78,10 @@ impl Read {
         let holding = if brokers.is_empty() {
             Ok(BTreeMap::new())
         } else {
-            checks::holding_replicas_at(&ctx.kafka, bootstrap, &brokers).await
+            view::read(&ctx.kafka, bootstrap, Wanted::topics())
+                .await
+                .holding(&brokers)
+                .map_err(|e| e.to_string())
         };
         let in_drains = if drains {
             moving::in_running_drains(ctx, kafka).await

@@ -18,6 +18,7 @@ macro_rules! proceed {
 
 mod guard;
 mod kafka_side;
+mod kafka_steps;
 mod pass;
 mod plan;
 mod pools;

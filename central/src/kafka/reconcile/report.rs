@@ -6,21 +6,22 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use kstretch_api::Kafka;
 use kstretch_api::condition::Condition;
 use kstretch_api::kafka::{ListenerAddress, ListenerStatus, UsedNodePoolStatus};
-use kstretch_api::{Kafka, KafkaStatus, names};
 use kstretch_core::kraft;
 use kstretch_core::node_ids::Role;
+use kstretch_core::versions::Target;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::kafka_side::Progress;
+use super::kafka_steps::{self, Metadata, Migration, WhenReady};
 use super::pass::{BUSY_REQUEUE, IDLE_REQUEUE, MOVE_RECHECK, Pass, PoolIdsByName};
 use super::plan::Plan;
 use crate::error::Error;
 use crate::kafka::answer;
 use crate::kafka::build::Built;
-use crate::kafka::checks;
 use crate::kafka::context::Context;
 use crate::kafka::move_drains;
 use crate::kafka::quorum;
@@ -29,6 +30,7 @@ use crate::kafka::resolve::Resolved;
 use crate::kafka::roll::Step;
 use crate::kafka::status;
 use crate::kafka::version;
+use crate::kafka::view::KafkaView;
 use crate::kafka::warning::{Reason, Warning};
 
 /// Writes the `Kafka`'s status and says when to reconcile it again.
@@ -39,7 +41,7 @@ pub(super) async fn report(
     progress: Progress,
     forgotten_done: &BTreeSet<String>,
 ) -> Result<Action, Error> {
-    let answered = brokers_answered(pass, plan, &progress).await;
+    let answered = brokers_answered(plan, &progress);
     let ready = readiness(
         &progress.step,
         plan.recovering
@@ -58,7 +60,7 @@ pub(super) async fn report(
         &plan.target,
     ));
     let busy_when_ready = if is_ready {
-        when_ready(pass, plan, built, progress.bootstrap.as_deref()).await?
+        when_ready(pass, plan, built, &progress.view).await?
     } else {
         false
     };
@@ -114,24 +116,16 @@ fn next_look(settled: bool, warnings: &[Warning], watching: bool) -> Action {
 
 /// Whether every broker answers, asked only when nothing else keeps the cluster from being
 /// ready (`None` otherwise).
-async fn brokers_answered(
-    pass: &Pass<'_>,
-    plan: &Plan,
-    progress: &Progress,
-) -> Option<Result<(), String>> {
+fn brokers_answered(plan: &Plan, progress: &Progress) -> Option<Result<(), String>> {
     if progress.step != Step::Done || plan.recovering.is_some() || plan.majority_lost.is_some() {
         return None;
     }
     let brokers = expected_brokers(&plan.resolved, &plan.ids);
-    Some(
-        answer::brokers_answer(
-            &pass.ctx.kafka,
-            progress.bootstrap.as_deref(),
-            &plan.cluster_id,
-            &brokers,
-        )
-        .await,
-    )
+    Some(answer::brokers_answer(
+        &progress.view,
+        &plan.cluster_id,
+        &brokers,
+    ))
 }
 
 /// The `Ready` condition (pure): a recovery or a lost majority first, then the roll; when
@@ -164,41 +158,134 @@ fn readiness(
     }
 }
 
-/// The steps only a ready cluster takes; `true` while one of them is due but not done.
+/// The steps only a ready cluster takes, decided in [`kafka_steps::when_ready`] from what
+/// the pass read; `true` while one of them is due but not done.
 async fn when_ready(
     pass: &mut Pass<'_>,
     plan: &Plan,
     built: &Built,
-    bootstrap: Option<&str>,
+    view: &KafkaView,
 ) -> Result<bool, Error> {
     let (ctx, kafka) = (pass.ctx, pass.kafka);
     let moves = move_drains::pool_moves(&plan.resolved, &plan.draining);
     move_drains::ensure(ctx, kafka, &pass.pools, &moves, &mut pass.warnings).await?;
-    observe_quorum(ctx, bootstrap, &mut pass.status).await;
-    pass.warnings
-        .extend(confined_partitions(ctx, kafka, bootstrap, &pass.status).await);
-    let mut migrating = false;
-    if plan.wanted_quorum == kraft::QuorumMode::Dynamic {
-        migrating = migrate_static_quorum(
-            ctx,
-            kafka,
-            &built.kafka_version,
-            bootstrap,
-            &mut pass.status,
-            &mut pass.warnings,
-        )
-        .await;
-    }
-    let raising = version::raise_metadata(
-        ctx,
-        kafka,
-        bootstrap,
+    let WhenReady {
+        quorum,
+        confined,
+        migration,
+        metadata,
+    } = kafka_steps::when_ready(
+        &pass.status,
+        plan.wanted_quorum,
+        &built.kafka_version,
         &plan.target,
-        &mut pass.status,
-        &mut pass.warnings,
-    )
-    .await;
+        &kafka.name_any(),
+        view,
+    );
+    if let Some(quorum) = quorum {
+        pass.status.quorum = Some(quorum);
+    }
+    pass.warnings.extend(confined);
+    let migrating = migrate(ctx, kafka, view, migration, pass).await;
+    let raising = raise_metadata(ctx, kafka, view, &plan.target, metadata, pass).await;
     Ok(migrating || raising)
+}
+
+/// Turns the static quorum dynamic when [`Migration::Raise`] says so; the next reconciliation
+/// then rolls every node onto `controller.quorum.bootstrap.servers`. `true` while the
+/// migration is due but not done.
+async fn migrate(
+    ctx: &Context,
+    kafka: &Kafka,
+    view: &KafkaView,
+    migration: Migration,
+    pass: &mut Pass<'_>,
+) -> bool {
+    match migration {
+        Migration::NotDue => false,
+        Migration::Unsupported(warning) => {
+            pass.warnings.push(warning);
+            false
+        }
+        Migration::Waiting(warning) => {
+            pass.warnings.extend(warning);
+            true
+        }
+        Migration::Record => {
+            quorum::record_dynamic(&mut pass.status);
+            false
+        }
+        Migration::Raise => {
+            let bootstrap = view.bootstrap.as_deref().unwrap_or_default();
+            let migrated = async { quorum::migrate(&ctx.kafka.client(bootstrap).await?).await };
+            match migrated.await {
+                Ok(()) => {
+                    tracing::info!("controller quorum made dynamic");
+                    ctx.events.about(
+                        kafka,
+                        false,
+                        "QuorumMigrated",
+                        "Quorum",
+                        "the controller quorum is dynamic now (kraft.version 1): every node restarts, one at a time, to find it through controller.quorum.bootstrap.servers".to_owned(),
+                    );
+                    quorum::record_dynamic(&mut pass.status);
+                    false
+                }
+                Err(e) => {
+                    ctx.kafka.forget(bootstrap);
+                    pass.warnings
+                        .push(kafka_steps::migration_pending(&e.to_string()));
+                    true
+                }
+            }
+        }
+    }
+}
+
+/// Records the finalized `metadata.version`, raising it first when [`Metadata::Raise`] says
+/// so (every node runs the target's version: the roll is done). `true` while the raise is due
+/// but not done.
+async fn raise_metadata(
+    ctx: &Context,
+    kafka: &Kafka,
+    view: &KafkaView,
+    target: &Target,
+    metadata: Metadata,
+    pass: &mut Pass<'_>,
+) -> bool {
+    let level = match metadata {
+        Metadata::Unknown => return false,
+        Metadata::Pending(warning) => {
+            pass.warnings.push(warning);
+            return true;
+        }
+        Metadata::Record(level) => level,
+        Metadata::Raise(level) => {
+            let bootstrap = view.bootstrap.as_deref().unwrap_or_default();
+            let raised =
+                async { version::raise_metadata(&ctx.kafka.client(bootstrap).await?, level).await };
+            if let Err(e) = raised.await {
+                ctx.kafka.forget(bootstrap);
+                pass.warnings
+                    .push(version::raise_pending(target, &e.to_string()));
+                return true;
+            }
+            tracing::info!(metadata_version = %target.metadata, "metadata.version raised");
+            ctx.events.about(
+                kafka,
+                false,
+                "MetadataVersionRaised",
+                "Upgrade",
+                format!(
+                    "every node runs Kafka {}: metadata.version raised to {}",
+                    target.version, target.metadata
+                ),
+            );
+            level
+        }
+    };
+    pass.status.kafka_metadata_version = Some(version::metadata_name(level));
+    false
 }
 
 /// An Event when the cluster becomes ready or stops being so.
@@ -255,132 +342,6 @@ fn announce_warnings(ctx: &Context, kafka: &Kafka, before: &[Condition], warning
             "Reconcile",
             w.message.clone(),
         );
-    }
-}
-
-/// A warning naming the partitions whose replicas all sit in one Kubernetes cluster; when
-/// Kafka cannot say, the last such warning stands.
-async fn confined_partitions(
-    ctx: &Context,
-    kafka: &Kafka,
-    bootstrap: Option<&str>,
-    kafka_status: &KafkaStatus,
-) -> Option<Warning> {
-    let found = async {
-        let bootstrap = bootstrap.ok_or_else(|| "no bootstrap address".to_owned())?;
-        let admin = ctx
-            .kafka
-            .client(bootstrap)
-            .await
-            .map_err(|e| e.to_string())?;
-        checks::confined_partitions(&admin)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    let confined = match found.await {
-        Ok(confined) => confined,
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot read where the partitions are");
-            return kafka_status
-                .conditions
-                .iter()
-                .find(|c| c.reason.as_deref() == Some(Reason::ReplicasInOneCluster.as_str()))
-                .map(|c| {
-                    Warning::new(
-                        Reason::ReplicasInOneCluster,
-                        c.message.clone().unwrap_or_default(),
-                    )
-                });
-        }
-    };
-    if confined.is_empty() {
-        return None;
-    }
-    const SHOWN: usize = 10;
-    let mut named: Vec<String> = confined
-        .iter()
-        .take(SHOWN)
-        .map(|c| format!("{} ({})", c.partition, c.cluster))
-        .collect();
-    if confined.len() > SHOWN {
-        named.push(format!("and {} more", confined.len() - SHOWN));
-    }
-    Some(Warning::new(
-        Reason::ReplicasInOneCluster,
-        format!(
-            "{} partition(s) have every replica in one Kubernetes cluster and are lost with it: {}; spread them with `kstretch spread --kafka {}`",
-            confined.len(),
-            named.join(", "),
-            kafka.name_any()
-        ),
-    ))
-}
-
-/// Records the controller quorum as Kafka reports it; on failure the last record stands (the
-/// brokers just answered, so this is a passing hiccup, not worth a condition).
-async fn observe_quorum(ctx: &Context, bootstrap: Option<&str>, kafka_status: &mut KafkaStatus) {
-    let Some(bootstrap) = bootstrap else {
-        return;
-    };
-    let observed = async { quorum::observe(&ctx.kafka.client(bootstrap).await?).await };
-    match observed.await {
-        Ok(q) => kafka_status.quorum = Some(q),
-        Err(e) => tracing::debug!(error = %e, "cannot read the controller quorum"),
-    }
-}
-
-/// Turns the static quorum of a ready cluster dynamic where its Kafka version can (see
-/// [`quorum::migrate`]); the next reconciliation then rolls every node onto
-/// `controller.quorum.bootstrap.servers`. Where it cannot, a warning says why and the quorum
-/// stays static. `true` while the migration is due but not done.
-async fn migrate_static_quorum(
-    ctx: &Context,
-    kafka: &Kafka,
-    version: &str,
-    bootstrap: Option<&str>,
-    kafka_status: &mut KafkaStatus,
-    warnings: &mut Vec<Warning>,
-) -> bool {
-    if quorum::mode(kafka_status) != kraft::QuorumMode::Static {
-        return false;
-    }
-    if !quorum::can_migrate(version) {
-        warnings.push(Warning::new(
-            Reason::QuorumMigrationUnsupported,
-            format!(
-                "the controller quorum is static and Kafka {version} cannot make it dynamic (Kafka 4.1 and later can): controllers are added or removed only by restarting every node; upgrade Kafka, or set the annotation {}=static to keep it static without this warning",
-                names::CONTROLLER_QUORUM
-            ),
-        ));
-        return false;
-    }
-    let Some(bootstrap) = bootstrap else {
-        return true;
-    };
-    let migrated = async { quorum::migrate(&ctx.kafka.client(bootstrap).await?).await };
-    match migrated.await {
-        Ok(now) => {
-            if now {
-                tracing::info!("controller quorum made dynamic");
-                ctx.events.about(
-kafka,
-                    false,
-                    "QuorumMigrated",
-                    "Quorum",
-                    "the controller quorum is dynamic now (kraft.version 1): every node restarts, one at a time, to find it through controller.quorum.bootstrap.servers".to_owned(),
-                );
-            }
-            quorum::record_dynamic(kafka_status);
-            false
-        }
-        Err(e) => {
-            ctx.kafka.forget(bootstrap);
-            warnings.push(Warning::new(
-                Reason::QuorumMigrationPending,
-                format!("the static controller quorum is not made dynamic yet: {e}; retried"),
-            ));
-            true
-        }
     }
 }
 
