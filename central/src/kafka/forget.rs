@@ -144,13 +144,14 @@ pub fn operation_name(kafka: &str, alias: &str) -> String {
     format!("{kafka}-forget-{alias}")
 }
 
-/// Makes sure each forgotten cluster has its operation, and reports on it. Returns the
-/// clusters whose operation has completed: their nodes can go.
+/// Makes sure each forgotten cluster has its operation (among `kafka`'s operations `ops`),
+/// and reports on it. Returns the clusters whose operation has completed: their nodes can go.
 pub async fn ensure_operations(
     ctx: &super::context::Context,
     kafka: &Kafka,
     forgotten: &BTreeSet<String>,
     lost: &[Lost],
+    ops: &[KafkaOperation],
     warnings: &mut Vec<Warning>,
 ) -> Result<BTreeSet<String>, Error> {
     let api: Api<KafkaOperation> =
@@ -163,12 +164,20 @@ pub async fn ensure_operations(
             .filter(|l| l.alias == *alias)
             .flat_map(|l| l.ids.iter().copied())
             .collect();
-        let Some(op) = api.get_opt(&name).await? else {
-            api.create(
-                &PostParams::default(),
-                &operation(kafka, alias, &name, &ids),
-            )
-            .await?;
+        let Some(op) = ops.iter().find(|o| o.name_any() == name) else {
+            match api
+                .create(
+                    &PostParams::default(),
+                    &operation(kafka, alias, &name, &ids),
+                )
+                .await
+            {
+                // Made meanwhile, or without the label that lists it: looked at next time.
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                created => {
+                    created?;
+                }
+            }
             tracing::info!(operation = %name, cluster = %alias, ?ids, "forgotten cluster: operation created");
             warnings.push(forgetting(alias, &ids, &name, "created"));
             continue;

@@ -12,6 +12,7 @@ pub mod forget;
 pub mod metrics;
 pub mod move_drains;
 pub mod moving;
+pub mod operations;
 pub mod quorum;
 pub mod reconcile;
 pub mod recover;

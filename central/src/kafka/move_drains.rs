@@ -17,7 +17,7 @@ use k8s_openapi::jiff::Timestamp;
 use kstretch_api::condition::READY;
 use kstretch_api::operation::{Drain, KafkaOperationSpec, phase};
 use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, names};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::context::Context;
@@ -230,25 +230,19 @@ pub fn pool_moves(
         .collect()
 }
 
-/// Reads `kafka`'s move operations, decides, and does what was decided; the moves that wait
-/// for the user are added to `warnings`.
+/// Decides from the move operations among `kafka`'s operations `listed`, and does what was
+/// decided; the moves that wait for the user are added to `warnings`.
 pub async fn ensure(
     ctx: &Context,
     kafka: &Kafka,
     pools: &[&KafkaNodePool],
     moves: &[PoolMove],
+    listed: &[KafkaOperation],
     warnings: &mut Vec<Warning>,
 ) -> Result<(), Error> {
     let api: Api<KafkaOperation> =
         Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
-    let of_pools = ListParams::default().labels(&format!(
-        "{}={},{}",
-        names::CLUSTER,
-        kafka.name_any(),
-        names::POOL_NAME
-    ));
-    let listed = api.list(&of_pools).await?;
-    let ops: Vec<MoveOperation> = listed.items.iter().filter_map(read).collect();
+    let ops: Vec<MoveOperation> = listed.iter().filter_map(read).collect();
     let decision = decide(&kafka.name_any(), moves, &ops);
     warnings.extend(decision.stalled);
     for step in decision.steps {

@@ -9,12 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kstretch_api::operation::phase;
-use kstretch_api::{Kafka, KafkaOperation, KafkaStatus, names};
+use kstretch_api::{KafkaOperation, KafkaStatus};
 use kstretch_core::node_ids::Role;
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
 
-use super::context::Context;
 use super::resolve::Resolved;
 use crate::kafka::warning::{Reason, Warning};
 
@@ -166,27 +163,17 @@ fn needed(
     needed
 }
 
-/// The brokers that drains of this `Kafka` which have not ended name (a drain still removes
-/// its throttle from them at the end).
-pub async fn in_running_drains(ctx: &Context, kafka: &Kafka) -> Result<BTreeSet<i32>, String> {
-    let api: Api<KafkaOperation> =
-        Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
-    let same_kafka =
-        ListParams::default().labels(&format!("{}={}", names::CLUSTER, kafka.name_any()));
-    let ops = api
-        .list(&same_kafka)
-        .await
-        .map_err(|e| format!("cannot list its operations: {e}"))?;
-    Ok(ops
-        .items
-        .iter()
+/// The brokers that drains among a `Kafka`'s operations `ops` which have not ended name (a
+/// drain still removes its throttle from them at the end).
+pub fn in_running_drains(ops: &[KafkaOperation]) -> BTreeSet<i32> {
+    ops.iter()
         .filter(|o| {
             let p = o.status.as_ref().and_then(|s| s.phase.as_deref());
             !phase::ended(p) && p != Some(phase::REFUSED)
         })
         .filter_map(|o| o.spec.drain.as_ref())
         .flat_map(|d| d.node_ids.iter().copied())
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

@@ -10,11 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::operation::{KafkaOperationStatus, QuorumRecoveryStatus, phase};
-use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, QuorumStatus, names};
+use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, QuorumStatus};
 use kstretch_core::kraft::{self, recovery};
 use kstretch_kadmin::AdminClient;
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use super::build::Built;
@@ -100,23 +99,16 @@ pub fn majority_lost<'a>(
     ))
 }
 
-/// The running recovery of `kafka` (the oldest, should there be two), if any.
-pub async fn running(ctx: &Context, kafka: &Kafka) -> Result<Option<Recovering>, Error> {
-    let api: Api<KafkaOperation> =
-        Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
-    let of_kafka =
-        ListParams::default().labels(&format!("{}={}", names::CLUSTER, kafka.name_any()));
-    let running = api
-        .list(&of_kafka)
-        .await?
-        .items
-        .into_iter()
+/// The running recovery among a `Kafka`'s operations `ops` (the oldest, should there be two),
+/// if any.
+pub fn running(ops: &[KafkaOperation]) -> Option<Recovering> {
+    ops.iter()
         .filter(|o| o.spec.recover_quorum.is_some())
         .filter_map(|op| {
             let status = op.status.clone()?;
             let recovery = status.recovery.clone()?;
-            (status.phase.as_deref() == Some(phase::RUNNING)).then_some(Recovering {
-                op,
+            (status.phase.as_deref() == Some(phase::RUNNING)).then(|| Recovering {
+                op: op.clone(),
                 status,
                 recovery,
             })
@@ -126,8 +118,7 @@ pub async fn running(ctx: &Context, kafka: &Kafka) -> Result<Option<Recovering>,
                 r.op.metadata.creation_timestamp.clone().map(|t| t.0),
                 r.op.name_any(),
             )
-        });
-    Ok(running)
+        })
 }
 
 /// Whether the survivor's pod must carry the tool: until the pod restarted for it has been
@@ -572,6 +563,60 @@ async fn say(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn op(
+        name: &str,
+        created: &str,
+        spec: serde_json::Value,
+        status: serde_json::Value,
+    ) -> KafkaOperation {
+        serde_json::from_value(json!({
+            "apiVersion": "kstretch.io/v1alpha1",
+            "kind": "KafkaOperation",
+            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+            "spec": spec,
+            "status": status,
+        }))
+        .expect("an operation")
+    }
+
+    #[test]
+    fn the_oldest_running_recovery_among_the_operations_is_the_one() {
+        let recovery = |node: i32| json!({"nodeId": node, "cluster": "alpha", "pod": "k-a-0"});
+        let in_progress = |node: i32| json!({"phase": "Running", "recovery": recovery(node)});
+        let ops = [
+            op(
+                "drain",
+                "2026-01-01T00:00:00Z",
+                json!({"drain": {"nodeIds": [1]}}),
+                json!({"phase": "Running"}),
+            ),
+            op(
+                "newer",
+                "2026-01-03T00:00:00Z",
+                json!({"recoverQuorum": {"nodeId": 2}}),
+                in_progress(2),
+            ),
+            op(
+                "older",
+                "2026-01-02T00:00:00Z",
+                json!({"recoverQuorum": {"nodeId": 0}}),
+                in_progress(0),
+            ),
+            op(
+                "done",
+                "2026-01-01T00:00:00Z",
+                json!({"recoverQuorum": {"nodeId": 1}}),
+                json!({"phase": "Completed", "recovery": recovery(1)}),
+            ),
+        ];
+        let r = running(&ops).expect("a running recovery");
+        assert_eq!(
+            (r.op.name_any(), r.recovery.node_id),
+            ("older".to_owned(), 0)
+        );
+        assert!(running(&ops[3..]).is_none());
+    }
 
     #[test]
     fn the_tool_stays_until_the_restarted_pod_is_replaced() {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
-use kstretch_api::{Kafka, KafkaStatus, names};
+use kstretch_api::{Kafka, KafkaOperation, KafkaStatus, names};
 use kstretch_core::kraft;
 use kstretch_core::node_ids::{Assignments, Role};
 use kube::ResourceExt;
@@ -37,7 +37,7 @@ pub(super) async fn guard(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     let leaving = moving::leaving_brokers(&plan.resolved, &plan.connected);
     let read = Read::of(
         ctx,
-        kafka,
+        &plan.operations,
         plan.bootstrap.as_deref(),
         removals
             .values()
@@ -50,7 +50,7 @@ pub(super) async fn guard(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     .await;
     decide(plan, &pass.status, &removals, &read, &mut pass.warnings);
     match too_long_pod_name(kafka, &plan.resolved, &plan.ids) {
-        Some(message) => pass.refused(Refusal::NameTooLong.as_str(), &message).await,
+        Some(message) => pass.refused(Refusal::NameTooLong.as_str(), &message),
         None => Ok(ControlFlow::Continue(())),
     }
 }
@@ -67,10 +67,10 @@ struct Read {
 }
 
 impl Read {
-    /// Reads what `brokers` hold, and (with `drains`) which drains run.
+    /// Reads what `brokers` hold, and (with `drains`) which drains among `ops` run.
     async fn of(
         ctx: &Context,
-        kafka: &Kafka,
+        ops: &[KafkaOperation],
         bootstrap: Option<&str>,
         brokers: BTreeSet<i32>,
         drains: bool,
@@ -84,7 +84,7 @@ impl Read {
                 .map_err(|e| e.to_string())
         };
         let in_drains = if drains {
-            moving::in_running_drains(ctx, kafka).await
+            Ok(moving::in_running_drains(ops))
         } else {
             Ok(BTreeSet::new())
         };

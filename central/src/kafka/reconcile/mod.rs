@@ -4,14 +4,14 @@
 //! objects, built purely, handed to the agents) → [`pools`] (the pools' statuses) →
 //! [`kafka_side`] (the quorum, one pod rolled, removed nodes unregistered) → [`report`] (the
 //! `Kafka`'s status and when to look again). A stage that ends the reconciliation early says
-//! with which [`Action`]; a refusal ([`refuse`]) is one such end.
+//! how ([`pass::End`]): a refusal ([`refuse`]), carried out here, or a wait.
 
 /// The value of a stage that goes on; else the caller (a stage too) ends where the stage did.
 macro_rules! proceed {
     ($flow:expr) => {
         match $flow? {
             std::ops::ControlFlow::Continue(value) => value,
-            std::ops::ControlFlow::Break(action) => return Ok(std::ops::ControlFlow::Break(action)),
+            std::ops::ControlFlow::Break(end) => return Ok(std::ops::ControlFlow::Break(end)),
         }
     };
 }
@@ -35,7 +35,7 @@ use kstretch_api::{Kafka, names};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use self::pass::{BUSY_REQUEUE, Flow, Pass};
+use self::pass::{BUSY_REQUEUE, End, Flow, Pass};
 use crate::error::Error;
 use crate::kafka::context::{Context, owner_of};
 use crate::kafka::resolve;
@@ -113,7 +113,10 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
             warnings: Vec::new(),
         };
         let action = match stages(&mut pass).await? {
-            ControlFlow::Continue(action) | ControlFlow::Break(action) => action,
+            ControlFlow::Continue(action) | ControlFlow::Break(End::Wait(action)) => action,
+            ControlFlow::Break(End::Refused { reason, message }) => {
+                pass.refuse(reason, &message).await?
+            }
         };
         (pass.status, action)
     };

@@ -45,8 +45,20 @@ pub(super) struct Pass<'a> {
     pub(super) warnings: Vec<Warning>,
 }
 
-/// What a stage gives the next one, or the [`Action`] that ends the reconciliation here.
-pub(super) type Flow<T> = Result<ControlFlow<Action, T>, Error>;
+/// What a stage gives the next one, or how the reconciliation ends here.
+pub(super) type Flow<T> = Result<ControlFlow<End, T>, Error>;
+
+/// How a pass that stops early ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum End {
+    /// The `Kafka` cannot be used as it is; `reason` is one stable string of a typed cause.
+    Refused {
+        reason: &'static str,
+        message: String,
+    },
+    /// It waits for something (a new cluster's ID stored, agents' reports, objects applied).
+    Wait(Action),
+}
 
 pub use crate::owned::keep_or_retain;
 

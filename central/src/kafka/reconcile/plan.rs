@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
-use kstretch_api::Kafka;
+use kstretch_api::{Kafka, KafkaOperation};
 use kstretch_core::kraft::{self, REPLICATION_LISTENER};
 use kstretch_core::node_ids::{self, Assignments, Role};
 use kstretch_core::versions::Target;
@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::pass::{
-    BUSY_REQUEUE, Flow, Pass, PoolIdsByName, RolesByName, address_nodes, keep_or_retain,
+    BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, RolesByName, address_nodes, keep_or_retain,
     random_uuid,
 };
 use super::refuse::Refusal;
@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::kafka::adopt::{self, Adoption};
 use crate::kafka::context::Context;
 use crate::kafka::forget::{self, Lost};
+use crate::kafka::operations;
 use crate::kafka::quorum;
 use crate::kafka::recover::{self, Recovering};
 use crate::kafka::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Resolved};
@@ -58,6 +59,8 @@ pub(super) struct Plan {
     pub(super) clients_ca: pki::Ca,
     /// Set by [`super::guard`]: per pool, the leaving nodes kept while their replicas move.
     pub(super) draining: BTreeMap<String, BTreeSet<i32>>,
+    /// The `Kafka`'s operations, listed once for this pass.
+    pub(super) operations: Vec<KafkaOperation>,
 }
 
 /// The plan of this reconciliation, or its refusal.
@@ -74,11 +77,12 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         clients_ca,
         admin_tls,
     } = proceed!(secrets(pass).await);
+    let operations = operations::list(&pass.ctx.client, pass.kafka).await?;
     // A quorum recovery exists only for a Kafka that forgot a cluster holding its majority.
     let recovering = if forgotten.is_empty() {
         None
     } else {
-        recover::running(pass.ctx, pass.kafka).await?
+        recover::running(&operations)
     };
     // Without a quorum nothing in Kafka can change: what needs the controller waits instead of
     // timing out, and the `Kafka` says what to do.
@@ -89,7 +93,7 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         Ok(a) => a,
         Err(e) => {
             let message = e.to_string();
-            return pass.refused(e.reason(), &message).await;
+            return pass.refused(e.reason(), &message);
         }
     };
     let lost = forget::split(&mut resolved, &mut assignments, &forgotten);
@@ -126,6 +130,7 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         ca,
         clients_ca,
         draining: BTreeMap::new(),
+        operations,
     }))
 }
 
@@ -156,34 +161,30 @@ async fn asked(pass: &mut Pass<'_>, connected: &BTreeSet<String>) -> Flow<Asked>
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            return pass.refused(reason, &message).await;
+            return pass.refused(reason, &message);
         }
     };
     let forgotten = match forget::forgotten(kafka, &ctx.members) {
         Ok(f) => f,
         Err(message) => {
-            return pass
-                .refused(Refusal::InvalidAnnotation.as_str(), &message)
-                .await;
+            return pass.refused(Refusal::InvalidAnnotation.as_str(), &message);
         }
     };
     if let Some(action) = adopt_what_runs(pass, &mut resolved, &forgotten).await? {
-        return Ok(ControlFlow::Break(action));
+        return Ok(ControlFlow::Break(End::Wait(action)));
     }
     // Refused before anything is built: a version Kafka cannot take never reaches a pod.
     let target = match version::target(kafka, &pass.status) {
         Ok(target) => target,
         Err(e) => {
             let message = e.to_string();
-            return pass.refused(e.reason(), &message).await;
+            return pass.refused(e.reason(), &message);
         }
     };
     let wanted_quorum = match quorum::wanted(kafka) {
         Ok(mode) => mode,
         Err(message) => {
-            return pass
-                .refused(Refusal::InvalidAnnotation.as_str(), &message)
-                .await;
+            return pass.refused(Refusal::InvalidAnnotation.as_str(), &message);
         }
     };
     Ok(ControlFlow::Continue(Asked {
@@ -205,7 +206,7 @@ struct Secrets {
 async fn secrets(pass: &mut Pass<'_>) -> Flow<Secrets> {
     let (ca, clients_ca) = match both_cas(&pass.ctx.client, pass.kafka).await {
         Ok(cas) => cas,
-        Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message).await,
+        Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message),
         Err(CertError::Kube(e)) => return Err(e.into()),
     };
     let namespace = pass.kafka.namespace().unwrap_or_default();
@@ -217,12 +218,10 @@ async fn secrets(pass: &mut Pass<'_>) -> Flow<Secrets> {
             .tls_for(&namespace, &pass.kafka.name_any(), &ca)
         {
             Ok(tls) => Some(tls),
-            Err(r) => return pass.refused(r.reason, &r.message).await,
+            Err(r) => return pass.refused(r.reason, &r.message),
         },
         Err(message) => {
-            return pass
-                .refused(Refusal::InvalidAnnotation.as_str(), &message)
-                .await;
+            return pass.refused(Refusal::InvalidAnnotation.as_str(), &message);
         }
     };
     Ok(ControlFlow::Continue(Secrets {
@@ -256,7 +255,7 @@ async fn cluster_id(
             if wanted_quorum == kraft::QuorumMode::Dynamic {
                 quorum::start_dynamic(&mut pass.status, desired_controllers, random_uuid);
             }
-            return Ok(ControlFlow::Break(Action::requeue(BUSY_REQUEUE)));
+            return Ok(ControlFlow::Break(End::Wait(Action::requeue(BUSY_REQUEUE))));
         }
     };
     pass.status.cluster_id = Some(cluster_id.clone());
@@ -271,9 +270,7 @@ async fn cluster_id(
             pool.cluster_id.as_deref().unwrap_or_default(),
             pass.kafka.name_any()
         );
-        return pass
-            .refused(Refusal::ClusterIdMismatch.as_str(), &message)
-            .await;
+        return pass.refused(Refusal::ClusterIdMismatch.as_str(), &message);
     }
     Ok(ControlFlow::Continue(cluster_id))
 }

@@ -35,6 +35,7 @@ pub(super) async fn record(pass: &mut Pass<'_>, plan: &Plan) -> Result<BTreeSet<
             pass.kafka,
             &plan.forgotten,
             &plan.lost,
+            &plan.operations,
             &mut pass.warnings,
         )
         .await?

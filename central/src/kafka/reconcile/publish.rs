@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use kstretch_api::Kafka;
 use kube::ResourceExt;
 
-use super::pass::{BUSY_REQUEUE, Flow, Pass, PoolIdsByName, address_nodes, keep_or_retain};
+use super::pass::{BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, address_nodes, keep_or_retain};
 use super::plan::Plan;
 use crate::budget;
 use crate::error::Error;
@@ -106,9 +106,9 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
         &pass.warnings,
         &pass.now,
     );
-    Ok(ControlFlow::Break(
+    Ok(ControlFlow::Break(End::Wait(
         kube::runtime::controller::Action::requeue(BUSY_REQUEUE),
-    ))
+    )))
 }
 
 /// Every node's certificate, for every address it now has, and the objects built with them.
@@ -127,7 +127,7 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
         Ok(hosts) => hosts,
         Err(e) => {
             let message = e.to_string();
-            return pass.refused(e.reason(), &message).await;
+            return pass.refused(e.reason(), &message);
         }
     };
     let clients_trusted = model
@@ -144,14 +144,14 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
     .await
     {
         Ok(certs) => certs,
-        Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message).await,
+        Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message),
         Err(CertError::Kube(e)) => return Err(e.into()),
     };
     match build::build(kafka, effective, &plan.ids, model, &certs, &initial_voters) {
         Ok(built) => Ok(ControlFlow::Continue(built)),
         Err(e) => {
             let message = e.to_string();
-            pass.refused(e.reason(), &message).await
+            pass.refused(e.reason(), &message)
         }
     }
 }

@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 
 use kube::runtime::controller::Action;
 
-use super::pass::{Flow, Pass, REFUSED_RECHECK, keep_or_retain};
+use super::pass::{End, Flow, Pass, REFUSED_RECHECK, keep_or_retain};
 use crate::error::Error;
 use crate::kafka::status;
 
@@ -34,11 +34,21 @@ impl Refusal {
 
 impl Pass<'_> {
     /// Ends the reconciliation with a refusal; `reason` is one stable string of a typed cause.
-    pub(super) async fn refused<T>(&mut self, reason: &'static str, message: &str) -> Flow<T> {
-        Ok(ControlFlow::Break(self.refuse(reason, message).await?))
+    /// It is carried out where the pass ends ([`Pass::refuse`]).
+    pub(super) fn refused<T>(&self, reason: &'static str, message: &str) -> Flow<T> {
+        Ok(ControlFlow::Break(End::Refused {
+            reason,
+            message: message.to_owned(),
+        }))
     }
 
-    async fn refuse(&mut self, reason: &'static str, message: &str) -> Result<Action, Error> {
+    /// Carries out a refusal: the `Kafka`'s status says it (written with the pass's one
+    /// write), its pools' statuses too, one Event, and the member clusters keep what they have.
+    pub(super) async fn refuse(
+        &mut self,
+        reason: &'static str,
+        message: &str,
+    ) -> Result<Action, Error> {
         let ctx = self.ctx;
         tracing::warn!(%reason, %message, "Kafka cannot be reconciled as it is");
         ctx.metrics.invalid(reason);

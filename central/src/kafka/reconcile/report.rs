@@ -168,7 +168,15 @@ async fn when_ready(
 ) -> Result<bool, Error> {
     let (ctx, kafka) = (pass.ctx, pass.kafka);
     let moves = move_drains::pool_moves(&plan.resolved, &plan.draining);
-    move_drains::ensure(ctx, kafka, &pass.pools, &moves, &mut pass.warnings).await?;
+    move_drains::ensure(
+        ctx,
+        kafka,
+        &pass.pools,
+        &moves,
+        &plan.operations,
+        &mut pass.warnings,
+    )
+    .await?;
     let WhenReady {
         quorum,
         confined,
