@@ -144,19 +144,25 @@ pub fn operation_name(kafka: &str, alias: &str) -> String {
     format!("{kafka}-forget-{alias}")
 }
 
-/// Makes sure each forgotten cluster has its operation (among `kafka`'s operations `ops`),
-/// and reports on it. Returns the clusters whose operation has completed: their nodes can go.
-pub async fn ensure_operations(
-    ctx: &super::context::Context,
+/// What the forgets of lost clusters need this pass.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Forgets {
+    /// The operations to create (a forgotten cluster without one).
+    pub create: Vec<KafkaOperation>,
+    /// The clusters whose operation has completed: their nodes can go.
+    pub done: BTreeSet<String>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Each forgotten cluster's operation among `kafka`'s operations `ops`, or the one to create,
+/// and what each says (pure).
+pub fn decide(
     kafka: &Kafka,
     forgotten: &BTreeSet<String>,
     lost: &[Lost],
     ops: &[KafkaOperation],
-    warnings: &mut Vec<Warning>,
-) -> Result<BTreeSet<String>, Error> {
-    let api: Api<KafkaOperation> =
-        Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
-    let mut done = BTreeSet::new();
+) -> Forgets {
+    let mut out = Forgets::default();
     for alias in forgotten {
         let name = operation_name(&kafka.name_any(), alias);
         let ids: BTreeSet<i32> = lost
@@ -165,21 +171,8 @@ pub async fn ensure_operations(
             .flat_map(|l| l.ids.iter().copied())
             .collect();
         let Some(op) = ops.iter().find(|o| o.name_any() == name) else {
-            match api
-                .create(
-                    &PostParams::default(),
-                    &operation(kafka, alias, &name, &ids),
-                )
-                .await
-            {
-                // Made meanwhile, or without the label that lists it: looked at next time.
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                created => {
-                    created?;
-                }
-            }
-            tracing::info!(operation = %name, cluster = %alias, ?ids, "forgotten cluster: operation created");
-            warnings.push(forgetting(alias, &ids, &name, "created"));
+            out.create.push(operation(kafka, alias, &name, &ids));
+            out.warnings.push(forgetting(alias, &ids, &name, "created"));
             continue;
         };
         let status = op.status.clone().unwrap_or_default();
@@ -191,14 +184,14 @@ pub async fn ensure_operations(
             .unwrap_or_default();
         match status.phase.as_deref() {
             Some(phase::COMPLETED) => {
-                done.insert(alias.clone());
+                out.done.insert(alias.clone());
                 let offline: Vec<&String> = status
                     .plan
                     .iter()
                     .flat_map(|p| p.left_alone.iter())
                     .collect();
                 if !offline.is_empty() {
-                    warnings.push(Warning::new(
+                    out.warnings.push(Warning::new(
                         Reason::PartitionsLost,
                         format!(
                             "partitions offline since cluster {alias} was lost (every in-sync replica was there; nothing can restore their data): {offline:?}; delete and recreate those topics, or restore them from a backup"
@@ -206,14 +199,14 @@ pub async fn ensure_operations(
                     ));
                 }
             }
-            p @ (Some(phase::ABORTED) | Some(phase::REFUSED)) => warnings.push(Warning::new(
+            p @ (Some(phase::ABORTED) | Some(phase::REFUSED)) => out.warnings.push(Warning::new(
                 Reason::ForgetStalled,
                 format!(
                     "operation {name}, which replaces the replicas lost with cluster {alias}, is {} ({said}); delete it to plan again once the cause is mended",
                     p.unwrap_or_default()
                 ),
             )),
-            p => warnings.push(forgetting(
+            p => out.warnings.push(forgetting(
                 alias,
                 &ids,
                 &name,
@@ -221,7 +214,30 @@ pub async fn ensure_operations(
             )),
         }
     }
-    Ok(done)
+    out
+}
+
+/// Creates the operations [`decide`] asked for.
+pub async fn create(client: &kube::Client, ops: &[KafkaOperation]) -> Result<(), Error> {
+    for op in ops {
+        let api: Api<KafkaOperation> =
+            Api::namespaced(client.clone(), &op.namespace().unwrap_or_default());
+        match api.create(&PostParams::default(), op).await {
+            // Made meanwhile, or without the label that lists it: looked at next time.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            created => {
+                created?;
+                let forget = op.spec.forget.as_ref();
+                tracing::info!(
+                    operation = %op.name_any(),
+                    cluster = ?forget.map(|f| &f.cluster),
+                    ids = ?forget.map(|f| &f.node_ids),
+                    "forgotten cluster: operation created"
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 fn forgetting(alias: &str, ids: &BTreeSet<i32>, name: &str, progress: &str) -> Warning {
@@ -316,6 +332,56 @@ mod tests {
         );
         let e = forgotten(&with("alpha"), &members).unwrap_err();
         assert!(e.contains("central's own cluster"), "{e}");
+    }
+
+    fn forget_op(alias: &str, status: serde_json::Value) -> KafkaOperation {
+        let mut op = operation(
+            &fixtures::kafka(json!({})),
+            alias,
+            &operation_name("my-cluster", alias),
+            &BTreeSet::from([3]),
+        );
+        op.status = Some(serde_json::from_value(status).unwrap());
+        op
+    }
+
+    #[test]
+    fn a_forgotten_cluster_gets_its_operation_and_its_nodes_go_once_it_completed() {
+        let kafka = fixtures::kafka(json!({}));
+        let lost = [Lost {
+            pool: "b".into(),
+            alias: "beta".into(),
+            ids: BTreeSet::from([3]),
+        }];
+        let forgotten = BTreeSet::from(["beta".to_owned()]);
+        let first = decide(&kafka, &forgotten, &lost, &[]);
+        assert_eq!(first.create.len(), 1);
+        assert_eq!(first.create[0].name_any(), "my-cluster-forget-beta");
+        assert_eq!(first.create[0].spec.forget.as_ref().unwrap().node_ids, [3]);
+        assert!(first.done.is_empty());
+        assert_eq!(first.warnings[0].reason, Reason::ClusterForgotten);
+        // Running: the nodes wait, and the warning says how far it is.
+        let running = forget_op(
+            "beta",
+            json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "False", "message": "2 partitions left"}]}),
+        );
+        let waiting = decide(&kafka, &forgotten, &lost, std::slice::from_ref(&running));
+        assert!(waiting.create.is_empty() && waiting.done.is_empty());
+        assert!(
+            waiting.warnings[0]
+                .message
+                .contains("(Running: 2 partitions left)"),
+            "{}",
+            waiting.warnings[0].message
+        );
+        let refused = forget_op("beta", json!({"phase": "Refused"}));
+        let stalled = decide(&kafka, &forgotten, &lost, &[refused]);
+        assert_eq!(stalled.warnings[0].reason, Reason::ForgetStalled);
+        let completed = forget_op("beta", json!({"phase": "Completed"}));
+        let done = decide(&kafka, &forgotten, &lost, &[completed]);
+        assert_eq!(done.done, forgotten);
+        assert!(done.warnings.is_empty());
     }
 
     fn placed(name: &str, replicas: i32, alias: &str, status: serde_json::Value) -> KafkaNodePool {

@@ -184,6 +184,7 @@ fn tool_container(image: &str, dir: &str, node_id: i32, mounts: Value) -> Value 
 }
 
 /// One step of the recovery; returns what it waits for (the quorum is busy until it is done).
+/// Each turn reads (the survivor as central sees it, then Kafka), decides purely, and acts.
 pub async fn advance(
     ctx: &Context,
     kafka: &Kafka,
@@ -193,66 +194,101 @@ pub async fn advance(
     kafka_status: &mut KafkaStatus,
 ) -> Result<String, Error> {
     let rec = &r.recovery;
-    let Some(node) = views.iter().find(|n| n.id == rec.node_id) else {
-        let why = format!(
-            "node {} is not among the nodes central runs for Kafka {}; was its pool deleted or moved?",
-            rec.node_id,
-            kafka.name_any()
-        );
-        return say(ctx, r, r.status.clone(), "SurvivorNotRunning", why).await;
-    };
-    if !node.connected {
-        let why = format!(
-            "waiting for the agent of cluster {} to connect",
-            rec.cluster
-        );
-        return say(ctx, r, r.status.clone(), "Recovering", why).await;
-    }
-    let image = ctx
+    let node = views.iter().find(|n| n.id == rec.node_id);
+    let image_known = ctx
         .agents
         .get(&rec.cluster)
-        .map(|a| a.image)
-        .filter(|i| !i.is_empty());
-    if image.is_none() {
-        let why = format!(
-            "the agent of cluster {} did not say which image it runs (its --image, which the agent chart sets): the recovery runs in a container of that image; start the agent with it",
-            rec.cluster
-        );
-        return say(ctx, r, r.status.clone(), "AgentImageUnknown", why).await;
+        .is_some_and(|a| !a.image.is_empty());
+    match before(&kafka.name_any(), r, node, image_known) {
+        Before::Wait { reason, why } => say(ctx, r, r.status.clone(), reason, why).await,
+        Before::Restart { status, uid, why } => {
+            // Recorded before it happens: a central that restarts meanwhile does not restart
+            // the recovered pod again. Asking again until it is replaced is harmless (the
+            // agent deletes only that UID) and mends a restart that was lost.
+            say(ctx, r, *status, "Recovering", why.clone()).await?;
+            restart(ctx, kafka, rec, &uid).await;
+            Ok(why)
+        }
+        Before::Finish => finish(ctx, kafka, r, bootstrap, kafka_status).await,
     }
-    let reported = node.reported.as_ref();
-    match (&rec.restarted_pod_uid, reported) {
-        (None, _) if !node.applied => {
-            let why = format!(
+}
+
+/// Where a recovery stands before Kafka is asked anything.
+#[derive(Debug, Clone, PartialEq)]
+enum Before {
+    /// It waits; the operation says why.
+    Wait { reason: &'static str, why: String },
+    /// Restart the survivor's pod `uid` once the operation records `status`, then wait.
+    Restart {
+        status: Box<KafkaOperationStatus>,
+        uid: String,
+        why: String,
+    },
+    /// The pod runs again with the recovery: Kafka is asked how far it got.
+    Finish,
+}
+
+/// Decides from the survivor's `node` as central sees it, and whether its agent said which
+/// image it runs (the tool's) (pure).
+fn before(kafka: &str, r: &Recovering, node: Option<&NodeView>, image_known: bool) -> Before {
+    let rec = &r.recovery;
+    let wait = |reason, why| Before::Wait { reason, why };
+    let Some(node) = node else {
+        return wait(
+            "SurvivorNotRunning",
+            format!(
+                "node {} is not among the nodes central runs for Kafka {kafka}; was its pool deleted or moved?",
+                rec.node_id
+            ),
+        );
+    };
+    if !node.connected {
+        return wait(
+            "Recovering",
+            format!(
+                "waiting for the agent of cluster {} to connect",
+                rec.cluster
+            ),
+        );
+    }
+    if !image_known {
+        return wait(
+            "AgentImageUnknown",
+            format!(
+                "the agent of cluster {} did not say which image it runs (its --image, which the agent chart sets): the recovery runs in a container of that image; start the agent with it",
+                rec.cluster
+            ),
+        );
+    }
+    match (&rec.restarted_pod_uid, node.reported.as_ref()) {
+        (None, _) if !node.applied => wait(
+            "Recovering",
+            format!(
                 "waiting for cluster {} to apply pod {} with the recovery",
                 rec.cluster, rec.pod
-            );
-            say(ctx, r, r.status.clone(), "Recovering", why).await
-        }
-        (None, None) | (Some(_), None) => {
-            let why = format!("waiting for pod {} to exist", rec.pod);
-            say(ctx, r, r.status.clone(), "Recovering", why).await
-        }
+            ),
+        ),
+        (_, None) => wait(
+            "Recovering",
+            format!("waiting for pod {} to exist", rec.pod),
+        ),
         (None, Some(pod)) => {
-            // Recorded before it happens: a central that restarts meanwhile does not restart
-            // the recovered pod again.
             let mut status = r.status.clone();
             if let Some(s) = status.recovery.as_mut() {
                 s.restarted_pod_uid = Some(pod.uid.clone());
             }
-            let why = format!("restarting pod {} to run the recovery", rec.pod);
-            say(ctx, r, status, "Recovering", why.clone()).await?;
-            restart(ctx, kafka, rec, &pod.uid).await;
-            Ok(why)
+            Before::Restart {
+                status: Box::new(status),
+                uid: pod.uid.clone(),
+                why: format!("restarting pod {} to run the recovery", rec.pod),
+            }
         }
-        (Some(old), Some(pod)) if pod.uid == *old => {
-            // Until the pod is replaced; the agent deletes only that UID, so asking again is
-            // harmless, and it mends a restart that was lost.
-            restart(ctx, kafka, rec, old).await;
-            let why = format!("waiting for pod {} to be replaced", rec.pod);
-            say(ctx, r, r.status.clone(), "Recovering", why).await
-        }
-        (Some(_), Some(_)) => finish(ctx, kafka, r, bootstrap, kafka_status).await,
+        (Some(old), Some(pod)) if pod.uid == *old => Before::Restart {
+            status: Box::new(r.status.clone()),
+            uid: old.clone(),
+            why: format!("waiting for pod {} to be replaced", rec.pod),
+        },
+        (Some(_), Some(_)) => Before::Finish,
     }
 }
 
@@ -283,7 +319,11 @@ async fn finish(
 ) -> Result<String, Error> {
     let rec = &r.recovery;
     let written = pod_says(ctx, kafka, rec);
-    let (admin, seen) = match leading_alone(ctx, rec.node_id, bootstrap).await {
+    let seen = read_quorum(ctx, bootstrap).await;
+    let (admin, seen) = match seen.and_then(|(admin, seen)| {
+        leads_alone(rec.node_id, &seen)?;
+        Ok((admin, seen))
+    }) {
         Ok(led) => led,
         Err(what) => {
             let mut why = format!(
@@ -297,20 +337,53 @@ async fn finish(
         }
     };
     kafka_status.quorum = Some(seen);
-    match elect(kafka, r, &admin).await {
-        Ok((elected, lost)) => complete(ctx, kafka, r, elected, &lost, written).await,
-        Err((status, what)) => {
-            let why = format!("node {} leads the quorum alone; {what}", rec.node_id);
-            say(ctx, r, status, "Recovering", why).await
+    let forgotten = kafka.forgotten_clusters();
+    let decided = steps::observe(&admin)
+        .await
+        .map_err(|e| format!("cannot read the partitions: {e}"))
+        .and_then(|observed| election(&observed, &forgotten));
+    let leaderless = match decided {
+        Ok(leaderless) => leaderless,
+        Err(what) => return waiting(ctx, r, r.status.clone(), &what).await,
+    };
+    let failed = match admin.elect_unclean_leaders(&leaderless.electable).await {
+        Ok(failed) => failed,
+        Err(e) => {
+            let what = format!("the unclean elections failed: {e}");
+            return waiting(ctx, r, r.status.clone(), &what).await;
+        }
+    };
+    let failed: Vec<(String, String)> = failed
+        .iter()
+        .map(|f| (steps::name(&f.topic, f.partition), f.error.to_string()))
+        .collect();
+    match elected(r, &leaderless, &failed) {
+        Ok(elected) => complete(ctx, kafka, r, elected, &leaderless.lost, written).await,
+        Err((elected, what)) => {
+            // What was elected is recorded, so the completion names it too.
+            let mut status = r.status.clone();
+            if let Some(s) = status.recovery.as_mut() {
+                s.unclean_elections = elected;
+            }
+            waiting(ctx, r, status, &what).await
         }
     }
 }
 
-/// Kafka's admin client and the quorum, once node `id` leads it as its only voter; otherwise
-/// what is seen instead.
-async fn leading_alone(
+/// The recovery waits with the survivor leading alone; the operation says for what.
+async fn waiting(
     ctx: &Context,
-    id: i32,
+    r: &Recovering,
+    status: KafkaOperationStatus,
+    what: &str,
+) -> Result<String, Error> {
+    let why = format!("node {} leads the quorum alone; {what}", r.recovery.node_id);
+    say(ctx, r, status, "Recovering", why).await
+}
+
+/// Kafka's admin client and the quorum as Kafka reports it, or why they cannot be read.
+async fn read_quorum(
+    ctx: &Context,
     bootstrap: Option<&str>,
 ) -> Result<(AdminClient, QuorumStatus), String> {
     let bootstrap = bootstrap.ok_or("no bootstrap address")?;
@@ -319,33 +392,27 @@ async fn leading_alone(
         .client(bootstrap)
         .await
         .map_err(|e| format!("cannot reach Kafka: {e}"))?;
-    let seen = match quorum::observe(&admin).await {
-        Ok(seen) => seen,
+    match quorum::observe(&admin).await {
+        Ok(seen) => Ok((admin, seen)),
         Err(e) => {
             ctx.kafka.forget(bootstrap);
-            return Err(e.to_string());
+            Err(e.to_string())
         }
-    };
+    }
+}
+
+/// Whether node `id` leads the quorum `seen` as its only voter; otherwise what is seen (pure).
+fn leads_alone(id: i32, seen: &QuorumStatus) -> Result<(), String> {
     let voters: Vec<i32> = seen.voters.iter().map(|v| v.id).collect();
     if seen.leader_id != Some(id) || voters != [id] {
         return Err(format!("leader {:?}, voters {voters:?}", seen.leader_id));
     }
-    Ok((admin, seen))
+    Ok(())
 }
 
-/// Once the lost brokers are fenced, gives every partition left without a leader that a live
-/// broker can lead one by an unclean election: the partitions elected so far and those lost
-/// with every replica, or the operation's status and what is waited for.
-async fn elect(
-    kafka: &Kafka,
-    r: &Recovering,
-    admin: &AdminClient,
-) -> Result<(Vec<String>, Vec<String>), (KafkaOperationStatus, String)> {
-    let waiting = |what: String| (r.status.clone(), what);
-    let observed = steps::observe(admin)
-        .await
-        .map_err(|e| waiting(format!("cannot read the partitions: {e}")))?;
-    let forgotten = kafka.forgotten_clusters();
+/// Once the lost brokers are fenced, the partitions left without a leader, by what can be done
+/// for each; otherwise what is waited for (pure).
+fn election(observed: &Observed, forgotten: &BTreeSet<String>) -> Result<Leaderless, String> {
     let unfenced: Vec<i32> = observed
         .brokers
         .iter()
@@ -353,49 +420,49 @@ async fn elect(
         .map(|(id, _)| *id)
         .collect();
     if !unfenced.is_empty() {
-        return Err(waiting(format!(
+        return Err(format!(
             "waiting for Kafka to fence the lost brokers {unfenced:?} (their heartbeats stopped)"
-        )));
+        ));
     }
-    let leaderless = Leaderless::sort(&observed, &forgotten);
+    let leaderless = Leaderless::sort(observed, forgotten);
     if !leaderless.waiting.is_empty() {
-        return Err(waiting(format!(
+        return Err(format!(
             "waiting for brokers {:?} to be live, to lead {} (they hold its only replicas outside the forgotten clusters)",
             leaderless.awaited,
             leaderless.waiting.join(", ")
-        )));
+        ));
     }
-    let failed = admin
-        .elect_unclean_leaders(&leaderless.electable)
-        .await
-        .map_err(|e| waiting(format!("the unclean elections failed: {e}")))?;
-    let failed_names: Vec<String> = failed
-        .iter()
-        .map(|f| steps::name(&f.topic, f.partition))
-        .collect();
+    Ok(leaderless)
+}
+
+/// The partitions elected so far, after the unclean elections of `leaderless.electable` of
+/// which `failed` (name, error) failed; while some failed, those elected so far and what is
+/// retried (pure).
+fn elected(
+    r: &Recovering,
+    leaderless: &Leaderless,
+    failed: &[(String, String)],
+) -> Result<Vec<String>, (Vec<String>, String)> {
     let mut elected = r.recovery.unclean_elections.clone();
     for name in leaderless.electable.iter().map(|(t, p)| steps::name(t, *p)) {
-        if !failed_names.contains(&name) && !elected.contains(&name) {
+        if !failed.iter().any(|(f, _)| *f == name) && !elected.contains(&name) {
             elected.push(name);
         }
     }
-    if !failed.is_empty() {
-        // What was elected is recorded, so the completion names it too.
-        let mut status = r.status.clone();
-        if let Some(s) = status.recovery.as_mut() {
-            s.unclean_elections = elected;
-        }
-        let errors: Vec<String> = failed
-            .iter()
-            .map(|f| format!("{}-{}: {}", f.topic, f.partition, f.error))
-            .collect();
-        let why = format!(
+    if failed.is_empty() {
+        return Ok(elected);
+    }
+    let errors: Vec<String> = failed
+        .iter()
+        .map(|(name, e)| format!("{name}: {e}"))
+        .collect();
+    Err((
+        elected,
+        format!(
             "unclean elections not done yet, trying again: {}",
             errors.join("; ")
-        );
-        return Err((status, why));
-    }
-    Ok((elected, leaderless.lost))
+        ),
+    ))
 }
 
 /// Records the recovery as completed, with an Event.
@@ -546,7 +613,7 @@ async fn say(
     ctx: &Context,
     r: &Recovering,
     status: KafkaOperationStatus,
-    reason: &str,
+    reason: &'static str,
     why: String,
 ) -> Result<String, Error> {
     let shown = r
@@ -698,6 +765,155 @@ mod tests {
                 awaited: [2].into(),
                 lost: vec!["gone-0".to_owned(), "nowhere-0".to_owned()],
             }
+        );
+    }
+
+    fn recovering(restarted: Option<&str>) -> Recovering {
+        let status = json!({"phase": "Running", "recovery": {
+            "nodeId": 0, "cluster": "alpha", "pod": "k-a-0", "lostVoters": [1, 2],
+            "restartedPodUid": restarted, "uncleanElections": ["early-0"]}});
+        let op = op(
+            "recover",
+            "2026-01-01T00:00:00Z",
+            json!({"recoverQuorum": {"nodeId": 0}}),
+            status,
+        );
+        running(std::slice::from_ref(&op)).expect("running")
+    }
+
+    fn survivor(uid: Option<&str>, connected: bool, applied: bool) -> NodeView {
+        NodeView {
+            id: 0,
+            alias: "alpha".into(),
+            pod: "k-a-0".into(),
+            roles: BTreeSet::new(),
+            desired_revision: "r".into(),
+            reported: uid.map(|uid| super::super::roll::Reported {
+                uid: uid.into(),
+                ready: false,
+                revision: "r".into(),
+            }),
+            connected,
+            applied,
+        }
+    }
+
+    fn reason_of(b: &Before) -> (&str, &str) {
+        match b {
+            Before::Wait { reason, why } => (reason, why),
+            other => panic!("waits: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_survivor_is_restarted_once_to_run_the_recovery_then_kafka_is_asked() {
+        let r = recovering(None);
+        let fresh = survivor(Some("u1"), true, true);
+        assert_eq!(
+            reason_of(&before("k", &r, None, true)).0,
+            "SurvivorNotRunning"
+        );
+        let away = survivor(Some("u1"), false, true);
+        assert!(
+            reason_of(&before("k", &r, Some(&away), true))
+                .1
+                .contains("to connect")
+        );
+        assert_eq!(
+            reason_of(&before("k", &r, Some(&fresh), false)).0,
+            "AgentImageUnknown"
+        );
+        let unapplied = survivor(Some("u1"), true, false);
+        assert!(
+            reason_of(&before("k", &r, Some(&unapplied), true))
+                .1
+                .contains("to apply pod k-a-0")
+        );
+        let absent = survivor(None, true, true);
+        assert_eq!(
+            reason_of(&before("k", &r, Some(&absent), true)).1,
+            "waiting for pod k-a-0 to exist"
+        );
+        // The restart is recorded first, with the UID restarted.
+        let Before::Restart { status, uid, why } = before("k", &r, Some(&fresh), true) else {
+            panic!("restarts");
+        };
+        assert_eq!(uid, "u1");
+        assert_eq!(
+            status.recovery.unwrap().restarted_pod_uid.as_deref(),
+            Some("u1")
+        );
+        assert_eq!(why, "restarting pod k-a-0 to run the recovery");
+        // Until the pod is replaced it is asked again; once it is, Kafka is asked.
+        let restarted = recovering(Some("u1"));
+        let Before::Restart { uid, why, .. } = before("k", &restarted, Some(&fresh), true) else {
+            panic!("asks again");
+        };
+        assert_eq!(
+            (uid.as_str(), why.as_str()),
+            ("u1", "waiting for pod k-a-0 to be replaced")
+        );
+        let replaced = survivor(Some("u2"), true, true);
+        assert_eq!(
+            before("k", &restarted, Some(&replaced), true),
+            Before::Finish
+        );
+    }
+
+    #[test]
+    fn the_survivor_must_lead_alone_and_the_lost_brokers_be_fenced_before_any_election() {
+        let seen = |leader: Option<i32>, voters: &[i32]| QuorumStatus {
+            mode: Some("dynamic".into()),
+            leader_id: leader,
+            voters: voters
+                .iter()
+                .map(|id| kstretch_api::QuorumVoterStatus {
+                    id: *id,
+                    directory_id: None,
+                })
+                .collect(),
+        };
+        assert_eq!(leads_alone(0, &seen(Some(0), &[0])), Ok(()));
+        assert_eq!(
+            leads_alone(0, &seen(Some(0), &[0, 1])),
+            Err("leader Some(0), voters [0, 1]".to_owned())
+        );
+        let observed = Observed {
+            partitions: Vec::new(),
+            brokers: BTreeMap::from([(0, "alpha".to_owned()), (1, "beta".to_owned())]),
+            registered: BTreeMap::new(),
+        };
+        let forgotten: BTreeSet<String> = ["beta".to_owned()].into();
+        let e = election(&observed, &forgotten).unwrap_err();
+        assert!(e.contains("fence the lost brokers [1]"), "{e}");
+        let fenced = Observed {
+            brokers: BTreeMap::from([(0, "alpha".to_owned())]),
+            ..observed
+        };
+        assert_eq!(election(&fenced, &forgotten), Ok(Leaderless::default()));
+    }
+
+    #[test]
+    fn failed_elections_are_retried_and_what_was_elected_is_recorded() {
+        let r = recovering(Some("u1"));
+        let leaderless = Leaderless {
+            electable: vec![("a".to_owned(), 0), ("b".to_owned(), 1)],
+            ..Leaderless::default()
+        };
+        assert_eq!(
+            elected(&r, &leaderless, &[]),
+            Ok(vec![
+                "early-0".to_owned(),
+                "a-0".to_owned(),
+                "b-1".to_owned()
+            ])
+        );
+        let failed = [("b-1".to_owned(), "not available".to_owned())];
+        let (so_far, why) = elected(&r, &leaderless, &failed).unwrap_err();
+        assert_eq!(so_far, ["early-0", "a-0"]);
+        assert_eq!(
+            why,
+            "unclean elections not done yet, trying again: b-1: not available"
         );
     }
 

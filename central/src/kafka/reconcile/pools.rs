@@ -27,19 +27,10 @@ pub(super) async fn record(pass: &mut Pass<'_>, plan: &Plan) -> Result<BTreeSet<
             record_pool(pass, pool, r, plan).await?;
         }
     }
-    let forgotten_done = if plan.forgotten.is_empty() {
-        BTreeSet::new()
-    } else {
-        forget::ensure_operations(
-            pass.ctx,
-            pass.kafka,
-            &plan.forgotten,
-            &plan.lost,
-            &plan.operations,
-            &mut pass.warnings,
-        )
-        .await?
-    };
+    let forgets = forget::decide(pass.kafka, &plan.forgotten, &plan.lost, &plan.operations);
+    forget::create(&pass.ctx.client, &forgets.create).await?;
+    pass.warnings.extend(forgets.warnings);
+    let forgotten_done = forgets.done;
     for pool in &pass.pools {
         let name = pool.name_any();
         let Some(l) = plan.lost.iter().find(|l| l.pool == name) else {
