@@ -23,6 +23,11 @@ where
     value
 }
 
+/// A part of an object (a container, a volume) as JSON, for what is still assembled as JSON.
+pub fn value<T: serde::Serialize>(part: &T) -> Value {
+    serde_json::to_value(part).unwrap_or(Value::Null)
+}
+
 /// The text entries of a JSON object (labels, annotations, a selector); nothing else.
 pub fn strings(value: &Value) -> BTreeMap<String, String> {
     value

@@ -2,7 +2,7 @@
 //! kstretch sets, with the scheduling fields of the resource's `template.pod` taken as Strimzi
 //! takes them, the Kafka image, the JVM's environment and the pod's revision.
 
-use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
 use kstretch_api::common::JvmOptions;
 use kstretch_api::names;
 use kstretch_core::kraft;
@@ -90,8 +90,17 @@ pub fn template_pod(template: Option<&Map<String, Value>>) -> Option<&Map<String
     template?.get("pod")?.as_object()
 }
 
+/// The environment variable `name` set to `value`.
+pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.into()),
+        value_from: None,
+    }
+}
+
 /// `KAFKA_HEAP_OPTS` and `KAFKA_OPTS` from `jvmOptions`, as Kafka's start scripts read them.
-pub fn jvm_env(jvm: Option<&JvmOptions>) -> Vec<Value> {
+pub fn jvm_env(jvm: Option<&JvmOptions>) -> Vec<EnvVar> {
     let mut env = Vec::new();
     let Some(jvm) = jvm else { return env };
     let heap: Vec<String> = [("-Xms", &jvm.xms), ("-Xmx", &jvm.xmx)]
@@ -99,7 +108,7 @@ pub fn jvm_env(jvm: Option<&JvmOptions>) -> Vec<Value> {
         .filter_map(|(flag, v)| v.as_ref().map(|v| format!("{flag}{v}")))
         .collect();
     if !heap.is_empty() {
-        env.push(json!({"name": "KAFKA_HEAP_OPTS", "value": heap.join(" ")}));
+        env.push(self::env("KAFKA_HEAP_OPTS", heap.join(" ")));
     }
     let mut opts: Vec<String> = jvm
         .xx
@@ -119,7 +128,7 @@ pub fn jvm_env(jvm: Option<&JvmOptions>) -> Vec<Value> {
         ))
     }));
     if !opts.is_empty() {
-        env.push(json!({"name": "KAFKA_OPTS", "value": opts.join(" ")}));
+        env.push(self::env("KAFKA_OPTS", opts.join(" ")));
     }
     env
 }
@@ -199,7 +208,10 @@ mod tests {
         }))
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            jvm_env(Some(&jvm)),
+            jvm_env(Some(&jvm))
+                .iter()
+                .map(crate::objects::value)
+                .collect::<Vec<_>>(),
             [
                 json!({"name": "KAFKA_HEAP_OPTS", "value": "-Xms512m -Xmx1g"}),
                 json!({"name": "KAFKA_OPTS",

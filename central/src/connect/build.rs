@@ -403,8 +403,15 @@ fn pod(
 
     // The worker advertises its stable DNS name through the headless Service.
     let hostname = format!("{pod_name}.{component}.{}.svc", n.namespace);
-    let mut env = vec![json!({"name": ADVERTISED_HOSTNAME_ENV, "value": hostname})];
-    env.extend(pod_template::jvm_env(connect.spec.jvm_options.as_ref()));
+    let mut env = vec![objects::value(&pod_template::env(
+        ADVERTISED_HOSTNAME_ENV,
+        hostname,
+    ))];
+    env.extend(
+        pod_template::jvm_env(connect.spec.jvm_options.as_ref())
+            .iter()
+            .map(objects::value),
+    );
     let template_container = n
         .template
         .and_then(|t| t.get("connectContainer"))

@@ -8,11 +8,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, PersistentVolumeClaim, PersistentVolumeClaimSpec, Service, ServicePort, ServiceSpec,
-    VolumeResourceRequirements,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Probe,
+    SecretVolumeSource, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume as PodVolume,
+    VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kstretch_api::storage::SingleVolumeStorage;
 use kstretch_api::{Kafka, StrimziPodSet, StrimziPodSetSpec, names};
 use kstretch_core::kraft::{
@@ -595,19 +598,33 @@ fn pod(
     } else {
         CONTROLPLANE_PORT
     };
-    let mut env = vec![json!({"name": "KAFKA_CLUSTER_ID", "value": ctx.cluster_id})];
+    let mut env = vec![pod_template::env("KAFKA_CLUSTER_ID", ctx.cluster_id)];
     env.extend(pod_template::jvm_env(pool.jvm_options.as_ref()));
-    let mut container = json!({
-        "name": "kafka",
-        "image": ctx.image,
-        "command": ["/bin/sh", "-c", start_script(ctx, node)],
-        "env": env,
-        "ports": container_ports(ctx, node),
-        "volumeMounts": mounts,
-        "readinessProbe": {"tcpSocket": {"port": probe_port}, "initialDelaySeconds": 5, "periodSeconds": 5},
-        "livenessProbe": {"tcpSocket": {"port": probe_port}, "initialDelaySeconds": 60, "periodSeconds": 10},
-    });
-    pod_template::set_resources(&mut container, pool.resources.as_ref());
+    let probe = |initial_delay_seconds, period_seconds| Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::Int(probe_port.into()),
+            host: None,
+        }),
+        initial_delay_seconds: Some(initial_delay_seconds),
+        period_seconds: Some(period_seconds),
+        ..Default::default()
+    };
+    let container = Container {
+        name: "kafka".to_owned(),
+        image: Some(ctx.image.to_owned()),
+        command: Some(vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            start_script(ctx, node),
+        ]),
+        env: Some(env),
+        ports: Some(container_ports(ctx, node)),
+        volume_mounts: Some(mounts),
+        readiness_probe: Some(probe(5, 5)),
+        liveness_probe: Some(probe(60, 10)),
+        resources: pool.resources.clone(),
+        ..Default::default()
+    };
 
     let mut annotations = Map::new();
     annotations.insert(names::KAFKA_VERSION.to_owned(), json!(ctx.version));
@@ -617,8 +634,8 @@ fn pod(
         name: pod_name,
         namespace: ctx.namespace,
         subdomain: &subdomain,
-        container,
-        volumes,
+        container: objects::value(&container),
+        volumes: volumes.iter().map(objects::value).collect(),
         labels: pod_labels(ctx, pool, node, pod_name, template_pod),
         annotations,
         template: template_pod,
@@ -671,15 +688,20 @@ fn add_template_metadata(
 
 /// The container's ports: the control plane's on a controller, replication's and every
 /// listener's on a broker.
-fn container_ports(ctx: &Ctx<'_>, node: &Node) -> Vec<Value> {
+fn container_ports(ctx: &Ctx<'_>, node: &Node) -> Vec<ContainerPort> {
+    let port = |name: String, container_port: u16| ContainerPort {
+        name: Some(name),
+        container_port: container_port.into(),
+        ..Default::default()
+    };
     let mut ports = Vec::new();
     if node.is_controller() {
-        ports.push(json!({"name": "tcp-ctrlplane", "containerPort": CONTROLPLANE_PORT}));
+        ports.push(port("tcp-ctrlplane".to_owned(), CONTROLPLANE_PORT));
     }
     if node.is_broker() {
-        ports.push(json!({"name": "tcp-replication", "containerPort": REPLICATION_PORT}));
-        for (name, port) in &ctx.listener_ports {
-            ports.push(json!({"name": format!("tcp-{name}"), "containerPort": port}));
+        ports.push(port("tcp-replication".to_owned(), REPLICATION_PORT));
+        for (name, p) in &ctx.listener_ports {
+            ports.push(port(format!("tcp-{name}"), *p));
         }
     }
     ports
@@ -687,25 +709,55 @@ fn container_ports(ctx: &Ctx<'_>, node: &Node) -> Vec<Value> {
 
 /// The container's volume mounts and the pod's volumes: the node's ConfigMap and certificate
 /// Secret, then each data volume of the pool (its PVC, or an `emptyDir`).
-fn pod_volumes(pool: &ResolvedPool, pod_name: &str) -> (Vec<Value>, Vec<Value>) {
+fn pod_volumes(pool: &ResolvedPool, pod_name: &str) -> (Vec<VolumeMount>, Vec<PodVolume>) {
+    let mount = |name: &str, mount_path: &str, read_only: bool| VolumeMount {
+        name: name.to_owned(),
+        mount_path: mount_path.to_owned(),
+        read_only: read_only.then_some(true),
+        ..Default::default()
+    };
     let mut mounts = vec![
-        json!({"name": "kafka-config", "mountPath": CONFIG_DIR}),
-        json!({"name": "cluster-certs", "mountPath": kraft::CERTS_DIR, "readOnly": true}),
+        mount("kafka-config", CONFIG_DIR, false),
+        mount("cluster-certs", kraft::CERTS_DIR, true),
     ];
     let mut volumes = vec![
-        json!({"name": "kafka-config", "configMap": {"name": pod_name}}),
-        json!({"name": "cluster-certs", "secret": {"secretName": pod_name, "defaultMode": 0o440}}),
+        PodVolume {
+            name: "kafka-config".to_owned(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: pod_name.to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        PodVolume {
+            name: "cluster-certs".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(pod_name.to_owned()),
+                default_mode: Some(0o440),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
     ];
     for (v, volume) in pool_volumes(pool) {
         let name = volume_name(&volume);
-        mounts.push(json!({"name": name, "mountPath": volume.mount_path()}));
+        mounts.push(mount(&name, &volume.mount_path(), false));
         volumes.push(match &v {
-            SingleVolumeStorage::PersistentClaim(_) => {
-                json!({"name": name, "persistentVolumeClaim": {"claimName": claim_name(&volume, pod_name)}})
-            }
-            SingleVolumeStorage::Ephemeral(e) => match &e.size_limit {
-                Some(limit) => json!({"name": name, "emptyDir": {"sizeLimit": limit}}),
-                None => json!({"name": name, "emptyDir": {}}),
+            SingleVolumeStorage::PersistentClaim(_) => PodVolume {
+                name,
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim_name(&volume, pod_name),
+                    read_only: None,
+                }),
+                ..Default::default()
+            },
+            SingleVolumeStorage::Ephemeral(e) => PodVolume {
+                name,
+                empty_dir: Some(EmptyDirVolumeSource {
+                    medium: None,
+                    size_limit: e.size_limit.clone().map(Quantity),
+                }),
+                ..Default::default()
             },
         });
     }
@@ -1406,6 +1458,7 @@ mod tests {
             container_ports(&ctx, &node(roles, vec![]))
                 .iter()
                 .map(|p| {
+                    let p = objects::value(p);
                     (
                         p["name"].as_str().unwrap().to_owned(),
                         p["containerPort"].clone(),
@@ -1488,6 +1541,8 @@ mod tests {
         let d = pool("dual", &["controller", "broker"], 1, jbod);
         let resolved = resolve(&k, &[&d], &members()).unwrap();
         let (mounts, volumes) = pod_volumes(&resolved.pools[0], "my-cluster-dual-0");
+        let mounts: Vec<Value> = mounts.iter().map(objects::value).collect();
+        let volumes: Vec<Value> = volumes.iter().map(objects::value).collect();
         let mount_names: Vec<_> = mounts.iter().map(|m| m["name"].clone()).collect();
         assert_eq!(
             mount_names,
@@ -1555,10 +1610,28 @@ mod tests {
             );
             (k, vec![a, b], ids(&[("a", &[0, 1]), ("b", &[2])]))
         };
+        let tuned = {
+            let k = kafka(serde_json::json!({}));
+            let d = pool(
+                "tuned",
+                &["controller", "broker"],
+                1,
+                serde_json::json!({"spec": {
+                    "resources": {"requests": {"cpu": "500m", "memory": "2Gi"},
+                                  "limits": {"memory": "2Gi"}},
+                    "jvmOptions": {"-Xms": "1g", "-Xmx": "1g", "-XX": {"UseG1GC": "true"},
+                                   "javaSystemProperties": [{"name": "a", "value": "b"}]},
+                    "storage": {"type": "jbod", "volumes": [
+                        {"id": 0, "type": "ephemeral", "sizeLimit": "2Gi"},
+                        {"id": 1, "type": "ephemeral"}]}}}),
+            );
+            (k, vec![d], ids(&[("tuned", &[0])]))
+        };
         [
             ("stretched", stretched),
             ("secured", secured),
             ("node-ports", node_ports),
+            ("tuned", tuned),
         ]
         .into_iter()
         .map(|(name, (k, pools, ids))| {
