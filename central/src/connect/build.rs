@@ -7,8 +7,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, HTTPGetAction, Probe,
+    SecretVolumeSource, Service, ServiceSpec, Volume, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kstretch_api::{KafkaConnect, StrimziPodSet, StrimziPodSetSpec, names};
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
@@ -428,44 +432,81 @@ fn pod(
             }
         }
     }
-    let probe = |delay: u32| {
-        json!({"httpGet": {"path": "/health", "port": REST_API_PORT_NAME},
-               "initialDelaySeconds": delay, "timeoutSeconds": 5, "periodSeconds": 10})
+    let probe = |delay: i32| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/health".to_owned()),
+            port: IntOrString::String(REST_API_PORT_NAME.to_owned()),
+            ..Default::default()
+        }),
+        initial_delay_seconds: Some(delay),
+        timeout_seconds: Some(5),
+        period_seconds: Some(10),
+        ..Default::default()
     };
-    let mut container = json!({
-        "name": component,
-        "image": image,
-        "command": ["/bin/sh", "-c",
-            format!("exec /opt/kafka/bin/connect-distributed.sh {CONFIG_DIR}/{CONFIG_KEY}")],
-        "env": env,
-        "ports": [{"name": REST_API_PORT_NAME, "containerPort": REST_API_PORT, "protocol": "TCP"}],
-        "volumeMounts": [{"name": "kafka-connect-configurations", "mountPath": CONFIG_DIR}],
-        "readinessProbe": probe(60),
-        "livenessProbe": probe(60),
-    });
-    pod_template::set_resources(&mut container, connect.spec.resources.as_ref());
+    let mut mounts = vec![VolumeMount {
+        name: "kafka-connect-configurations".to_owned(),
+        mount_path: CONFIG_DIR.to_owned(),
+        ..Default::default()
+    }];
+    let mut volumes = vec![Volume {
+        name: "kafka-connect-configurations".to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map_name(n.connect),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    if !material.is_empty() {
+        volumes.push(Volume {
+            name: "connect-security".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(security_secret_name(n.connect)),
+                default_mode: Some(0o440),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        mounts.push(VolumeMount {
+            name: "connect-security".to_owned(),
+            mount_path: security::CERTS_DIR.to_owned(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
+    let container = Container {
+        name: component.clone(),
+        image: Some(image.to_owned()),
+        command: Some(vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            format!("exec /opt/kafka/bin/connect-distributed.sh {CONFIG_DIR}/{CONFIG_KEY}"),
+        ]),
+        ports: Some(vec![ContainerPort {
+            name: Some(REST_API_PORT_NAME.to_owned()),
+            container_port: REST_API_PORT.into(),
+            protocol: Some("TCP".to_owned()),
+            ..Default::default()
+        }]),
+        volume_mounts: Some(mounts),
+        readiness_probe: Some(probe(60)),
+        liveness_probe: Some(probe(60)),
+        resources: connect.spec.resources.clone(),
+        ..Default::default()
+    };
+    // The template's environment and security context pass through as the user wrote them,
+    // as Strimzi copies them.
+    let mut container = objects::value(&container);
+    container["env"] = Value::Array(env);
     if let Some(sc) = template_container.and_then(|c| c.get("securityContext")) {
         container["securityContext"] = sc.clone();
     }
 
-    let mut volumes = vec![json!({"name": "kafka-connect-configurations",
-                                  "configMap": {"name": config_map_name(n.connect)}})];
-    if !material.is_empty() {
-        volumes.push(json!({"name": "connect-security",
-            "secret": {"secretName": security_secret_name(n.connect), "defaultMode": 0o440}}));
-        if let Some(mounts) = container["volumeMounts"].as_array_mut() {
-            mounts.push(
-                json!({"name": "connect-security", "mountPath": security::CERTS_DIR,
-                               "readOnly": true}),
-            );
-        }
-    }
     let pod = pod_template::pod(PodParts {
         name: pod_name,
         namespace: n.namespace,
         subdomain: &component,
         container,
-        volumes,
+        volumes: volumes.iter().map(objects::value).collect(),
         labels,
         annotations,
         template: template_pod,
@@ -778,8 +819,16 @@ mod tests {
         let plain = built(base());
         let c = connect(dressed);
         let dressed = build(&c, &resolve(&c, &members()).unwrap(), &material);
+        let mut tuned = base();
+        tuned["resources"] = json!({"requests": {"cpu": "1"}, "limits": {"memory": "2Gi"}});
+        tuned["jvmOptions"] = json!({"-Xmx": "1g", "-XX": {"UseG1GC": "true"}});
+        tuned["template"] = json!({"connectContainer": {
+            "env": [{"name": "EXTRA", "value": "1"},
+                    {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+            "securityContext": {"runAsNonRoot": true}}});
+        let tuned = built(tuned);
         let mut pinned = serde_json::Map::new();
-        for (name, b) in [("plain", plain), ("dressed", dressed)] {
+        for (name, b) in [("plain", plain), ("dressed", dressed), ("tuned", tuned)] {
             let objects = digests("", &b.objects);
             pinned.insert(
                 name.to_owned(),
