@@ -92,23 +92,37 @@ pub async fn delete(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Act
     }
 }
 
-/// Reconciles one `KafkaConnect`.
+/// Reconciles one `KafkaConnect`; its status is written once, whichever way the pass ends.
 pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Action, Error> {
     let owner = owner_of(&connect);
     crate::owned::claim(ctx.as_ref(), connect.as_ref()).await?;
     let now = status::now();
-    let name = connect.name_any();
-    let namespace = connect.namespace().unwrap_or_default();
     let mut st = connect.status.clone().unwrap_or_default();
     st.observed_generation = connect.metadata.generation;
-
-    if crate::status::is_paused(connect.as_ref()) {
+    let action = if crate::status::is_paused(connect.as_ref()) {
         st.conditions = crate::owned::paused(&ctx.owners, &owner, &st.conditions, &now)?;
-        write_status(&ctx.client, &connect, st).await?;
-        return Ok(Action::await_change());
-    }
+        Action::await_change()
+    } else {
+        match pass(&ctx, &connect, &owner, &mut st, &now).await? {
+            Ok(action) => action,
+            Err((reason, message)) => refuse(&ctx, &owner, &mut st, reason, message)?,
+        }
+    };
+    write_status(&ctx.client, &connect, st).await?;
+    Ok(action)
+}
 
-    let resolved = match validate::resolve(&connect, &ctx.members) {
+/// Validates, publishes, and rolls a stale worker; `Err` is a refusal (reason, message).
+async fn pass(
+    ctx: &Context,
+    connect: &KafkaConnect,
+    owner: &Owner,
+    st: &mut KafkaConnectStatus,
+    now: &str,
+) -> Result<Result<Action, (&'static str, String)>, Error> {
+    let name = connect.name_any();
+    let namespace = connect.namespace().unwrap_or_default();
+    let resolved = match validate::resolve(connect, &ctx.members) {
         Ok(r) => r,
         Err(invalid) => {
             let reason = invalid.first().map_or("Invalid", |i| i.reason());
@@ -117,15 +131,15 @@ pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Acti
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            return refuse(&ctx, &connect, &owner, st, reason, message).await;
+            return Ok(Err((reason, message)));
         }
     };
-    let material = match security::material(&ctx.client, &connect, &resolved.security).await? {
+    let material = match security::material(&ctx.client, connect, &resolved.security).await? {
         Ok(material) => material,
-        Err(message) => return refuse(&ctx, &connect, &owner, st, "SecretNotFound", message).await,
+        Err(message) => return Ok(Err(("SecretNotFound", message))),
     };
 
-    let built = build::build(&connect, &resolved, &material);
+    let built = build::build(connect, &resolved, &material);
     ctx.owners.put(
         owner.clone(),
         Part::Objects([(built.alias.clone(), built.objects.clone())].into()),
@@ -166,30 +180,28 @@ pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Acti
             status::not_ready(reason, why)
         }
         Step::Restart { pod, uid } => {
-            let what = restart(&ctx, alias, &namespace, &pod, uid).await;
+            let what = restart(ctx, alias, &namespace, &pod, uid).await;
             status::not_ready("RollingUpdate", what)
         }
     };
     let is_ready = ready.is_true();
-    st.conditions = status::conditions(&st.conditions, ready, &warnings, &now);
+    st.conditions = status::conditions(&st.conditions, ready, &warnings, now);
     st.url = Some(build::rest_url(&name, &namespace));
     st.replicas = Some(resolved.replicas as i32);
     st.label_selector = Some(build::label_selector(&name));
-    write_status(&ctx.client, &connect, st).await?;
-    Ok(Action::requeue(if is_ready {
+    Ok(Ok(Action::requeue(if is_ready {
         IDLE_REQUEUE
     } else {
         BUSY_REQUEUE
-    }))
+    })))
 }
 
 /// `Ready=False` for a `KafkaConnect` the user must fix: the last good desired state stands,
 /// nothing in the member cluster changes, and it is looked at again when it changes.
-async fn refuse(
+fn refuse(
     ctx: &Context,
-    connect: &KafkaConnect,
     owner: &Owner,
-    mut st: KafkaConnectStatus,
+    st: &mut KafkaConnectStatus,
     reason: &str,
     message: String,
 ) -> Result<Action, Error> {
@@ -202,7 +214,6 @@ async fn refuse(
         crate::status::NO_WARNINGS,
         &status::now(),
     );
-    write_status(&ctx.client, connect, st).await?;
     Ok(Action::await_change())
 }
 

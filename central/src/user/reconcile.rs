@@ -27,25 +27,50 @@ const RESYNC: Duration = Duration::from_secs(300);
 pub use crate::controller::Error;
 use crate::controller::key;
 
-/// Reconciles `user`; a failure is also written to its status before it is retried.
+/// Reconciles `user`; its status is written once, a failure's too, before it is retried.
 pub async fn apply(user: Arc<KafkaUser>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let result = if user.metadata.deletion_timestamp.is_some() {
-        cleanup(&user, &ctx).await
-    } else {
-        reconcile(&user, &ctx).await
-    };
-    match &result {
-        Ok(_) => ctx.retries.succeeded(&key(user.as_ref())),
-        Err(e) if user.metadata.deletion_timestamp.is_none() => {
-            let message = e.to_string();
-            write_status(&ctx, &user, not_ready(e.reason(), message), None).await?;
+    if user.metadata.deletion_timestamp.is_some() {
+        let result = cleanup(&user, &ctx).await;
+        if result.is_ok() {
+            ctx.retries.succeeded(&key(user.as_ref()));
         }
-        Err(_) => {}
+        return result;
     }
+    let (outcome, result) = match reconcile(&user, &ctx).await {
+        Ok(outcome) => {
+            ctx.retries.succeeded(&key(user.as_ref()));
+            let action = outcome.action.clone();
+            (outcome, Ok(action))
+        }
+        Err(e) => (
+            Outcome::waiting(not_ready(e.reason(), e.to_string()), Action::await_change()),
+            Err(e),
+        ),
+    };
+    let done = outcome.done.as_ref().map(|(d, s)| (d, s.clone()));
+    write_status(&ctx, &user, outcome.ready, done).await?;
     result
 }
 
-async fn reconcile(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
+/// How a reconciliation ends: the `Ready` condition, and once the user is served, what it
+/// was served as (its username and Secret).
+struct Outcome {
+    ready: Condition,
+    done: Option<(Desired, Option<String>)>,
+    action: Action,
+}
+
+impl Outcome {
+    fn waiting(ready: Condition, action: Action) -> Outcome {
+        Outcome {
+            ready,
+            done: None,
+            action,
+        }
+    }
+}
+
+async fn reconcile(user: &KafkaUser, ctx: &Context) -> Result<Outcome, Error> {
     let api: Api<KafkaUser> =
         Api::namespaced(ctx.client.clone(), &user.namespace().unwrap_or_default());
     crate::finalizer::add(&api, user, FINALIZER).await?;
@@ -55,26 +80,25 @@ async fn reconcile(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
         // The Kafka may be created later: look again now and then, not only on a change.
         Err(e) => {
             let refused = not_ready(e.reason(), e.to_string());
-            write_status(ctx, user, refused, None).await?;
-            return Ok(Action::requeue(RESYNC));
+            return Ok(Outcome::waiting(refused, Action::requeue(RESYNC)));
         }
     };
     let desired = match desired::desired(user) {
         Ok(d) => d,
-        Err(invalid) => return refuse(ctx, user, invalid.reason(), invalid.to_string()).await,
+        Err(invalid) => return Ok(refuse(ctx, invalid.reason(), invalid.to_string())),
     };
     let authorizer = kafka.spec.kafka.authorization.is_some();
     if !authorizer && !desired.acls.is_empty() {
         let message = format!(
             "Kafka {kafka_ref} has no .spec.kafka.authorization, so the user's ACLs would not be enforced; set authorization (type simple) on the Kafka or remove .spec.authorization.acls"
         );
-        return refuse(ctx, user, "AuthorizationNotEnabled", message).await;
+        return Ok(refuse(ctx, "AuthorizationNotEnabled", message));
     }
 
     let existing = secret::current(&ctx.client, user).await?;
     let credentials = match credentials(ctx, user, &kafka, &desired, existing.as_ref()).await? {
         Ok(c) => c,
-        Err(r) => return refuse(ctx, user, r.reason, r.message).await,
+        Err(r) => return Ok(refuse(ctx, r.reason, r.message)),
     };
 
     let admin = admin(ctx, &kafka_ref, &kafka).await?;
@@ -107,9 +131,11 @@ async fn reconcile(user: &KafkaUser, ctx: &Context) -> Result<Action, Error> {
             Some(user.name_any())
         }
     };
-    let ready = Condition::new(condition::READY, condition::TRUE);
-    write_status(ctx, user, ready, Some((&desired, secret_name))).await?;
-    Ok(Action::requeue(RESYNC))
+    Ok(Outcome {
+        ready: Condition::new(condition::READY, condition::TRUE),
+        done: Some((desired, secret_name)),
+        action: Action::requeue(RESYNC),
+    })
 }
 
 /// The credentials worked out for the user's Secret.
@@ -174,15 +200,9 @@ fn target(user: &KafkaUser, ctx: &Context) -> Result<(KafkaRef, Arc<Kafka>), Tar
 }
 
 /// `Ready=False` for a user the user must fix; looked at again when it changes.
-async fn refuse(
-    ctx: &Context,
-    user: &KafkaUser,
-    reason: &str,
-    message: String,
-) -> Result<Action, Error> {
+fn refuse(ctx: &Context, reason: &str, message: String) -> Outcome {
     ctx.metrics.failed(reason);
-    write_status(ctx, user, not_ready(reason, message), None).await?;
-    Ok(Action::await_change())
+    Outcome::waiting(not_ready(reason, message), Action::await_change())
 }
 
 async fn write_status(
