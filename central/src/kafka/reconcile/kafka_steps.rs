@@ -548,7 +548,7 @@ mod tests {
     #[test]
     fn a_pass_reads_only_what_it_may_use() {
         let ready = [node(0, C, "new", true), node(1, B, "new", true)];
-        let all = kafka_steps_wanted(&ready, true, false, false);
+        let all = wanted(&ready, true, false, false);
         assert_eq!(
             all,
             Wanted {
@@ -561,27 +561,15 @@ mod tests {
         );
         // Pods still starting: nothing, unless the registrations are due a check.
         let starting = [node(0, C, "new", false), node(1, B, "new", true)];
-        assert_eq!(
-            kafka_steps_wanted(&starting, true, false, false),
-            Wanted::default()
-        );
-        assert!(kafka_steps_wanted(&starting, true, false, true).cluster);
+        assert_eq!(wanted(&starting, true, false, false), Wanted::default());
+        assert!(wanted(&starting, true, false, true).cluster);
         // A dynamic quorum that may change is read while pods start, not during a recovery.
-        assert!(kafka_steps_wanted(&starting, true, true, false).quorum);
-        assert!(!kafka_steps_wanted(&starting, false, true, false).quorum);
+        assert!(wanted(&starting, true, true, false).quorum);
+        assert!(!wanted(&starting, false, true, false).quorum);
         // A broker that is up and stale: its partitions and their min.insync.replicas.
         let stale = [node(0, C, "new", true), node(1, B, "old", true)];
-        let roll = kafka_steps_wanted(&stale, true, false, false);
+        let roll = wanted(&stale, true, false, false);
         assert!(roll.topics && roll.min_isr && !roll.features);
-    }
-
-    fn kafka_steps_wanted(
-        views: &[NodeView],
-        quiet: bool,
-        quorum_may_change: bool,
-        check: bool,
-    ) -> Wanted {
-        wanted(views, quiet, quorum_may_change, check)
     }
 
     #[test]
@@ -770,6 +758,18 @@ mod tests {
         assert_eq!(u, Unregistration::default());
     }
 
+    /// What a ready, formed, dynamic cluster of Kafka 4.1.2 does over `view`.
+    fn ready_over(view: &KafkaView) -> WhenReady {
+        when_ready(
+            &formed(),
+            kraft::QuorumMode::Dynamic,
+            "4.1.2",
+            &target(),
+            "k",
+            view,
+        )
+    }
+
     fn target() -> Target {
         versions::target("4.1.2", None, None).unwrap()
     }
@@ -791,14 +791,7 @@ mod tests {
             topics: Ok(Vec::new()),
             ..nothing_read()
         };
-        let ready = when_ready(
-            &formed(),
-            kraft::QuorumMode::Dynamic,
-            "4.1.2",
-            &t,
-            "k",
-            &view,
-        );
+        let ready = ready_over(&view);
         assert_eq!(ready.quorum.unwrap().voters.len(), 1);
         assert_eq!(ready.migration, Migration::NotDue);
         assert_eq!(ready.metadata, Metadata::Raise(t.metadata.level));
@@ -807,28 +800,14 @@ mod tests {
             features: Ok(features(t.metadata.level, 1)),
             ..view
         };
-        let ready = when_ready(
-            &formed(),
-            kraft::QuorumMode::Dynamic,
-            "4.1.2",
-            &t,
-            "k",
-            &raised,
-        );
+        let ready = ready_over(&raised);
         assert_eq!(ready.metadata, Metadata::Record(t.metadata.level));
         // Kafka cannot say: a warning, retried.
         let failed = KafkaView {
             features: Err(Unread::Failed("timed out".into())),
             ..raised
         };
-        let ready = when_ready(
-            &formed(),
-            kraft::QuorumMode::Dynamic,
-            "4.1.2",
-            &t,
-            "k",
-            &failed,
-        );
+        let ready = ready_over(&failed);
         let Metadata::Pending(warning) = ready.metadata else {
             panic!("pending");
         };
@@ -893,14 +872,7 @@ mod tests {
             )]),
             ..nothing_read()
         };
-        let ready = when_ready(
-            &formed(),
-            kraft::QuorumMode::Dynamic,
-            "4.1.2",
-            &t,
-            "k",
-            &view,
-        );
+        let ready = ready_over(&view);
         let warning = ready.confined.unwrap();
         assert_eq!(warning.reason, Reason::ReplicasInOneCluster);
         assert!(
