@@ -2,9 +2,12 @@
 //! kstretch sets, with the scheduling fields of the resource's `template.pod` taken as Strimzi
 //! takes them, the Kafka image, the JVM's environment and the pod's revision.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kstretch_api::common::JvmOptions;
-use kstretch_api::names;
+use kstretch_api::{StrimziPodSetSpec, names};
 use kstretch_core::kraft;
 use serde_json::{Map, Value, json};
 
@@ -139,6 +142,24 @@ pub fn set_resources(container: &mut Value, resources: Option<&ResourceRequireme
         && let Ok(value) = serde_json::to_value(resources)
     {
         container["resources"] = value;
+    }
+}
+
+/// The spec of a StrimziPodSet that runs `pods` (each a JSON object) and selects them by
+/// `selector`.
+pub fn podset_spec(selector: BTreeMap<String, String>, pods: Vec<Value>) -> StrimziPodSetSpec {
+    StrimziPodSetSpec {
+        selector: LabelSelector {
+            match_labels: Some(selector),
+            ..Default::default()
+        },
+        pods: pods
+            .into_iter()
+            .filter_map(|p| match p {
+                Value::Object(pod) => Some(pod),
+                _ => None,
+            })
+            .collect(),
     }
 }
 

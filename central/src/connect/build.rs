@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, HTTPGetAction, Probe,
     SecretVolumeSource, Service, ServiceSpec, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kstretch_api::{KafkaConnect, StrimziPodSet, StrimziPodSetSpec, names};
+use kstretch_api::{KafkaConnect, StrimziPodSet, names};
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
@@ -224,19 +224,7 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
             n.labels(),
             n.template_meta("podSet"),
         ),
-        spec: StrimziPodSetSpec {
-            selector: LabelSelector {
-                match_labels: Some(selector.clone()),
-                ..Default::default()
-            },
-            pods: pods
-                .into_iter()
-                .filter_map(|p| match p {
-                    Value::Object(pod) => Some(pod),
-                    _ => None,
-                })
-                .collect(),
-        },
+        spec: pod_template::podset_spec(selector.clone(), pods),
         status: None,
     });
     let port = || objects::tcp_port(REST_API_PORT_NAME.to_owned(), REST_API_PORT.into());

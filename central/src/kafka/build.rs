@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kstretch_api::storage::SingleVolumeStorage;
-use kstretch_api::{Kafka, StrimziPodSet, StrimziPodSetSpec, names};
+use kstretch_api::{Kafka, StrimziPodSet, names};
 use kstretch_core::kraft::{
     self, Addressing, CONTROLPLANE_PORT, ConfigError, KafkaCluster, Node, NodeConfig,
     REPLICATION_PORT, Rendered, Volume,
@@ -802,19 +802,7 @@ fn pod_set(ctx: &Ctx<'_>, pool: &ResolvedPool, pods: Vec<Value>) -> Value {
         (names::CLUSTER_ID.to_owned(), ctx.cluster_id.to_owned()),
         (names::CONTROLLER_QUORUM.to_owned(), quorum.to_owned()),
     ]));
-    let spec = StrimziPodSetSpec {
-        selector: LabelSelector {
-            match_labels: Some(kafka_pods(ctx, &[(names::POOL_NAME, &pool.name)])),
-            ..Default::default()
-        },
-        pods: pods
-            .into_iter()
-            .filter_map(|p| match p {
-                Value::Object(pod) => Some(pod),
-                _ => None,
-            })
-            .collect(),
-    };
+    let spec = pod_template::podset_spec(kafka_pods(ctx, &[(names::POOL_NAME, &pool.name)]), pods);
     objects::to_json(&StrimziPodSet {
         metadata,
         spec,
