@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
+use k8s_openapi::api::core::v1::{EnvVar, Pod, PodSpec, ResourceRequirements, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kstretch_api::common::JvmOptions;
 use kstretch_api::{StrimziPodSetSpec, names};
 use kstretch_core::kraft;
@@ -13,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use kstretch_core::versions::DEFAULT_KAFKA_VERSION;
 
+use crate::objects;
 use crate::unserved::Applied;
 
 /// The keys of `template.pod` kstretch applies: its metadata's labels and annotations, and the
@@ -49,22 +51,35 @@ pub struct PodParts<'a> {
     /// The headless Service that gives the pod its DNS name.
     pub subdomain: &'a str,
     pub container: Value,
-    pub volumes: Vec<Value>,
+    pub volumes: Vec<Volume>,
     pub labels: Map<String, Value>,
     pub annotations: Map<String, Value>,
     /// The resource's `template.pod`.
     pub template: Option<&'a Map<String, Value>>,
 }
 
-/// The pod (pure).
+/// The pod (pure): kstretch's parts typed, the container and the template's fields as given.
 pub fn pod(parts: PodParts<'_>) -> Value {
-    let mut spec = json!({
-        "hostname": parts.name,
-        "subdomain": parts.subdomain,
-        "containers": [parts.container],
-        "volumes": parts.volumes,
-        "terminationGracePeriodSeconds": 30,
+    let mut pod = objects::to_json(&Pod {
+        metadata: ObjectMeta {
+            name: Some(parts.name.to_owned()),
+            namespace: Some(parts.namespace.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            hostname: Some(parts.name.to_owned()),
+            subdomain: Some(parts.subdomain.to_owned()),
+            volumes: Some(parts.volumes),
+            termination_grace_period_seconds: Some(30),
+            ..Default::default()
+        }),
+        status: None,
     });
+    // Labels and annotations may come from the template as written; the container too.
+    pod["metadata"]["labels"] = Value::Object(parts.labels);
+    pod["metadata"]["annotations"] = Value::Object(parts.annotations);
+    let spec = &mut pod["spec"];
+    spec["containers"] = Value::Array(vec![parts.container]);
     if let Some(template) = parts.template {
         for key in TEMPLATE_POD.iter().filter(|k| **k != "metadata") {
             if let Some(value) = template.get(*key) {
@@ -72,12 +87,7 @@ pub fn pod(parts: PodParts<'_>) -> Value {
             }
         }
     }
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": parts.name, "namespace": parts.namespace,
-                     "labels": parts.labels, "annotations": parts.annotations},
-        "spec": spec,
-    })
+    pod
 }
 
 /// The Kafka version a resource runs (`version`, else [`DEFAULT_KAFKA_VERSION`]) and its

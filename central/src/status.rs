@@ -6,7 +6,6 @@
 use kstretch_api::condition::{self, Condition, WARNING};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
-use serde_json::json;
 
 /// Whether `resource` carries `strimzi.io/pause-reconciliation: "true"`: nothing is changed for
 /// it until the annotation goes.
@@ -15,6 +14,23 @@ pub fn is_paused<K: kube::Resource>(resource: &K) -> bool {
         .annotations()
         .get(kstretch_api::names::PAUSE_RECONCILIATION)
         .is_some_and(|v| v == "true")
+}
+
+/// Why a resource cannot be served as it is: one stable reason string (from a typed cause) and
+/// a message telling the user what to fix. Shown as `Ready=False`; never retried blindly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Refusal {
+        Refusal {
+            reason,
+            message: message.into(),
+        }
+    }
 }
 
 /// Central's field manager for everything it applies.
@@ -39,11 +55,12 @@ where
         return Ok(());
     }
     let api: Api<K> = Api::namespaced(client.clone(), &resource.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": serde_json::to_value(&status).map_err(kube::Error::SerdeError)?,
-    });
+    let patch = serde_json::to_value(StatusPatch {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        status: &status,
+    })
+    .map_err(kube::Error::SerdeError)?;
     api.patch_status(
         &resource.name_any(),
         &PatchParams::apply(FIELD_MANAGER).force(),
@@ -51,6 +68,15 @@ where
     )
     .await?;
     Ok(())
+}
+
+/// The body of a server-side apply of a resource's status: its type and the status alone.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusPatch<'a, S> {
+    api_version: String,
+    kind: String,
+    status: &'a S,
 }
 
 /// A warning as a status shows it: a `Warning` condition with this reason and message.

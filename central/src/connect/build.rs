@@ -217,7 +217,7 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
         )])),
         ..Default::default()
     });
-    let selector = objects::strings(&n.selector());
+    let selector = n.selector();
     let pod_set = objects::to_json(&StrimziPodSet {
         metadata: n.object_meta(
             &component_name(&name),
@@ -263,7 +263,7 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
         name: component_name(&name),
         namespace: n.namespace,
         labels: objects::strings(&Value::Object(n.labels())),
-        selector: objects::strings(&n.selector()),
+        selector: n.selector(),
         pods: usize::try_from(r.replicas).unwrap_or(usize::MAX),
         template: n.template,
         closed: false,
@@ -307,9 +307,12 @@ impl Names<'_> {
         labels
     }
 
-    fn selector(&self) -> Value {
-        json!({names::CLUSTER: self.connect, names::NAME: component_name(self.connect),
-               names::KIND: KIND})
+    fn selector(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (names::CLUSTER.to_owned(), self.connect.to_owned()),
+            (names::NAME.to_owned(), component_name(self.connect)),
+            (names::KIND.to_owned(), KIND.to_owned()),
+        ])
     }
 
     /// `template.<key>.metadata` (labels and annotations), as Strimzi's templates take it.
@@ -494,7 +497,7 @@ fn pod(
         namespace: n.namespace,
         subdomain: &component,
         container,
-        volumes: volumes.iter().map(objects::value).collect(),
+        volumes,
         labels,
         annotations,
         template: template_pod,

@@ -2,6 +2,7 @@
 //! cluster's objects (pure) → publish them to the agents → roll stale workers one at a time →
 //! write the status.
 
+use crate::status::Refusal;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,21 +106,21 @@ pub async fn apply(connect: Arc<KafkaConnect>, ctx: Arc<Context>) -> Result<Acti
     } else {
         match pass(&ctx, &connect, &owner, &mut st, &now).await? {
             Ok(action) => action,
-            Err((reason, message)) => refuse(&ctx, &owner, &mut st, reason, message)?,
+            Err(refusal) => refuse(&ctx, &owner, &mut st, refusal)?,
         }
     };
     write_status(&ctx.client, &connect, st).await?;
     Ok(action)
 }
 
-/// Validates, publishes, and rolls a stale worker; `Err` is a refusal (reason, message).
+/// Validates, publishes, and rolls a stale worker; `Err` is a refusal.
 async fn pass(
     ctx: &Context,
     connect: &KafkaConnect,
     owner: &Owner,
     st: &mut KafkaConnectStatus,
     now: &str,
-) -> Result<Result<Action, (&'static str, String)>, Error> {
+) -> Result<Result<Action, Refusal>, Error> {
     let name = connect.name_any();
     let namespace = connect.namespace().unwrap_or_default();
     let resolved = match validate::resolve(connect, &ctx.members) {
@@ -131,12 +132,12 @@ async fn pass(
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            return Ok(Err((reason, message)));
+            return Ok(Err(Refusal::new(reason, message)));
         }
     };
     let material = match security::material(&ctx.client, connect, &resolved.security).await? {
         Ok(material) => material,
-        Err(message) => return Ok(Err(("SecretNotFound", message))),
+        Err(message) => return Ok(Err(Refusal::new("SecretNotFound", message))),
     };
 
     let built = build::build(connect, &resolved, &material);
@@ -202,8 +203,7 @@ fn refuse(
     ctx: &Context,
     owner: &Owner,
     st: &mut KafkaConnectStatus,
-    reason: &str,
-    message: String,
+    Refusal { reason, message }: Refusal,
 ) -> Result<Action, Error> {
     tracing::warn!(%reason, %message, "KafkaConnect cannot be reconciled as it is");
     ctx.metrics.invalid(reason);

@@ -226,7 +226,11 @@ impl ConnectClient {
         config: &BTreeMap<String, String>,
         initial_state: &str,
     ) -> Result<(), RestError> {
-        let body = json!({"name": name, "config": config, "initial_state": initial_state});
+        let body = crate::objects::value(&NewConnector {
+            name,
+            config,
+            initial_state,
+        });
         self.call("create", Method::POST, "/connectors", Some(&body))
             .await
             .map(drop)
@@ -365,6 +369,14 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     message
+}
+
+/// The body of `POST /connectors`.
+#[derive(serde::Serialize)]
+struct NewConnector<'a> {
+    name: &'a str,
+    config: &'a BTreeMap<String, String>,
+    initial_state: &'a str,
 }
 
 #[cfg(test)]

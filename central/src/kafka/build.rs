@@ -24,6 +24,7 @@ use kstretch_core::kraft::{
 };
 use kstretch_core::node_ids::Role;
 use kube::ResourceExt;
+use kube::api::{DynamicObject, TypeMeta};
 use serde_json::{Map, Value, json};
 
 use super::resolve::{PerNode, Resolved, ResolvedPool};
@@ -83,7 +84,7 @@ pub fn add_budgets(built: &mut Built, kafka: &Kafka, disrupted: &BTreeSet<String
         objects.push(budget::pod_disruption_budget(&budget::Budget {
             name: names.component(),
             namespace: &namespace,
-            labels: objects::strings(&Value::Object(names.labels())),
+            labels: names.labels(),
             selector: BTreeMap::from([
                 (names::CLUSTER.to_owned(), name.clone()),
                 (names::NAME.to_owned(), names.component()),
@@ -136,7 +137,7 @@ pub fn add_ca_copies(
             let mut labels = names.labels();
             labels.insert(
                 names::COMPONENT_TYPE.to_owned(),
-                Value::String("certificate-authority".to_owned()),
+                "certificate-authority".to_owned(),
             );
             let files = data
                 .iter()
@@ -431,9 +432,8 @@ impl Names<'_> {
     }
 
     /// Labels on everything built for the cluster.
-    fn labels(&self) -> Map<String, Value> {
-        let mut labels = Map::new();
-        for (k, v) in [
+    fn labels(&self) -> BTreeMap<String, String> {
+        [
             (names::CLUSTER, self.kafka.to_owned()),
             (names::NAME, self.component()),
             (names::KIND, "Kafka".to_owned()),
@@ -441,28 +441,19 @@ impl Names<'_> {
             (names::APP_NAME, "kafka".to_owned()),
             (names::APP_INSTANCE, self.kafka.to_owned()),
             (names::APP_PART_OF, format!("strimzi-{}", self.kafka)),
-        ] {
-            labels.insert(k.to_owned(), Value::String(v));
-        }
-        labels
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
     }
 
-    fn pool_labels(&self, pool: &str) -> Map<String, Value> {
+    fn pool_labels(&self, pool: &str) -> BTreeMap<String, String> {
         let mut labels = self.labels();
-        labels.insert(names::POOL_NAME.to_owned(), Value::String(pool.to_owned()));
+        labels.insert(names::POOL_NAME.to_owned(), pool.to_owned());
         labels
     }
 
-    fn meta(&self, name: &str, labels: Map<String, Value>) -> Value {
-        json!({"name": name, "namespace": self.namespace, "labels": labels})
-    }
-
-    /// [`Self::meta`], typed.
-    fn object_meta(&self, name: &str, labels: Map<String, Value>) -> ObjectMeta {
-        let labels = labels
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v.as_str()?.to_owned())))
-            .collect();
+    fn object_meta(&self, name: &str, labels: BTreeMap<String, String>) -> ObjectMeta {
         objects::meta(name, self.namespace, labels)
     }
 }
@@ -635,7 +626,7 @@ fn pod(
         namespace: ctx.namespace,
         subdomain: &subdomain,
         container: objects::value(&container),
-        volumes: volumes.iter().map(objects::value).collect(),
+        volumes,
         labels: pod_labels(ctx, pool, node, pod_name, template_pod),
         annotations,
         template: template_pod,
@@ -654,7 +645,11 @@ fn pod_labels(
     pod_name: &str,
     template_pod: Option<&Map<String, Value>>,
 ) -> Map<String, Value> {
-    let mut labels = ctx.pool_labels(&pool.name);
+    let mut labels: Map<String, Value> = ctx
+        .pool_labels(&pool.name)
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
     for (k, v) in [
         (names::POD_NAME, pod_name.to_owned()),
         (names::CONTROLLER, "strimzipodset".to_owned()),
@@ -859,7 +854,7 @@ fn headless_service(ctx: &Ctx<'_>) -> Value {
 
 fn bootstrap_service(ctx: &Ctx<'_>) -> Value {
     let mut labels = ctx.labels();
-    labels.insert(names::DISCOVERY.to_owned(), json!("true"));
+    labels.insert(names::DISCOVERY.to_owned(), "true".to_owned());
     objects::to_json(&Service {
         metadata: ctx.object_meta(&kraft::bootstrap_service_name(ctx.kafka), labels),
         spec: Some(ServiceSpec {
@@ -906,7 +901,7 @@ pub fn per_node_services(
                 })
                 .collect();
             let mut labels = naming.pool_labels(&pool.name);
-            labels.insert(names::NODE_SERVICE.to_owned(), json!("true"));
+            labels.insert(names::NODE_SERVICE.to_owned(), "true".to_owned());
             let name = kraft::per_node_service_name(kafka, &pool.name, id);
             let service = Service {
                 metadata: naming.object_meta(&name, labels),
@@ -934,10 +929,16 @@ pub fn per_node_services(
 /// KEP-1645: exporting the service makes `<svc>.<ns>.svc.clusterset.local` (and, for the
 /// headless one, `<pod>.<cluster>.<svc>...`) resolvable in every member cluster.
 fn service_export(ctx: &Ctx<'_>, service: &str) -> Value {
-    json!({
-        "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceExport",
-        "metadata": ctx.meta(service, ctx.labels()),
-    })
+    // A ServiceExport has no fields of its own: exporting is its name and namespace.
+    let export = DynamicObject {
+        types: Some(TypeMeta {
+            api_version: "multicluster.x-k8s.io/v1alpha1".to_owned(),
+            kind: "ServiceExport".to_owned(),
+        }),
+        metadata: ctx.object_meta(service, ctx.labels()),
+        data: Value::Object(Map::new()),
+    };
+    objects::value(&export)
 }
 
 #[cfg(test)]

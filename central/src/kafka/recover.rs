@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::{Container, SecurityContext, VolumeMount};
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::operation::{KafkaOperationStatus, QuorumRecoveryStatus, phase};
 use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, QuorumStatus};
@@ -24,6 +25,7 @@ use super::status::{not_ready, now};
 use crate::error::Error;
 use crate::kafka::warning::{Reason, Warning};
 use crate::link::restart::PodToRestart;
+use crate::objects;
 use crate::operation::status::write_status;
 use crate::operation::steps::{self, Observed};
 use kstretch_proto::agent::v1::PodStatus;
@@ -172,14 +174,28 @@ pub fn add_tool(
 /// The init container: the agent's binary, on the node's volumes, as root (it must write the
 /// log files whatever user the Kafka image runs as); its summary is its termination message.
 fn tool_container(image: &str, dir: &str, node_id: i32, mounts: Value) -> Value {
-    json!({
-        "name": TOOL_CONTAINER,
-        "image": image,
-        "args": ["recover-quorum", "--metadata-dir", dir, "--node-id", node_id.to_string(),
-                 "--termination-log", "/dev/termination-log"],
-        "volumeMounts": mounts,
-        "securityContext": {"runAsUser": 0, "runAsNonRoot": false},
-        "terminationMessagePolicy": "FallbackToLogsOnError",
+    let args = [
+        "recover-quorum",
+        "--metadata-dir",
+        dir,
+        "--node-id",
+        &node_id.to_string(),
+        "--termination-log",
+        "/dev/termination-log",
+    ];
+    objects::value(&Container {
+        name: TOOL_CONTAINER.to_owned(),
+        image: Some(image.to_owned()),
+        args: Some(args.iter().map(|a| (*a).to_owned()).collect()),
+        // The node container's own mounts, which kstretch built.
+        volume_mounts: serde_json::from_value::<Vec<VolumeMount>>(mounts).ok(),
+        security_context: Some(SecurityContext {
+            run_as_user: Some(0),
+            run_as_non_root: Some(false),
+            ..Default::default()
+        }),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        ..Default::default()
     })
 }
 

@@ -97,11 +97,11 @@ async fn step(
     } else {
         Vec::new()
     };
-    if forgetting && let Some((reason, why)) = forget_waits(ctx, &kafka, &others).await? {
+    if forgetting && let Some(waiting) = forget_waits(ctx, &kafka, &others).await? {
         if !running {
             status.phase = Some(phase::PENDING.to_owned());
         }
-        write(ctx, op, status, not_ready(reason, why)).await?;
+        write(ctx, op, status, waiting).await?;
         return Ok(Action::requeue(WAIT));
     }
     if !running
@@ -174,15 +174,15 @@ async fn forget_waits(
     ctx: &Context,
     kafka: &Kafka,
     same_kafka: &[KafkaOperation],
-) -> Result<Option<(&'static str, String)>, Error> {
+) -> Result<Option<Condition>, Error> {
     if let Some(why) = recover::majority_lost(ctx, kafka).await? {
-        return Ok(Some(("QuorumMajorityLost", why)));
+        return Ok(Some(not_ready("QuorumMajorityLost", why)));
     }
     Ok(recovering(same_kafka).map(|name| {
         let message = format!(
             "waiting for quorum recovery {name} to complete: it elects leaders for the partitions it can, and only then are the lost replicas replaced"
         );
-        ("QuorumRecovering", message)
+        not_ready("QuorumRecovering", message)
     }))
 }
 

@@ -15,16 +15,10 @@ use crate::status::{conditions, not_ready, now};
 pub(super) const WAIT: Duration = Duration::from_secs(15);
 
 /// Why the operation cannot go on as asked: a reason and a message for the user.
-pub(super) struct Refusal {
-    pub reason: &'static str,
-    pub message: String,
-}
+pub(super) use crate::status::Refusal;
 
 pub(super) fn refusal(reason: &'static str, message: impl Into<String>) -> Refusal {
-    Refusal {
-        reason,
-        message: message.into(),
-    }
+    Refusal::new(reason, message)
 }
 
 /// The operation cannot go on as asked. One that has not started is refused and looked at

@@ -147,11 +147,7 @@ impl CaSettings {
 
 /// A CA the user must fix (status `Ready=False` with the reason), as opposed to a transient
 /// failure.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub reason: &'static str,
-    pub message: String,
-}
+pub use crate::status::Refusal;
 
 /// Why the certificates are not there.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 
 use super::pass::{Flow, Pass, PoolIdsByName, RolesByName};
 use super::plan::Plan;
-use super::refuse::Refusal;
+use super::refuse::Cause;
 use crate::kafka::context::Context;
 use crate::kafka::moving;
 use crate::kafka::quorum;
@@ -50,7 +50,7 @@ pub(super) async fn guard(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     .await;
     decide(plan, &pass.status, &removals, &read, &mut pass.warnings);
     match too_long_pod_name(kafka, &plan.resolved, &plan.ids) {
-        Some(message) => pass.refused(Refusal::NameTooLong.as_str(), &message),
+        Some(message) => pass.refused(Cause::NameTooLong.as_str(), &message),
         None => Ok(ControlFlow::Continue(())),
     }
 }

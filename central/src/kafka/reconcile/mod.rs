@@ -114,9 +114,7 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         };
         let action = match stages(&mut pass).await? {
             ControlFlow::Continue(action) | ControlFlow::Break(End::Wait(action)) => action,
-            ControlFlow::Break(End::Refused { reason, message }) => {
-                pass.refuse(reason, &message).await?
-            }
+            ControlFlow::Break(End::Refused(refusal)) => pass.refuse(refusal).await?,
         };
         (pass.status, action)
     };

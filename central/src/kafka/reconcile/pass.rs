@@ -19,6 +19,7 @@ use crate::kafka::context::Context;
 use crate::kafka::resolve::{PerNode, Resolved};
 use crate::kafka::warning::Warning;
 use crate::link::Owner;
+use crate::status::Refusal;
 
 /// Requeue while something is under way (pods starting, a roll, a pending unregistration).
 pub(super) const BUSY_REQUEUE: Duration = Duration::from_secs(5);
@@ -51,11 +52,8 @@ pub(super) type Flow<T> = Result<ControlFlow<End, T>, Error>;
 /// How a pass that stops early ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum End {
-    /// The `Kafka` cannot be used as it is; `reason` is one stable string of a typed cause.
-    Refused {
-        reason: &'static str,
-        message: String,
-    },
+    /// The `Kafka` cannot be used as it is; the reason is one stable string of a typed cause.
+    Refused(Refusal),
     /// It waits for something (a new cluster's ID stored, agents' reports, objects applied).
     Wait(Action),
 }

@@ -17,7 +17,7 @@ use super::pass::{
     BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, RolesByName, address_nodes, keep_or_retain,
     random_uuid,
 };
-use super::refuse::Refusal;
+use super::refuse::Cause;
 use crate::error::Error;
 use crate::kafka::adopt::{self, Adoption};
 use crate::kafka::context::Context;
@@ -167,7 +167,7 @@ async fn asked(pass: &mut Pass<'_>, connected: &BTreeSet<String>) -> Flow<Asked>
     let forgotten = match forget::forgotten(kafka, &ctx.members) {
         Ok(f) => f,
         Err(message) => {
-            return pass.refused(Refusal::InvalidAnnotation.as_str(), &message);
+            return pass.refused(Cause::InvalidAnnotation.as_str(), &message);
         }
     };
     if let Some(action) = adopt_what_runs(pass, &mut resolved, &forgotten).await? {
@@ -184,7 +184,7 @@ async fn asked(pass: &mut Pass<'_>, connected: &BTreeSet<String>) -> Flow<Asked>
     let wanted_quorum = match quorum::wanted(kafka) {
         Ok(mode) => mode,
         Err(message) => {
-            return pass.refused(Refusal::InvalidAnnotation.as_str(), &message);
+            return pass.refused(Cause::InvalidAnnotation.as_str(), &message);
         }
     };
     Ok(ControlFlow::Continue(Asked {
@@ -221,7 +221,7 @@ async fn secrets(pass: &mut Pass<'_>) -> Flow<Secrets> {
             Err(r) => return pass.refused(r.reason, &r.message),
         },
         Err(message) => {
-            return pass.refused(Refusal::InvalidAnnotation.as_str(), &message);
+            return pass.refused(Cause::InvalidAnnotation.as_str(), &message);
         }
     };
     Ok(ControlFlow::Continue(Secrets {
@@ -270,7 +270,7 @@ async fn cluster_id(
             pool.cluster_id.as_deref().unwrap_or_default(),
             pass.kafka.name_any()
         );
-        return pass.refused(Refusal::ClusterIdMismatch.as_str(), &message);
+        return pass.refused(Cause::ClusterIdMismatch.as_str(), &message);
     }
     Ok(ControlFlow::Continue(cluster_id))
 }

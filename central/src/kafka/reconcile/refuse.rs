@@ -1,4 +1,4 @@
-//! Refusal of a `Kafka` that cannot be used as it is: `Ready=False` with a reason and a
+//! Cause of a `Kafka` that cannot be used as it is: `Ready=False` with a reason and a
 //! message on the `Kafka` (written where every pass writes it) and its pools, one Event, and
 //! nothing changes in the member clusters (the last desired state stands, or is retained).
 
@@ -9,11 +9,12 @@ use kube::runtime::controller::Action;
 use super::pass::{End, Flow, Pass, REFUSED_RECHECK, keep_or_retain};
 use crate::error::Error;
 use crate::kafka::status;
+use crate::status::Refusal;
 
 /// The refusals the pipeline finds itself; the resources' own problems (resolve, node IDs,
 /// versions, certificates, configuration) carry their typed reasons with them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Refusal {
+pub(super) enum Cause {
     /// A `kstretch.io/...` annotation on the `Kafka` that cannot be read.
     InvalidAnnotation,
     /// A pool of another Kafka cluster (another cluster ID).
@@ -22,12 +23,12 @@ pub(super) enum Refusal {
     NameTooLong,
 }
 
-impl Refusal {
+impl Cause {
     pub(super) const fn as_str(self) -> &'static str {
         match self {
-            Refusal::InvalidAnnotation => "InvalidAnnotation",
-            Refusal::ClusterIdMismatch => "ClusterIdMismatch",
-            Refusal::NameTooLong => "NameTooLong",
+            Cause::InvalidAnnotation => "InvalidAnnotation",
+            Cause::ClusterIdMismatch => "ClusterIdMismatch",
+            Cause::NameTooLong => "NameTooLong",
         }
     }
 }
@@ -36,19 +37,15 @@ impl Pass<'_> {
     /// Ends the reconciliation with a refusal; `reason` is one stable string of a typed cause.
     /// It is carried out where the pass ends ([`Pass::refuse`]).
     pub(super) fn refused<T>(&self, reason: &'static str, message: &str) -> Flow<T> {
-        Ok(ControlFlow::Break(End::Refused {
-            reason,
-            message: message.to_owned(),
-        }))
+        Ok(ControlFlow::Break(End::Refused(Refusal::new(
+            reason, message,
+        ))))
     }
 
     /// Carries out a refusal: the `Kafka`'s status says it (written with the pass's one
     /// write), its pools' statuses too, one Event, and the member clusters keep what they have.
-    pub(super) async fn refuse(
-        &mut self,
-        reason: &'static str,
-        message: &str,
-    ) -> Result<Action, Error> {
+    pub(super) async fn refuse(&mut self, refusal: Refusal) -> Result<Action, Error> {
+        let (reason, message) = (refusal.reason, refusal.message.as_str());
         let ctx = self.ctx;
         tracing::warn!(%reason, %message, "Kafka cannot be reconciled as it is");
         ctx.metrics.invalid(reason);
