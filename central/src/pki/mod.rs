@@ -11,7 +11,7 @@ mod secrets;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kstretch_api::Kafka;
-use kube::{Client, ResourceExt};
+use kube::Client;
 use time::OffsetDateTime;
 
 pub use ca::{Ca, CaKind, CaSettings, CertError, NodeCerts, Refusal};
@@ -36,18 +36,44 @@ pub async fn ca(client: &Client, kafka: &Kafka, kind: CaKind) -> Result<Ca, Cert
     })
 }
 
-/// The certificate of every pod in `hosts` (pod name to host names), kept from earlier
-/// reconciliations while still good, issued or renewed otherwise, and stored before use; with
-/// the clients CA certificates `clients_trusted` when the nodes need them.
-pub async fn node_certificates(
+/// The node certificates of `kafka` as stored by earlier reconciliations (pod name to
+/// certificate and key).
+pub async fn stored_node_certs(
     client: &Client,
     kafka: &Kafka,
+) -> Result<BTreeMap<String, Pem>, CertError> {
+    secrets::node_certs(client, kafka).await
+}
+
+/// Stores every node's certificate and key, replacing what was stored.
+pub async fn store_node_certs(
+    client: &Client,
+    kafka: &Kafka,
+    certs: &BTreeMap<String, Pem>,
+) -> Result<(), CertError> {
+    secrets::store_node_certs(client, kafka, certs).await
+}
+
+/// The node certificates a Kafka's nodes get, and whether they must be stored first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCertsDecided {
+    pub certs: NodeCerts,
+    /// Whether [`NodeCerts::nodes`] differ from what was stored (a certificate issued,
+    /// renewed or dropped): they are stored before anything is built with them.
+    pub store: bool,
+}
+
+/// The certificate of every pod in `hosts` (pod name to host names), from those `stored`
+/// (pure): kept while still good, issued or renewed otherwise, removed nodes' dropped; with
+/// the clients CA certificates `clients_trusted` when the nodes need them.
+pub fn node_certificates(
+    kafka: &str,
     ca: &Ca,
     clients_trusted: Option<&str>,
     hosts: &BTreeMap<String, BTreeSet<String>>,
-) -> Result<NodeCerts, CertError> {
-    let now = OffsetDateTime::now_utc();
-    let mut stored = secrets::node_certs(client, kafka).await?;
+    mut stored: BTreeMap<String, Pem>,
+    now: OffsetDateTime,
+) -> Result<NodeCertsDecided, Refusal> {
     let ca_read = read(&ca.pem.cert).map_err(|e| {
         ca.settings
             .kind
@@ -56,16 +82,15 @@ pub async fn node_certificates(
     // Removed nodes' certificates go: a pod still stopping has its files mounted already.
     let before = stored.len();
     stored.retain(|pod, _| hosts.contains_key(pod));
-    let mut changed = stored.len() != before;
+    let mut store = stored.len() != before;
     for (pod, names) in hosts {
         let good = stored.get(pod).is_some_and(|pem| {
             still_good(&pem.cert, &ca_read, names, ca.settings.renewal_days, now)
         });
         if !good {
-            let common_name = node_common_name(&kafka.name_any());
             let pem = issue(
                 &ca.pem,
-                &common_name,
+                &node_common_name(kafka),
                 names,
                 Usage::Node,
                 ca.settings.validity_days,
@@ -77,18 +102,33 @@ pub async fn node_certificates(
                     .refuse(format!("cannot issue the certificate of {pod}: {e}"))
             })?;
             stored.insert(pod.clone(), pem);
-            changed = true;
+            store = true;
         }
     }
-    if changed {
-        secrets::store_node_certs(client, kafka, &stored).await?;
-    }
-    Ok(NodeCerts {
-        ca_cert: ca.trusted.clone(),
-        clients_ca_cert: clients_trusted.map(str::to_owned),
-        listeners: BTreeMap::new(),
-        nodes: stored,
+    Ok(NodeCertsDecided {
+        certs: NodeCerts {
+            ca_cert: ca.trusted.clone(),
+            clients_ca_cert: clients_trusted.map(str::to_owned),
+            listeners: BTreeMap::new(),
+            nodes: stored,
+        },
+        store,
     })
+}
+
+/// A generated CA of kind `kind` for `kafka`, for tests of what is built with one.
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+pub(crate) fn test_ca(kafka: &Kafka, kind: CaKind) -> Ca {
+    let settings = CaSettings::of(kafka, kind).expect("CA settings");
+    let now = OffsetDateTime::now_utc();
+    let pem = issue::new_ca("test-ca", None, settings.validity_days, now).expect("a CA");
+    Ca {
+        trusted: pem.cert.clone(),
+        pem,
+        settings,
+        public: BTreeMap::new(),
+    }
 }
 
 /// The principals of kstretch itself in `kafka`'s nodes (the nodes, central), which an

@@ -1,7 +1,8 @@
 //! One reconciliation of one `Kafka`, a pipeline of stages, each in its own file:
 //! [`plan`] (resolve and validate the pools, the CAs, the cluster ID and node IDs) →
-//! [`guard`] (removals that are not safe now wait) → [`publish`] (every member cluster's
-//! objects, built purely, handed to the agents) → [`pools`] (the pools' statuses) →
+//! [`guard`] (removals that are not safe now wait) → [`publish`] (the certificates read, every
+//! member cluster's objects and the certificates to store decided purely by [`objects`], then
+//! handed to the agents) → [`pools`] (the pools' statuses) →
 //! [`kafka_side`] (the quorum, one pod rolled, removed nodes unregistered) → [`report`] (the
 //! `Kafka`'s status and when to look again). A stage that ends the reconciliation early says
 //! how ([`pass::End`]): a refusal ([`refuse`]), carried out here, or a wait.
@@ -19,6 +20,7 @@ macro_rules! proceed {
 mod guard;
 mod kafka_side;
 mod kafka_steps;
+mod objects;
 mod pass;
 mod plan;
 mod pools;

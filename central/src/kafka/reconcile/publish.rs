@@ -9,6 +9,7 @@ use std::ops::ControlFlow;
 use kstretch_api::Kafka;
 use kube::ResourceExt;
 
+use super::objects::{self, Inputs};
 use super::pass::{BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, address_nodes, keep_or_retain};
 use super::plan::Plan;
 use crate::budget;
@@ -111,64 +112,47 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     )))
 }
 
-/// Every node's certificate, for every address it now has, and the objects built with them.
+/// Every node's certificate, for every address it now has, and the objects built with them:
+/// the certificates are read, the objects decided ([`objects::decide`]), and new certificates
+/// stored before anything built with them is published.
 async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
-    let kafka = pass.kafka;
-    let effective = &plan.resolved;
-    let initial_voters = quorum::initial_voters(&pass.status);
-    let model = build::cluster_model(
-        kafka,
-        effective,
-        &plan.ids,
-        &plan.cluster_id,
-        quorum::mode(&pass.status),
-    );
-    let hosts = match build::node_hostnames(&model) {
-        Ok(hosts) => hosts,
-        Err(e) => {
-            let message = e.to_string();
-            return pass.refused(e.reason(), &message);
-        }
-    };
-    let clients_trusted = model
-        .needs_clients_ca()
-        .then_some(plan.clients_ca.trusted.as_str());
-    let certs = match certificates(
-        &pass.ctx.client,
-        kafka,
-        &plan.ca,
-        clients_trusted,
-        &hosts,
-        effective,
-    )
-    .await
-    {
-        Ok(certs) => certs,
+    let (client, kafka) = (&pass.ctx.client, pass.kafka);
+    let stored_certs = match pki::stored_node_certs(client, kafka).await {
+        Ok(stored) => stored,
         Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message),
         Err(CertError::Kube(e)) => return Err(e.into()),
     };
-    match build::build(kafka, effective, &plan.ids, model, &certs, &initial_voters) {
-        Ok(built) => Ok(ControlFlow::Continue(built)),
-        Err(e) => {
-            let message = e.to_string();
-            pass.refused(e.reason(), &message)
+    let wanted = &plan.resolved.listener_certificates;
+    let listener_certs = match pki::listener_certificates(client, kafka, wanted).await {
+        Ok(certs) => Ok(certs),
+        Err(CertError::Refused(r)) => Err(r),
+        Err(CertError::Kube(e)) => return Err(e.into()),
+    };
+    let decided = objects::decide(Inputs {
+        kafka,
+        resolved: &plan.resolved,
+        ids: &plan.ids,
+        cluster_id: &plan.cluster_id,
+        quorum: quorum::mode(&pass.status),
+        initial_voters: &quorum::initial_voters(&pass.status),
+        ca: &plan.ca,
+        clients_ca: &plan.clients_ca,
+        stored_certs,
+        listener_certs,
+        now: time::OffsetDateTime::now_utc(),
+    });
+    let decided = match decided {
+        Ok(decided) => decided,
+        Err(r) => return pass.refused(r.reason, &r.message),
+    };
+    if let Some(certs) = &decided.store_certs {
+        match pki::store_node_certs(client, kafka, certs).await {
+            Ok(()) => {}
+            Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message),
+            Err(CertError::Kube(e)) => return Err(e.into()),
         }
     }
-}
-
-/// Every node's certificate, with the listeners' own certificates (`brokerCertChainAndKey`).
-async fn certificates(
-    client: &kube::Client,
-    kafka: &Kafka,
-    ca: &pki::Ca,
-    clients_trusted: Option<&str>,
-    hosts: &BTreeMap<String, BTreeSet<String>>,
-    resolved: &Resolved,
-) -> Result<pki::NodeCerts, CertError> {
-    let mut certs = pki::node_certificates(client, kafka, ca, clients_trusted, hosts).await?;
-    certs.listeners =
-        pki::listener_certificates(client, kafka, &resolved.listener_certificates).await?;
-    Ok(certs)
+    Ok(ControlFlow::Continue(decided.built))
 }
 
 /// While per-node addresses are pending, the per-node Services must exist (their addresses go

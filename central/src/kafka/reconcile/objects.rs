@@ -1,0 +1,164 @@
+//! What a pass builds, decided purely from what was read before: the cluster's model, every
+//! node's certificate for every name it is reached by (kept, issued or renewed), and every
+//! object of every member cluster. No `.await`: the publish stage reads, calls [`decide`], then
+//! stores the certificates it says are new before anything built with them goes out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kstretch_api::Kafka;
+use kstretch_core::kraft;
+use kube::ResourceExt;
+use time::OffsetDateTime;
+
+use crate::kafka::build::{self, Built};
+use crate::kafka::resolve::Resolved;
+use crate::pki::{self, Pem};
+use crate::status::Refusal;
+
+/// Everything the objects are built from.
+pub(super) struct Inputs<'a> {
+    pub(super) kafka: &'a Kafka,
+    pub(super) resolved: &'a Resolved,
+    /// Each pool's node IDs after this pass.
+    pub(super) ids: &'a BTreeMap<String, BTreeSet<i32>>,
+    pub(super) cluster_id: &'a str,
+    pub(super) quorum: kraft::QuorumMode,
+    /// A dynamic quorum's first voters, until it has formed (node ID → directory ID).
+    pub(super) initial_voters: &'a BTreeMap<i32, u128>,
+    pub(super) ca: &'a pki::Ca,
+    pub(super) clients_ca: &'a pki::Ca,
+    /// The node certificates stored by earlier passes.
+    pub(super) stored_certs: BTreeMap<String, Pem>,
+    /// The listeners' own certificates (`brokerCertChainAndKey`) as read from the user's
+    /// Secrets, or why they cannot be used.
+    pub(super) listener_certs: Result<BTreeMap<String, Pem>, Refusal>,
+    pub(super) now: OffsetDateTime,
+}
+
+/// What [`decide`] built.
+pub(super) struct Decided {
+    pub(super) built: Built,
+    /// The nodes' certificates, when they differ from those stored: stored before publishing.
+    pub(super) store_certs: Option<BTreeMap<String, Pem>>,
+}
+
+/// Every object of the `Kafka`, with the certificates its nodes need; or why it cannot be
+/// built, in the order the user would fix it (names, the CA, the listeners' certificates,
+/// the configuration).
+pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
+    let refusal = |e: kraft::ConfigError| Refusal::new(e.reason(), e.to_string());
+    let model = build::cluster_model(
+        inputs.kafka,
+        inputs.resolved,
+        inputs.ids,
+        inputs.cluster_id,
+        inputs.quorum,
+    );
+    let hosts = build::node_hostnames(&model).map_err(refusal)?;
+    let clients_trusted = model
+        .needs_clients_ca()
+        .then_some(inputs.clients_ca.trusted.as_str());
+    let node_certs = pki::node_certificates(
+        &inputs.kafka.name_any(),
+        inputs.ca,
+        clients_trusted,
+        &hosts,
+        inputs.stored_certs,
+        inputs.now,
+    )?;
+    let mut certs = node_certs.certs;
+    certs.listeners = inputs.listener_certs?;
+    let built = build::build(
+        inputs.kafka,
+        inputs.resolved,
+        inputs.ids,
+        model,
+        &certs,
+        inputs.initial_voters,
+    )
+    .map_err(refusal)?;
+    Ok(Decided {
+        built,
+        store_certs: node_certs.store.then_some(certs.nodes),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::kafka::resolve::tests::{kafka, members, pool};
+    use crate::kafka::resolve::{self};
+    use crate::pki::CaKind;
+
+    fn ids(list: &[i32]) -> BTreeMap<String, BTreeSet<i32>> {
+        BTreeMap::from([("dual".to_owned(), list.iter().copied().collect())])
+    }
+
+    #[test]
+    fn certificates_are_issued_once_kept_while_good_and_dropped_with_their_node() {
+        let k = kafka(json!({}));
+        let d = pool("dual", &["controller", "broker"], 3, json!({}));
+        let resolved = resolve::resolve(&k, &[&d], &members()).unwrap();
+        let (ca, clients_ca) = (
+            pki::test_ca(&k, CaKind::Cluster),
+            pki::test_ca(&k, CaKind::Clients),
+        );
+        let voters = BTreeMap::new();
+        let inputs = |ids, stored_certs, listener_certs| Inputs {
+            kafka: &k,
+            resolved: &resolved,
+            ids,
+            cluster_id: "abc",
+            quorum: kraft::QuorumMode::Static,
+            initial_voters: &voters,
+            ca: &ca,
+            clients_ca: &clients_ca,
+            stored_certs,
+            listener_certs,
+            now: OffsetDateTime::now_utc(),
+        };
+        let three = ids(&[0, 1, 2]);
+
+        // A new cluster: every node gets a certificate, stored before anything is published.
+        let first = decide(inputs(&three, BTreeMap::new(), Ok(BTreeMap::new()))).unwrap();
+        let stored = first
+            .store_certs
+            .clone()
+            .expect("new certificates are stored");
+        assert_eq!(
+            stored.keys().collect::<Vec<_>>(),
+            [
+                "my-cluster-dual-0",
+                "my-cluster-dual-1",
+                "my-cluster-dual-2"
+            ]
+        );
+
+        // The next pass keeps them: nothing to store, and no node rolls.
+        let again = decide(inputs(&three, stored.clone(), Ok(BTreeMap::new()))).unwrap();
+        assert_eq!(again.store_certs, None);
+        let revisions = |b: &Built| {
+            b.nodes
+                .values()
+                .map(|n| n.revision.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(revisions(&again.built), revisions(&first.built));
+
+        // A removed node's certificate goes with it; the others stay as they were.
+        let two = ids(&[0, 1]);
+        let smaller = decide(inputs(&two, stored.clone(), Ok(BTreeMap::new()))).unwrap();
+        let kept = smaller.store_certs.expect("the removal is stored");
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept["my-cluster-dual-0"], stored["my-cluster-dual-0"]);
+
+        // A listener certificate that cannot be used refuses the Kafka, naming it.
+        let missing = Refusal::new("SecretNotFound", "listener tls: no Secret");
+        let refused = decide(inputs(&three, stored, Err(missing.clone())));
+        assert_eq!(refused.err(), Some(missing));
+    }
+}
