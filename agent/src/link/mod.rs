@@ -14,6 +14,7 @@
 
 pub mod apply;
 pub mod metrics;
+pub mod nodes;
 pub mod objects;
 pub mod protocol;
 pub mod restart;
@@ -189,7 +190,9 @@ pub fn start(
         let (services, services_watch) =
             status::NodeServices::start(&client, &identity.namespaces, shutdown.clone());
         tokio::spawn(services_watch);
-        let status = StatusSource::new(caches, services);
+        let (nodes, nodes_watch) = nodes::Nodes::start(&client, shutdown.clone());
+        tokio::spawn(nodes_watch);
+        let status = StatusSource::new(caches, services, nodes);
         let applier = Applier::new(client, scope.clone(), metrics.clone());
         let (snapshots_tx, snapshots_rx) = watch::channel::<Option<Arc<Snapshot>>>(None);
         let (reports_tx, reports_rx) = watch::channel::<Option<Arc<ApplyReport>>>(None);

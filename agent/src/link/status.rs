@@ -21,6 +21,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
+use super::nodes::Nodes;
 use crate::podset::Caches;
 use crate::podset::cached_pod::{CachedPod, says_something};
 
@@ -67,6 +68,7 @@ pub fn report(
                                 .cloned()
                                 .unwrap_or_default(),
                             message: containers_say(&p),
+                            node_name: p.node_name().unwrap_or_default().to_owned(),
                         },
                         None => PodStatus {
                             name: name.to_owned(),
@@ -91,7 +93,7 @@ pub fn report(
     out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     StatusReport {
         podsets: out,
-        services: Vec::new(),
+        ..StatusReport::default()
     }
 }
 
@@ -239,11 +241,16 @@ pub fn is_ready(pod: &CachedPod) -> bool {
 pub struct StatusSource {
     caches: Caches,
     services: NodeServices,
+    nodes: Nodes,
 }
 
 impl StatusSource {
-    pub fn new(caches: Caches, services: NodeServices) -> Self {
-        Self { caches, services }
+    pub fn new(caches: Caches, services: NodeServices, nodes: Nodes) -> Self {
+        Self {
+            caches,
+            services,
+            nodes,
+        }
     }
 
     /// The current report, or `None` until both caches hold a complete list (a report of
@@ -258,6 +265,12 @@ impl StatusSource {
             pods.get(&ObjectRef::new(name).within(ns))
         });
         report.services = services;
+        // Nodes are reported once listed; an agent that may not list them still reports the
+        // rest (only `nodeport` listeners need them).
+        if let Some(nodes) = self.nodes.report() {
+            report.nodes = nodes;
+            report.nodes_listed = true;
+        }
         Some(report)
     }
 }

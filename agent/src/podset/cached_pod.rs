@@ -21,7 +21,15 @@ use serde::Deserialize;
 pub struct CachedPod {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    pub spec: Option<CachedPodSpec>,
     pub status: Option<CachedPodStatus>,
+}
+
+/// What is read of a pod's spec: where it is scheduled.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedPodSpec {
+    pub node_name: Option<String>,
 }
 
 /// What is read of a pod's status.
@@ -97,6 +105,11 @@ impl CachedPod {
             status.init_container_statuses = saying(status.init_container_statuses.take());
             status.container_statuses = saying(status.container_statuses.take());
         }
+    }
+
+    /// The node the pod is scheduled to, if it is.
+    pub fn node_name(&self) -> Option<&str> {
+        self.spec.as_ref()?.node_name.as_deref()
     }
 
     /// Whether the pod's `Ready` condition is `True`.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use kstretch_proto::agent::v1::{
-    ApplyReport, BuildInfo, EXPLICIT_DELETION, Mismatch, PodSetStatus, ServiceStatus,
+    ApplyReport, BuildInfo, EXPLICIT_DELETION, Mismatch, NodeStatus, PodSetStatus, ServiceStatus,
 };
 
 use super::desired::OwnerEntry;
@@ -43,6 +43,9 @@ pub struct AgentRecord {
     pub podsets: Vec<PodSetStatus>,
     /// Per-node Services and where they are reachable.
     pub services: Vec<ServiceStatus>,
+    /// The cluster's Kubernetes nodes and their addresses; `None` until the agent listed them
+    /// (or while it may not).
+    pub nodes: Option<Vec<NodeStatus>>,
     /// When the agent last reported status (kept across its reconnects); `None` until it has
     /// reported once to this central process.
     pub status_at: Option<SystemTime>,
@@ -82,6 +85,7 @@ impl AgentRecord {
             last_apply_at: None,
             podsets: Vec::new(),
             services: Vec::new(),
+            nodes: None,
             status_at: None,
             capabilities: Vec::new(),
             image: String::new(),
@@ -182,6 +186,7 @@ impl Agents {
             record.last_apply_at = previous.last_apply_at;
             record.podsets = previous.podsets.clone();
             record.services = previous.services.clone();
+            record.nodes = previous.nodes.clone();
             record.status_at = previous.status_at;
         }
         state.records.insert(alias, record);

@@ -392,6 +392,7 @@ fn record(link: &Link, alias: &str, stream: u64, incoming: Incoming) {
             link.agents.update(alias, stream, |r| {
                 r.podsets = report.podsets;
                 r.services = report.services;
+                r.nodes = report.nodes_listed.then_some(report.nodes);
                 r.status_at = Some(SystemTime::now());
             });
             link.agents.notify();

@@ -4,7 +4,8 @@ controller watches podsets and pods, creates, patches and deletes pods and write
 the link server-side applies, lists (to prune) and deletes the kinds central sends (agent/src/link/objects.rs:
 ConfigMap, Secret, Service, PersistentVolumeClaim, ServiceExport, StrimziPodSet,
 PodDisruptionBudget), watches the
-per-node Services and records Events. Nothing else: no Strimzi user kinds, no nodes.
+per-node Services and records Events. Nothing else: no Strimzi user kinds. (It also reads the
+cluster's nodes, cluster-wide and read only, in rbac.yaml: where `nodeport` listeners are reached.)
 */}}
 {{- define "kstretch-agent.rules" -}}
 - apiGroups: ["core.strimzi.io"]
