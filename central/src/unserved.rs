@@ -7,6 +7,7 @@
 //! parts its builder applies ([`Applied`], from the builder's own table). `KafkaConnector` needs
 //! nothing here: kstretch acts on every field of it.
 
+use crate::kafka::external::{BOOTSTRAP_KEYS, BROKER_KEYS, NODE_PORT_CONFIGURATION};
 use kstretch_api::common::{JvmOptions, OpaqueObject};
 use kstretch_api::connect::KafkaConnectSpec;
 use kstretch_api::kafka::{KafkaClusterSpec, KafkaListenerType, KafkaSpec};
@@ -175,16 +176,46 @@ fn cluster(spec: &KafkaClusterSpec, template: Applied) -> Vec<String> {
         let at = format!("{path}.listeners[{i}]");
         out.extend(unmodelled(&at, &listener.unmodelled, LISTENER));
         // A listener of a type kstretch does not serve is left out whole, and says so.
-        let served = matches!(
-            listener.type_,
-            KafkaListenerType::Internal | KafkaListenerType::ClusterIp
-        );
-        let keys = listener.configuration.iter().flat_map(|c| c.keys());
-        for key in keys.filter(|k| served && !LISTENER_CONFIGURATION.contains(&k.as_str())) {
-            out.push(not_acted_on(
-                &format!("{at}.configuration.{key}"),
-                "the listener is served without it",
-            ));
+        let node_port = listener.type_ == KafkaListenerType::NodePort && !listener.tls;
+        let served = node_port
+            || matches!(
+                listener.type_,
+                KafkaListenerType::Internal | KafkaListenerType::ClusterIp
+            );
+        let known = |k: &str| {
+            LISTENER_CONFIGURATION.contains(&k)
+                || (node_port && NODE_PORT_CONFIGURATION.contains(&k))
+        };
+        let configuration = listener.configuration.iter().flatten();
+        for (key, value) in configuration.filter(|_| served) {
+            let at = format!("{at}.configuration.{key}");
+            if !known(key) {
+                out.push(not_acted_on(&at, "the listener is served without it"));
+                continue;
+            }
+            let (parts, served_keys) = match key.as_str() {
+                "bootstrap" => (vec![(at.clone(), value)], BOOTSTRAP_KEYS),
+                "brokers" => (
+                    value
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .enumerate()
+                        .map(|(i, b)| (format!("{at}[{i}]"), b))
+                        .collect(),
+                    BROKER_KEYS,
+                ),
+                _ => continue,
+            };
+            for (part_at, part) in parts {
+                let unserved = part.as_object().into_iter().flatten().map(|(k, _)| k);
+                for k in unserved.filter(|k| !served_keys.contains(&k.as_str())) {
+                    out.push(not_acted_on(
+                        &format!("{part_at}.{k}"),
+                        "the listener's Services are made without it",
+                    ));
+                }
+            }
         }
     }
     out.extend(template_parts(

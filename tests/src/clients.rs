@@ -10,7 +10,7 @@ use crate::kafka::{
     broker_ids, consume, create_topic, kafka_tool, produce, registered_by_kafkas_tool,
     run_kafka_tool,
 };
-use crate::live::{START_TIMEOUT, bootstrap_at, real_node_ip};
+use crate::live::{START_TIMEOUT, bootstrap_at, listener_at, real_node_ip};
 use crate::load::{Load, missing};
 use crate::stretch::{ALPHA, BETA, Stretch};
 use crate::wait::{Seen, wait_for};
@@ -46,6 +46,59 @@ pub async fn serves_across_clusters(k: &Kafka) {
     .await
     .unwrap();
     assert_eq!(read, records, "what beta's brokers serve");
+}
+
+/// The external `nodeport` listener serves clients outside both clusters: its status names a
+/// bootstrap at each cluster's real node, the metadata either returns names every broker at a
+/// node address and a node port of its own (not the port inside the pod), and records
+/// produced (idempotent, `acks=all`) through alpha's bootstrap are consumed through beta's.
+pub async fn external_listener_serves_clients_outside(k: &Kafka) {
+    let nodes = [real_node_ip(ALPHA), real_node_ip(BETA)];
+    let in_alpha = listener_at(k, "external", &nodes[0]);
+    let in_beta = listener_at(k, "external", &nodes[1]);
+    for bootstrap in [&in_alpha, &in_beta] {
+        let brokers = wait_for("three brokers at node ports", START_TIMEOUT, || async {
+            match brokers_at(bootstrap) {
+                Ok(b) if b.len() == 3 => Seen::Done(b),
+                other => Seen::NotYet(format!("{bootstrap}: {other:?}")),
+            }
+        })
+        .await;
+        for (id, host, port) in &brokers {
+            assert!(
+                nodes.contains(host),
+                "broker {id} at {host}:{port}: {brokers:?}"
+            );
+            assert!(
+                (30000..=32767).contains(port),
+                "broker {id} at {host}:{port}"
+            );
+        }
+    }
+    create_topic(&in_alpha, "outside", 3, 3).await;
+    let records: Vec<(String, String)> = (0..100)
+        .map(|i| (format!("k{i:03}"), format!("v{i}")))
+        .collect();
+    produce(&in_alpha, "outside", &records).await;
+    let read = tokio::task::spawn_blocking(move || {
+        consume(&in_beta, "outside", 3, 100, Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    assert_eq!(read, records, "what beta's external bootstrap serves");
+}
+
+/// Every broker (ID, host, port) in the metadata `bootstrap` returns.
+fn brokers_at(bootstrap: &str) -> Result<Vec<(i32, String, i32)>, rdkafka::error::KafkaError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let metadata = consumer.fetch_metadata(None, Duration::from_secs(10))?;
+    Ok(metadata
+        .brokers()
+        .iter()
+        .map(|b| (b.id(), b.host().to_owned(), b.port()))
+        .collect())
 }
 
 /// Creates `name` with the replicas of each partition as `replicas` lists them.

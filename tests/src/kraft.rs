@@ -562,6 +562,7 @@ pub fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
                 tls: false,
                 authentication: Default::default(),
                 custom_certificate: false,
+                advertised: BTreeMap::new(),
             },
             Listener {
                 name: "tls".into(),
@@ -570,6 +571,7 @@ pub fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
                 tls: true,
                 authentication: Default::default(),
                 custom_certificate: false,
+                advertised: BTreeMap::new(),
             },
         ],
         config: user_config(),

@@ -34,7 +34,8 @@ pub fn real_node_ip(alias: &str) -> String {
         .unwrap_or_else(|| panic!("no cluster {alias} in the environment"))
 }
 
-/// The `Kafka`: per-node NodePort Services, reached at each cluster's real node.
+/// The `Kafka`: per-node NodePort Services, reached at each cluster's real node, and an
+/// external `nodeport` listener as Strimzi users expose Kafka to clients outside Kubernetes.
 pub fn kafka() -> Value {
     json!({
         "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
@@ -44,7 +45,10 @@ pub fn kafka() -> Value {
                 format!("{ALPHA}={},{BETA}={}", real_node_ip(ALPHA), real_node_ip(BETA)),
         }},
         "spec": {"kafka": {
-            "listeners": [{"name": "plain", "port": 9092, "type": "internal", "tls": false}],
+            "listeners": [
+                {"name": "plain", "port": 9092, "type": "internal", "tls": false},
+                {"name": "external", "port": 9094, "type": "nodeport", "tls": false}
+            ],
             "config": {
                 "default.replication.factor": 3, "min.insync.replicas": 2,
                 "offsets.topic.replication.factor": 3,

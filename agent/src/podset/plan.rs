@@ -1231,6 +1231,7 @@ mod tests {
                 deletion_timestamp: Some(Time("2026-01-01T00:00:00Z".parse().expect("time"))),
                 ..ObjectMeta::default()
             },
+            spec: None,
             status: Some(CachedPodStatus {
                 phase: Some("Running".into()),
                 conditions: Some(vec![

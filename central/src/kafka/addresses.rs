@@ -120,6 +120,7 @@ mod tests {
             tls: false,
             authentication: Default::default(),
             custom_certificate: false,
+            advertised: BTreeMap::new(),
         }]
     }
 

@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Probe,
-    SecretVolumeSource, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume as PodVolume,
-    VolumeMount, VolumeResourceRequirements,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Probe, SecretVolumeSource, Service, ServicePort,
+    ServiceSpec, TCPSocketAction, Volume as PodVolume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -27,6 +27,7 @@ use kube::ResourceExt;
 use kube::api::{DynamicObject, TypeMeta};
 use serde_json::{Map, Value, json};
 
+use super::external;
 use super::resolve::{PerNode, Resolved, ResolvedPool};
 use crate::budget;
 use crate::objects;
@@ -240,6 +241,7 @@ pub fn build(
             .map(|l| (l.name.clone(), l.port))
             .collect(),
         quorum: cluster.quorum,
+        node_address_reads: node_address_reads(resolved),
     };
 
     let inputs = NodeInputs {
@@ -264,6 +266,10 @@ pub fn build(
     for (alias, services) in per_node_services(&name, &namespace, resolved, ids) {
         objects.entry(alias).or_default().extend(services);
     }
+    for (alias, services) in external_services(&name, &namespace, resolved, ids) {
+        objects.entry(alias).or_default().extend(services);
+    }
+    add_node_tables(&ctx, resolved, &built_nodes, &mut objects);
     add_cluster_services(&ctx, &cluster.addressing, &mut objects);
     Ok(Built {
         cluster,
@@ -285,6 +291,91 @@ fn ids_by_alias<'a>(
         by_alias.entry(pool.alias_of(id)).or_default().push(id);
     }
     by_alias
+}
+
+/// Per broker, the `nodeport` listeners it advertises at its node's address (Kafka listener
+/// name, the node address type it reads).
+fn node_address_reads(resolved: &Resolved) -> BTreeMap<i32, Vec<(String, String)>> {
+    let mut out: BTreeMap<i32, Vec<(String, String)>> = BTreeMap::new();
+    for external in &resolved.node_ports {
+        let Some(listener) = resolved.listeners.iter().find(|l| l.name == external.name) else {
+            continue;
+        };
+        for (id, advertised) in &listener.advertised {
+            if advertised.host == kraft::AdvertisedHost::NodeAddress {
+                out.entry(*id)
+                    .or_default()
+                    .push((listener.config_name(), external::table_type(external)));
+            }
+        }
+    }
+    out
+}
+
+/// The brokers of the cluster after this pass, with their member clusters.
+pub fn brokers(
+    resolved: &Resolved,
+    ids: &BTreeMap<String, BTreeSet<i32>>,
+) -> Vec<external::Broker> {
+    resolved
+        .pools
+        .iter()
+        .filter(|p| p.roles.contains(&Role::Broker))
+        .flat_map(|p| {
+            ids.get(&p.name)
+                .into_iter()
+                .flatten()
+                .map(|&id| external::Broker {
+                    id,
+                    pool: p.name.clone(),
+                    alias: p.alias_of(id).to_owned(),
+                })
+        })
+        .collect()
+}
+
+/// The Services of the `nodeport` listeners, by member cluster.
+pub fn external_services(
+    kafka: &str,
+    namespace: &str,
+    resolved: &Resolved,
+    ids: &BTreeMap<String, BTreeSet<i32>>,
+) -> BTreeMap<String, Vec<Value>> {
+    let names = Names { kafka, namespace };
+    external::services(
+        kafka,
+        namespace,
+        &resolved.node_ports,
+        &brokers(resolved, ids),
+        &names.labels(),
+    )
+}
+
+/// The table of node addresses in each member cluster where a broker reads one at start.
+fn add_node_tables(
+    ctx: &Ctx<'_>,
+    resolved: &Resolved,
+    nodes: &BTreeMap<i32, BuiltNode>,
+    objects: &mut BTreeMap<String, Vec<Value>>,
+) {
+    let aliases: BTreeSet<&str> = ctx
+        .node_address_reads
+        .keys()
+        .filter_map(|id| nodes.get(id))
+        .map(|n| n.alias.as_str())
+        .collect();
+    for alias in aliases {
+        let listed = resolved.cluster_nodes.get(alias).map(Vec::as_slice);
+        objects
+            .entry(alias.to_owned())
+            .or_default()
+            .push(external::node_table_config_map(
+                ctx.kafka,
+                ctx.namespace,
+                &ctx.labels(),
+                listed.unwrap_or_default(),
+            ));
+    }
 }
 
 /// The cluster's headless and bootstrap Services (and their ServiceExports with Multi-Cluster
@@ -415,6 +506,9 @@ struct Ctx<'a> {
     metadata_version: Option<&'a str>,
     listener_ports: Vec<(String, u16)>,
     quorum: kraft::QuorumMode,
+    /// Per broker, the `nodeport` listeners whose host it finds at start, each with the kind
+    /// of node address it reads ([`external::start_script`]).
+    node_address_reads: BTreeMap<i32, Vec<(String, String)>>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -591,6 +685,10 @@ fn pod(
     };
     let mut env = vec![pod_template::env("KAFKA_CLUSTER_ID", ctx.cluster_id)];
     env.extend(pod_template::jvm_env(pool.jvm_options.as_ref()));
+    let (mut mounts, mut volumes) = (mounts, volumes);
+    if ctx.node_address_reads.contains_key(&node.id) {
+        add_node_address_reads(ctx, &mut env, &mut mounts, &mut volumes);
+    }
     let probe = |initial_delay_seconds, period_seconds| Probe {
         tcp_socket: Some(TCPSocketAction {
             port: IntOrString::Int(probe_port.into()),
@@ -763,6 +861,51 @@ fn pod_volumes(pool: &ResolvedPool, pod_name: &str) -> (Vec<VolumeMount>, Vec<Po
 /// the quorum arguments of the moment the storage is empty, then run Kafka in the foreground.
 /// The storage tool is a JVM of its own: it runs only while a directory lacks its
 /// meta.properties (as Strimzi's start script does), so a restart starts one JVM, not two.
+/// What a broker that finds its node's address at start needs: the node's name, the table of
+/// its cluster's node addresses, and a directory to write what it found.
+fn add_node_address_reads(
+    ctx: &Ctx<'_>,
+    env: &mut Vec<EnvVar>,
+    mounts: &mut Vec<VolumeMount>,
+    volumes: &mut Vec<PodVolume>,
+) {
+    env.push(EnvVar {
+        name: external::NODE_NAME_ENV.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: "spec.nodeName".to_owned(),
+                api_version: None,
+            }),
+            ..Default::default()
+        }),
+    });
+    for (name, path, read_only) in [
+        ("node-addresses", external::NODE_TABLE_DIR, true),
+        ("node-address", kraft::NODE_ADDRESS_DIR, false),
+    ] {
+        mounts.push(VolumeMount {
+            name: name.to_owned(),
+            mount_path: path.to_owned(),
+            read_only: read_only.then_some(true),
+            ..Default::default()
+        });
+    }
+    volumes.push(PodVolume {
+        name: "node-addresses".to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: external::node_table_name(ctx.kafka),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    volumes.push(PodVolume {
+        name: "node-address".to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    });
+}
+
 fn start_script(ctx: &Ctx<'_>, node: &Node) -> String {
     let release = ctx
         .metadata_version
@@ -778,8 +921,15 @@ fn start_script(ctx: &Ctx<'_>, node: &Node) -> String {
     } else {
         format!("! {{ {formatted}; }}")
     };
+    // A broker advertising its node's address finds it first: the configuration names it.
+    let addresses = external::start_script(
+        ctx.node_address_reads
+            .get(&node.id)
+            .map(Vec::as_slice)
+            .unwrap_or_default(),
+    );
     format!(
-        "set -e; if {unformatted}; then /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release} $(cat {CONFIG_DIR}/{FORMAT_KEY} 2>/dev/null); fi; exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}"
+        "set -e; {addresses}if {unformatted}; then /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release} $(cat {CONFIG_DIR}/{FORMAT_KEY} 2>/dev/null); fi; exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}"
     )
 }
 
@@ -1368,6 +1518,7 @@ mod tests {
             version: "4.1.2",
             metadata_version,
             listener_ports: vec![("plain".to_owned(), 9092)],
+            node_address_reads: BTreeMap::new(),
             quorum: kraft::QuorumMode::Static,
         }
     }
@@ -1518,6 +1669,91 @@ mod tests {
             pod["annotations"]["strimzi.io/kafka-version"],
             kstretch_core::versions::DEFAULT_KAFKA_VERSION
         );
+    }
+
+    #[test]
+    fn a_broker_advertising_its_node_address_finds_it_at_start_in_its_clusters_table() {
+        let k = kafka(serde_json::json!({"spec": {"kafka": {"listeners": [
+            {"name": "external", "port": 9094, "type": "nodeport", "tls": false}]}}}));
+        let c = pool("controllers", &["controller"], 1, serde_json::json!({}));
+        let b = pool("brokers", &["broker"], 2, serde_json::json!({}));
+        let mut resolved = resolve(&k, &[&c, &b], &members()).unwrap();
+        let ids = ids(&[("controllers", &[0]), ("brokers", &[1, 2])]);
+        resolved.listeners[0].advertised = BTreeMap::from([
+            (
+                1,
+                kraft::Advertised {
+                    host: kraft::AdvertisedHost::NodeAddress,
+                    port: 31001,
+                },
+            ),
+            (
+                2,
+                kraft::Advertised {
+                    host: kraft::AdvertisedHost::Fixed("b2.example.com".into()),
+                    port: 443,
+                },
+            ),
+        ]);
+        resolved.cluster_nodes.insert(
+            "alpha".into(),
+            vec![kstretch_proto::agent::v1::NodeStatus {
+                name: "n1".into(),
+                addresses: vec![kstretch_proto::agent::v1::NodeAddress {
+                    r#type: "InternalIP".into(),
+                    address: "10.0.0.1".into(),
+                }],
+            }],
+        );
+        let built = build(&k, &resolved, &ids, "abc").unwrap();
+        let alpha = &built.objects["alpha"];
+        let table = find(alpha, "ConfigMap", "my-cluster-kstretch-node-addresses");
+        assert_eq!(
+            table["data"]["addresses"],
+            "n1 ExternalDNS 10.0.0.1\nn1 ExternalIP 10.0.0.1\nn1 Hostname 10.0.0.1\nn1 InternalDNS 10.0.0.1\nn1 InternalIP 10.0.0.1\nn1 default 10.0.0.1\n"
+        );
+        find(alpha, "Service", "my-cluster-kafka-external-bootstrap");
+        find(alpha, "Service", "my-cluster-brokers-1");
+        let pod = |name: &str| {
+            find(alpha, "StrimziPodSet", "my-cluster-brokers")["spec"]["pods"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["metadata"]["name"] == name)
+                .unwrap()
+                .clone()
+        };
+        // Broker 1 reads its node's name, the table and writes the address Kafka reads.
+        let reads = pod("my-cluster-brokers-1");
+        let container = &reads["spec"]["containers"][0];
+        assert!(
+            container["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "KSTRETCH_NODE_NAME"
+                    && e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName")
+        );
+        let script = container["command"][2].as_str().unwrap();
+        assert!(
+            script.starts_with("set -e; kstretch_address() {"),
+            "{script}"
+        );
+        assert!(
+            script.contains("kstretch_address default EXTERNAL-9094; if "),
+            "{script}"
+        );
+        let mounts = container["volumeMounts"].to_string();
+        assert!(mounts.contains("/opt/kafka/node-addresses") && mounts.contains("/opt/kafka/init"));
+        // Broker 2 was given its host: nothing to find.
+        let given = pod("my-cluster-brokers-2");
+        assert!(
+            !given["spec"]["containers"][0]["command"][2]
+                .as_str()
+                .unwrap()
+                .contains("kstretch_address")
+        );
+        assert!(!given.to_string().contains("node-addresses"));
     }
 
     #[test]

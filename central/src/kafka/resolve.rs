@@ -15,6 +15,7 @@ use kstretch_core::kraft::{Addressing, Authorization, Listener, ListenerKind};
 use kstretch_core::node_ids::{PoolIds, Role};
 use kube::ResourceExt;
 
+use super::external::{self, ExternalProblem, NodePortListener};
 use super::security::{self, SecretCertificate, SecurityProblem};
 use crate::pod_template::{KAFKA_TEMPLATE, POOL_TEMPLATE};
 use crate::unserved;
@@ -134,6 +135,11 @@ pub struct Resolved {
     pub listeners: Vec<Listener>,
     /// `configuration.brokerCertChainAndKey` by listener (Kafka's name for it).
     pub listener_certificates: BTreeMap<String, SecretCertificate>,
+    /// The `nodeport` listeners' settings.
+    pub node_ports: Vec<NodePortListener>,
+    /// Each member cluster's Kubernetes nodes, as its agent reported them (filled in by the
+    /// reconciler for `nodeport` listeners).
+    pub cluster_nodes: BTreeMap<String, Vec<kstretch_proto::agent::v1::NodeStatus>>,
     pub authorization: Option<Authorization>,
     pub config: BTreeMap<String, String>,
     /// With per-node Services, `PerNodeService` with the addresses known so far (filled in by
@@ -213,6 +219,8 @@ pub enum Invalid {
     },
     #[error(transparent)]
     Security(#[from] SecurityProblem),
+    #[error(transparent)]
+    External(#[from] ExternalProblem),
 }
 
 impl Invalid {
@@ -230,6 +238,7 @@ impl Invalid {
             Self::MoveTargetUnreachable { .. } => "PoolMoveTargetUnreachable",
             Self::InvalidMoveThrottle { .. } => "InvalidAnnotation",
             Self::Security(p) => p.reason(),
+            Self::External(p) => p.reason(),
         }
     }
 }
@@ -285,6 +294,7 @@ pub fn resolve(
     let Listeners {
         listeners,
         certificates: listener_certificates,
+        node_ports,
     } = resolve_listeners(&spec.listeners).unwrap_or_else(|problems| {
         invalid.extend(problems);
         Listeners::default()
@@ -304,11 +314,18 @@ pub fn resolve(
     if !invalid.is_empty() {
         return Err(invalid);
     }
+    let mut node_ports = node_ports;
+    if per_node.is_some() {
+        // A node's own Service has the pod's name, which Strimzi gives `external`'s too.
+        node_ports.iter_mut().for_each(|n| n.legacy_names = false);
+    }
     let not_acted_on = not_acted_on(kafka, &resolved);
     Ok(Resolved {
         pools: resolved,
         listeners,
         listener_certificates,
+        node_ports,
+        cluster_nodes: BTreeMap::new(),
         authorization,
         config: config_strings(spec.config.as_ref()),
         addressing,
@@ -391,6 +408,7 @@ struct Listeners {
     listeners: Vec<Listener>,
     /// By Kafka's name of the listener.
     certificates: BTreeMap<String, SecretCertificate>,
+    node_ports: Vec<NodePortListener>,
 }
 
 /// The listeners of `spec.kafka.listeners`, or every listener's problem.
@@ -398,7 +416,13 @@ fn resolve_listeners(specs: &[GenericKafkaListener]) -> Result<Listeners, Vec<In
     let mut invalid = Vec::new();
     let mut listeners = Vec::new();
     let mut certificates = BTreeMap::new();
+    let mut node_ports = Vec::new();
     for (index, l) in specs.iter().enumerate() {
+        match external::node_port(index, l) {
+            Ok(Some(n)) => node_ports.push(n),
+            Ok(None) => {}
+            Err(problem) => invalid.push(problem.into()),
+        }
         let authentication = security::authentication(index, l).map_err(Invalid::from);
         let certificate = security::broker_certificate(index, l).map_err(Invalid::from);
         match (u16::try_from(l.port), authentication, certificate) {
@@ -410,6 +434,7 @@ fn resolve_listeners(specs: &[GenericKafkaListener]) -> Result<Listeners, Vec<In
                     tls: l.tls,
                     authentication,
                     custom_certificate: certificate.is_some(),
+                    advertised: BTreeMap::new(),
                 };
                 if let Some(certificate) = certificate {
                     certificates.insert(listener.config_name(), certificate);
@@ -427,6 +452,7 @@ fn resolve_listeners(specs: &[GenericKafkaListener]) -> Result<Listeners, Vec<In
         Ok(Listeners {
             listeners,
             certificates,
+            node_ports,
         })
     } else {
         Err(invalid)
@@ -1261,6 +1287,7 @@ pub(crate) mod tests {
         let Listeners {
             listeners: resolved,
             certificates,
+            ..
         } = resolve_listeners(&good).unwrap();
         assert_eq!(
             resolved

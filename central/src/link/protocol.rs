@@ -131,6 +131,9 @@ pub fn classify(message: AgentMessage, phase: Phase) -> Result<Incoming, Violati
                     s.namespace, s.name
                 )));
             }
+            if report.nodes.iter().any(|n| n.name.is_empty()) {
+                return Err(Violation::Invalid("node status without a name".to_owned()));
+            }
             Ok(Incoming::StatusReport(report))
         }
         (Phase::Established { .. }, Body::Error(error)) => Ok(Incoming::PeerError(error)),
@@ -268,7 +271,7 @@ mod tests {
                 namespace: "ns".into(),
                 ..PodSetStatus::default()
             }],
-            services: vec![],
+            ..StatusReport::default()
         }));
         assert_eq!(
             classify(report, READY).unwrap_err().reason(),
@@ -280,10 +283,18 @@ mod tests {
                 namespace: "ns".into(),
                 ..Default::default()
             }],
+            ..StatusReport::default()
         }));
         let err = classify(nameless_service, READY).unwrap_err();
         assert_eq!(err.reason(), "invalid-message");
         assert!(err.to_string().contains("service status"), "{err}");
+        let nameless_node = msg(Body::StatusReport(StatusReport {
+            nodes: vec![kstretch_proto::agent::v1::NodeStatus::default()],
+            nodes_listed: true,
+            ..StatusReport::default()
+        }));
+        let err = classify(nameless_node, READY).unwrap_err();
+        assert!(err.to_string().contains("node status"), "{err}");
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::fmt;
 
 use super::error::ConfigError;
 use super::model::{
-    Addressing, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node, REPLICATION_LISTENER,
-    REPLICATION_PORT,
+    Addressing, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, ListenerKind, Node,
+    REPLICATION_LISTENER, REPLICATION_PORT,
 };
 
 /// A `host:port` a node is reached at.
@@ -19,8 +19,9 @@ pub struct Endpoint {
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // An IPv6 literal needs brackets, or its colons would read as the port separator.
-        if self.host.contains(':') {
+        // An IPv6 literal needs brackets, or its colons would read as the port separator. A
+        // config provider's placeholder is replaced whole (by a bracketed literal if need be).
+        if self.host.contains(':') && !self.host.starts_with("${") {
             write!(f, "[{}]:{}", self.host, self.port)
         } else {
             write!(f, "{}:{}", self.host, self.port)
@@ -82,6 +83,26 @@ pub fn node_endpoint(
     listener: &str,
     container_port: u16,
 ) -> Result<Endpoint, ConfigError> {
+    if let Some(external) = cluster
+        .listeners
+        .iter()
+        .find(|l| l.kind == ListenerKind::NodePort && l.config_name() == listener)
+    {
+        // An external listener is advertised where clients outside reach it, whatever the
+        // nodes use among themselves.
+        let advertised =
+            external
+                .advertised
+                .get(&node.id)
+                .ok_or_else(|| ConfigError::PortPending {
+                    node: node.id,
+                    listener: listener.to_owned(),
+                })?;
+        return Ok(Endpoint {
+            host: advertised.config_host(listener),
+            port: advertised.port,
+        });
+    }
     let pod = pod_name(&cluster.name, &node.pool, node.id);
     let service = headless_service_name(&cluster.name);
     let ns = &cluster.namespace;
@@ -193,6 +214,7 @@ mod tests {
                     tls: false,
                     authentication: Default::default(),
                     custom_certificate: false,
+                    advertised: BTreeMap::new(),
                 },
                 Listener {
                     name: "tls".into(),
@@ -201,6 +223,7 @@ mod tests {
                     tls: true,
                     authentication: Default::default(),
                     custom_certificate: false,
+                    advertised: BTreeMap::new(),
                 },
             ],
             config: BTreeMap::new(),
@@ -352,6 +375,7 @@ mod tests {
             tls: true,
             authentication: Default::default(),
             custom_certificate: false,
+            advertised: BTreeMap::new(),
         });
         let err = bootstrap_servers(&c, "external").unwrap_err();
         assert_eq!(err.reason(), "ListenerNotServed");

@@ -11,8 +11,8 @@ use super::addressing::node_endpoint;
 use super::error::ConfigError;
 use super::forbidden;
 use super::model::{
-    Authentication, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Listener, Node,
-    REPLICATION_LISTENER, REPLICATION_PORT,
+    AdvertisedHost, Authentication, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster,
+    Listener, Node, REPLICATION_LISTENER, REPLICATION_PORT,
 };
 use super::properties;
 use super::security;
@@ -166,6 +166,15 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
                 "inter.broker.listener.name".into(),
                 REPLICATION_LISTENER.into(),
             );
+            let reads_node_address = served.iter().any(|l| {
+                l.advertised
+                    .get(&node.id)
+                    .is_some_and(|a| a.host == AdvertisedHost::NodeAddress)
+            });
+            if reads_node_address {
+                let providers = p.get("config.providers").cloned().unwrap_or_default();
+                p.extend(tls::node_address_provider(&providers));
+            }
             // A broker's rack is its Kubernetes cluster: Kafka then places a partition's
             // replicas in as many clusters as it can, so losing one cluster loses no partition.
             if !node.cluster_alias.is_empty() {

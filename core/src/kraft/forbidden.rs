@@ -103,6 +103,7 @@ mod tests {
             tls: false,
             authentication: Default::default(),
             custom_certificate: false,
+            advertised: std::collections::BTreeMap::new(),
         }]
     }
 

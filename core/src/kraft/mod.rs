@@ -29,9 +29,10 @@ pub use forbidden::{
     ALLOWED_PER_LISTENER_CONFIGS, FORBIDDEN_PREFIX_EXCEPTIONS, FORBIDDEN_PREFIXES, is_allowed,
 };
 pub use model::{
-    Addressing, Authentication, Authorization, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT,
-    DEFAULT_CLUSTERSET_DOMAIN, KafkaCluster, Listener, ListenerKind, Node, NodeAddress, QuorumMode,
-    REPLICATION_LISTENER, REPLICATION_PORT, STANDARD_AUTHORIZER, Volume,
+    Addressing, Advertised, AdvertisedHost, Authentication, Authorization, CONTROLPLANE_LISTENER,
+    CONTROLPLANE_PORT, DEFAULT_CLUSTERSET_DOMAIN, KafkaCluster, Listener, ListenerKind,
+    NODE_ADDRESS_DIR, NODE_ADDRESS_PROVIDER, Node, NodeAddress, QuorumMode, REPLICATION_LISTENER,
+    REPLICATION_PORT, STANDARD_AUTHORIZER, Volume,
 };
 pub use revision::revision;
 pub use tls::{

@@ -80,6 +80,45 @@ pub struct Listener {
     /// `configuration.brokerCertChainAndKey`: every broker presents the user's certificate on
     /// this listener (its files named by [`super::tls::listener_cert_files`]) instead of its own.
     pub custom_certificate: bool,
+    /// A `nodeport` listener's address on each broker, by node ID: central fills it once the
+    /// broker's own Service has its node port. A broker missing has no configuration yet.
+    pub advertised: BTreeMap<i32, Advertised>,
+}
+
+/// Where a broker advertises an external listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advertised {
+    pub host: AdvertisedHost,
+    pub port: u16,
+}
+
+/// The host a broker advertises an external listener at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdvertisedHost {
+    /// `advertisedHost`, as the user gave it.
+    Fixed(String),
+    /// The address of the Kubernetes node the pod runs on, which it finds at start (a pod can
+    /// be scheduled anywhere) and writes to [`NODE_ADDRESS_DIR`]`/<listener>`, where Kafka
+    /// reads it through the [`NODE_ADDRESS_PROVIDER`] config provider.
+    NodeAddress,
+}
+
+/// Where a broker's start script writes the node address of each `nodeport` listener (one
+/// file per Kafka listener name).
+pub const NODE_ADDRESS_DIR: &str = "/opt/kafka/init";
+/// The config provider that reads [`NODE_ADDRESS_DIR`].
+pub const NODE_ADDRESS_PROVIDER: &str = "kstretchnode";
+
+impl Advertised {
+    /// The host as Kafka's configuration names it.
+    pub fn config_host(&self, listener: &str) -> String {
+        match &self.host {
+            AdvertisedHost::Fixed(host) => host.clone(),
+            AdvertisedHost::NodeAddress => {
+                format!("${{{NODE_ADDRESS_PROVIDER}:{NODE_ADDRESS_DIR}:{listener}}}")
+            }
+        }
+    }
 }
 
 /// How a listener authenticates its clients (Strimzi's `authentication`).
@@ -248,9 +287,12 @@ pub enum QuorumMode {
 pub(crate) fn unserved_because(listener: &Listener) -> Option<&'static str> {
     match listener.kind {
         ListenerKind::Internal | ListenerKind::ClusterIp => None,
-        ListenerKind::NodePort
-        | ListenerKind::LoadBalancer
-        | ListenerKind::Route
-        | ListenerKind::Ingress => Some("only internal and cluster-ip listeners are served yet"),
+        ListenerKind::NodePort if !listener.tls => None,
+        ListenerKind::NodePort => {
+            Some("nodeport listeners are served without TLS only yet (tls: false)")
+        }
+        ListenerKind::LoadBalancer | ListenerKind::Route | ListenerKind::Ingress => {
+            Some("only internal, cluster-ip and nodeport listeners are served yet")
+        }
     }
 }

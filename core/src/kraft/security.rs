@@ -85,6 +85,7 @@ mod tests {
             tls,
             authentication,
             custom_certificate: false,
+            advertised: BTreeMap::new(),
         }
     }
 

@@ -40,6 +40,7 @@ fn listener(name: &str, port: u16, kind: ListenerKind, tls: bool) -> Listener {
         tls,
         authentication: Default::default(),
         custom_certificate: false,
+        advertised: BTreeMap::new(),
     }
 }
 
@@ -439,7 +440,7 @@ fn unsupported_listener_kinds_are_left_out_with_a_warning() {
     c.listeners = vec![
         listener("plain", 9092, ListenerKind::Internal, false),
         listener("cip", 9095, ListenerKind::ClusterIp, false),
-        listener("external", 9094, ListenerKind::NodePort, false),
+        listener("external", 9094, ListenerKind::NodePort, true),
         listener("lb", 9096, ListenerKind::LoadBalancer, false),
         listener("route", 9097, ListenerKind::Route, false),
         listener("ingress", 9098, ListenerKind::Ingress, false),
@@ -452,10 +453,82 @@ fn unsupported_listener_kinds_are_left_out_with_a_warning() {
     let left_out: Vec<&str> = rendered
         .warnings
         .iter()
-        .filter(|w| w.ends_with("only internal and cluster-ip listeners are served yet"))
+        .filter(|w| w.contains(" is left out: "))
         .map(|w| w.split(' ').nth(1).unwrap_or_default())
         .collect();
     assert_eq!(left_out, ["external", "lb", "route", "ingress"]);
+    assert!(rendered.warnings[0].ends_with("served without TLS only yet (tls: false)"));
+}
+
+#[test]
+fn a_nodeport_listener_is_advertised_where_each_broker_is_reached_from_outside() {
+    let mut c = one_controller_three_brokers();
+    let mut external = listener("external", 9094, ListenerKind::NodePort, false);
+    let at = |host: AdvertisedHost, port: u16| Advertised { host, port };
+    external.advertised = BTreeMap::from([
+        (1, at(AdvertisedHost::NodeAddress, 31001)),
+        (2, at(AdvertisedHost::Fixed("b2.example.com".into()), 443)),
+    ]);
+    c.listeners = vec![external.clone()];
+
+    // A broker whose node port is not known yet has no configuration.
+    assert_eq!(
+        render(&c).unwrap_err(),
+        ConfigError::PortPending {
+            node: 3,
+            listener: "EXTERNAL-9094".into()
+        }
+    );
+    external
+        .advertised
+        .insert(3, at(AdvertisedHost::NodeAddress, 31003));
+    c.listeners = vec![external];
+    let rendered = render(&c).unwrap();
+    let broker = &rendered.nodes[&1];
+    assert_eq!(
+        broker.get("listeners"),
+        Some("REPLICATION-9091://0.0.0.0:9091,EXTERNAL-9094://0.0.0.0:9094")
+    );
+    let advertised = broker.get("advertised.listeners").unwrap();
+    assert!(
+        advertised
+            .ends_with(",EXTERNAL-9094://${kstretchnode:/opt/kafka/init:EXTERNAL-9094}:31001"),
+        "{advertised}"
+    );
+    assert!(
+        broker
+            .get("config.providers")
+            .unwrap()
+            .ends_with(",kstretchnode")
+    );
+    assert_eq!(
+        broker.get("config.providers.kstretchnode.param.allowed.paths"),
+        Some("/opt/kafka/init")
+    );
+    // A fixed host needs no provider, and only a broker reads one.
+    let fixed = &rendered.nodes[&2];
+    assert!(
+        fixed
+            .get("advertised.listeners")
+            .unwrap()
+            .ends_with(",EXTERNAL-9094://b2.example.com:443")
+    );
+    assert!(
+        !fixed
+            .get("config.providers")
+            .unwrap()
+            .contains("kstretchnode")
+    );
+    assert!(
+        !rendered.nodes[&0]
+            .get("config.providers")
+            .unwrap()
+            .contains("kstretchnode")
+    );
+    // Only a host the user gave is a name in the broker's certificate.
+    let names = |id: i32| node_hostnames(&c, c.node(id).unwrap()).unwrap();
+    assert!(names(2).contains("b2.example.com"));
+    assert!(!names(1).iter().any(|n| n.contains("kstretchnode")));
 }
 
 #[test]

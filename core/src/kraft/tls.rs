@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::addressing::{bootstrap_service_name, headless_service_name, node_endpoint, pod_name};
 use super::error::ConfigError;
 use super::model::{
-    Addressing, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node, REPLICATION_LISTENER,
+    Addressing, AdvertisedHost, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster,
+    ListenerKind, NODE_ADDRESS_DIR, NODE_ADDRESS_PROVIDER, Node, REPLICATION_LISTENER,
     REPLICATION_PORT,
 };
 
@@ -57,6 +58,25 @@ pub(crate) fn provider_options(user: Option<&str>) -> BTreeMap<String, String> {
         (
             format!("config.providers.{CONFIG_PROVIDER}.param.allowed.paths"),
             CERTS_DIR.to_owned(),
+        ),
+    ])
+}
+
+/// The options that let a broker read the node addresses its start script wrote (see
+/// [`AdvertisedHost::NodeAddress`]), added to the `config.providers` it has.
+pub(crate) fn node_address_provider(providers: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            "config.providers".to_owned(),
+            format!("{providers},{NODE_ADDRESS_PROVIDER}"),
+        ),
+        (
+            format!("config.providers.{NODE_ADDRESS_PROVIDER}.class"),
+            DIRECTORY_PROVIDER_CLASS.to_owned(),
+        ),
+        (
+            format!("config.providers.{NODE_ADDRESS_PROVIDER}.param.allowed.paths"),
+            NODE_ADDRESS_DIR.to_owned(),
         ),
     ])
 }
@@ -137,13 +157,23 @@ pub fn node_hostnames(
     }
     if node.is_broker() {
         listeners.push((REPLICATION_LISTENER.to_owned(), REPLICATION_PORT));
-        listeners.extend(
-            cluster
-                .listeners
-                .iter()
-                .filter(|l| super::model::unserved_because(l).is_none())
-                .map(|l| (l.config_name(), l.port)),
-        );
+        let served = cluster
+            .listeners
+            .iter()
+            .filter(|l| super::model::unserved_because(l).is_none());
+        for l in served {
+            match l.kind {
+                // A node address is known only where the pod runs: only a host the user gave
+                // is a name of the broker.
+                ListenerKind::NodePort => {
+                    names.extend(l.advertised.get(&node.id).and_then(|a| match &a.host {
+                        AdvertisedHost::Fixed(host) => Some(host.clone()),
+                        AdvertisedHost::NodeAddress => None,
+                    }))
+                }
+                _ => listeners.push((l.config_name(), l.port)),
+            }
+        }
     }
     for (listener, port) in listeners {
         names.insert(node_endpoint(cluster, node, &listener, port)?.host);

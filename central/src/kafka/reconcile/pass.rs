@@ -9,13 +9,16 @@ use std::time::Duration;
 use kstretch_api::{Kafka, KafkaNodePool, KafkaStatus};
 use kstretch_core::kraft;
 use kstretch_core::node_ids::Role;
+use kstretch_proto::agent::v1::{NodeStatus, PodSetStatus, ServiceStatus};
 use kube::runtime::controller::Action;
 
 use kube::ResourceExt;
 
 use crate::error::Error;
 use crate::kafka::addresses::{self, NodeRef};
+use crate::kafka::build;
 use crate::kafka::context::Context;
+use crate::kafka::external;
 use crate::kafka::resolve::{PerNode, Resolved};
 use crate::kafka::warning::Warning;
 use crate::link::Owner;
@@ -115,4 +118,63 @@ pub(super) fn address_nodes(
     );
     effective.addressing = kraft::Addressing::PerNodeService { addresses };
     pending
+}
+
+/// What the connected agents last reported, by member cluster: their per-node and listener
+/// Services, their nodes (`None` while not listed) and their podsets.
+pub(super) struct AgentReports {
+    services: BTreeMap<String, Vec<ServiceStatus>>,
+    nodes: BTreeMap<String, Option<Vec<NodeStatus>>>,
+    podsets: BTreeMap<String, Vec<PodSetStatus>>,
+}
+
+impl AgentReports {
+    pub(super) fn read(ctx: &Context) -> AgentReports {
+        let mut out = AgentReports {
+            services: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            podsets: BTreeMap::new(),
+        };
+        for r in ctx.agents.list() {
+            out.services.insert(r.cluster_alias.clone(), r.services);
+            out.nodes.insert(r.cluster_alias.clone(), r.nodes);
+            out.podsets.insert(r.cluster_alias, r.podsets);
+        }
+        out
+    }
+
+    pub(super) fn reports(&self) -> external::Reports<'_> {
+        external::Reports {
+            services: &self.services,
+            nodes: &self.nodes,
+            podsets: &self.podsets,
+        }
+    }
+}
+
+/// Fills in where each broker advertises each `nodeport` listener and the node addresses of
+/// its cluster; returns the brokers and clusters still waiting.
+pub(super) fn advertise_external(
+    kafka: &Kafka,
+    effective: &mut Resolved,
+    ids: &PoolIdsByName,
+    reports: &AgentReports,
+) -> Vec<String> {
+    if effective.node_ports.is_empty() {
+        return Vec::new();
+    }
+    let brokers = build::brokers(effective, ids);
+    effective.cluster_nodes = reports
+        .nodes
+        .iter()
+        .filter_map(|(alias, nodes)| Some((alias.clone(), nodes.clone()?)))
+        .collect();
+    external::advertise(
+        &kafka.name_any(),
+        &kafka.namespace().unwrap_or_default(),
+        &effective.node_ports,
+        &mut effective.listeners,
+        &brokers,
+        reports.reports(),
+    )
 }

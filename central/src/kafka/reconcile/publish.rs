@@ -10,7 +10,10 @@ use kstretch_api::Kafka;
 use kube::ResourceExt;
 
 use super::objects::{self, Inputs};
-use super::pass::{BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, address_nodes, keep_or_retain};
+use super::pass::{
+    AgentReports, BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, address_nodes, advertise_external,
+    keep_or_retain,
+};
 use super::plan::Plan;
 use crate::budget;
 use crate::error::Error;
@@ -83,11 +86,18 @@ fn disrupted_clusters(ctx: &Context, kafka: &Kafka, built: &Built) -> BTreeSet<S
 /// With per-node Services, fills in their reported addresses; while some are missing, only
 /// the Services are published and the pass ends with `AddressPending`.
 async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
-    let Some(per_node) = plan.resolved.per_node.clone() else {
-        return Ok(ControlFlow::Continue(()));
-    };
     let (ctx, kafka) = (pass.ctx, pass.kafka);
-    let pending = address_nodes(ctx, kafka, &mut plan.resolved, &plan.ids, &per_node);
+    let mut pending = match plan.resolved.per_node.clone() {
+        Some(per_node) => address_nodes(ctx, kafka, &mut plan.resolved, &plan.ids, &per_node),
+        None => Vec::new(),
+    };
+    let reports = AgentReports::read(ctx);
+    pending.extend(advertise_external(
+        kafka,
+        &mut plan.resolved,
+        &plan.ids,
+        &reports,
+    ));
     if pending.is_empty() {
         return Ok(ControlFlow::Continue(()));
     }
@@ -98,7 +108,7 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
             .all(|p| p.status.as_ref().is_none_or(|s| s.node_ids.is_empty()));
     publish_services_first(ctx, kafka, &pass.owner, &plan.resolved, &plan.ids, fresh)?;
     let message = format!(
-        "waiting for the addresses of the per-node Services: {}",
+        "waiting for the addresses of the per-node and listener Services: {}",
         pending.join("; ")
     );
     pass.status.conditions = status::conditions(
@@ -167,12 +177,11 @@ fn publish_services_first(
     ids: &PoolIdsByName,
     fresh: bool,
 ) -> Result<(), Error> {
-    let services = build::per_node_services(
-        &kafka.name_any(),
-        &kafka.namespace().unwrap_or_default(),
-        effective,
-        ids,
-    );
+    let (name, namespace) = (kafka.name_any(), kafka.namespace().unwrap_or_default());
+    let mut services = build::per_node_services(&name, &namespace, effective, ids);
+    for (alias, list) in build::external_services(&name, &namespace, effective, ids) {
+        services.entry(alias).or_default().extend(list);
+    }
     let mut objects = match ctx.owners.get(owner) {
         Some(Part::Objects(objects)) => objects,
         _ if fresh => BTreeMap::new(),

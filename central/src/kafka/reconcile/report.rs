@@ -17,12 +17,13 @@ use kube::runtime::controller::Action;
 
 use super::kafka_side::Progress;
 use super::kafka_steps::{self, Metadata, Migration, WhenReady};
-use super::pass::{BUSY_REQUEUE, IDLE_REQUEUE, MOVE_RECHECK, Pass, PoolIdsByName};
+use super::pass::{AgentReports, BUSY_REQUEUE, IDLE_REQUEUE, MOVE_RECHECK, Pass, PoolIdsByName};
 use super::plan::Plan;
 use crate::error::Error;
 use crate::kafka::answer;
-use crate::kafka::build::Built;
+use crate::kafka::build::{self, Built};
 use crate::kafka::context::Context;
+use crate::kafka::external;
 use crate::kafka::move_drains;
 use crate::kafka::quorum;
 use crate::kafka::recover;
@@ -86,7 +87,7 @@ pub(super) async fn report(
             name: Some(p.name.clone()),
         })
         .collect();
-    kafka_status.listeners = listener_statuses(built);
+    kafka_status.listeners = listener_statuses(pass, plan, built);
     if is_ready {
         kafka_status.operator_last_successful_version = Some(env!("CARGO_PKG_VERSION").to_owned());
     }
@@ -365,11 +366,22 @@ fn expected_brokers(effective: &Resolved, ids: &PoolIdsByName) -> BTreeSet<i32> 
         .collect()
 }
 
-fn listener_statuses(built: &Built) -> Vec<ListenerStatus> {
-    built
+/// Each served listener's bootstrap addresses; a `nodeport` listener's in every member
+/// cluster with brokers.
+fn listener_statuses(pass: &Pass<'_>, plan: &Plan, built: &Built) -> Vec<ListenerStatus> {
+    let reports = AgentReports::read(pass.ctx);
+    let external = external::statuses(
+        &pass.kafka.name_any(),
+        &pass.kafka.namespace().unwrap_or_default(),
+        &plan.resolved.node_ports,
+        &build::brokers(&plan.resolved, &plan.ids),
+        reports.reports(),
+    );
+    let mut statuses: Vec<ListenerStatus> = built
         .cluster
         .listeners
         .iter()
+        .filter(|l| l.kind != kraft::ListenerKind::NodePort)
         .filter_map(|l| {
             let servers = kraft::bootstrap_servers(&built.cluster, &l.name).ok()?;
             let addresses = servers
@@ -389,7 +401,9 @@ fn listener_statuses(built: &Built) -> Vec<ListenerStatus> {
                 certificates: Vec::new(),
             })
         })
-        .collect()
+        .collect();
+    statuses.extend(external);
+    statuses
 }
 
 #[cfg(test)]

@@ -1,0 +1,958 @@
+//! External listeners of type `nodeport`, with Strimzi's object names: in every member cluster
+//! that runs brokers, a bootstrap Service over its brokers and one Service per broker; where
+//! each broker advertises the listener (the node port of its Service, on the address of the
+//! Kubernetes node its pod runs on, which the pod finds at start in a table of its cluster's
+//! node addresses); and the addresses `status.listeners` shows. Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kstretch_api::kafka::{
+    GenericKafkaListener, KafkaListenerType, ListenerAddress, ListenerStatus,
+};
+use kstretch_api::names;
+use kstretch_core::kraft::{self, Advertised, AdvertisedHost, Listener};
+use kstretch_proto::agent::v1::{NodeStatus, PodSetStatus, ServiceStatus};
+use serde_json::Value;
+
+use crate::objects;
+
+/// The kinds of node address a `nodeport` listener may prefer, as Kubernetes names them, in
+/// the order Strimzi falls back through when the preferred one is missing.
+pub const ADDRESS_TYPES: [&str; 5] = [
+    "ExternalDNS",
+    "ExternalIP",
+    "InternalDNS",
+    "InternalIP",
+    "Hostname",
+];
+/// The table's key of a node's address without a preferred type.
+const DEFAULT_TYPE: &str = "default";
+/// Where the table of node addresses is mounted in a broker, and its key.
+pub const NODE_TABLE_DIR: &str = "/opt/kafka/node-addresses";
+pub const NODE_TABLE_KEY: &str = "addresses";
+/// The pod's environment variable with the node it runs on.
+pub const NODE_NAME_ENV: &str = "KSTRETCH_NODE_NAME";
+
+/// Why a `nodeport` listener's `configuration` cannot be served as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "listener {name} (port {port}): .spec.kafka.listeners[{index}].configuration.{field} {problem}"
+)]
+pub struct ExternalProblem {
+    pub name: String,
+    pub port: i32,
+    pub index: usize,
+    pub field: String,
+    pub problem: String,
+}
+
+impl ExternalProblem {
+    pub fn reason(&self) -> &'static str {
+        "InvalidListener"
+    }
+}
+
+/// What a `Service` of a listener adds from `configuration.bootstrap` or `brokers[]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceSettings {
+    pub node_port: Option<i32>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// `configuration.brokers[]` of one broker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerSettings {
+    pub service: ServiceSettings,
+    pub advertised_host: Option<String>,
+    pub advertised_port: Option<u16>,
+}
+
+/// One `nodeport` listener, as its `configuration` asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePortListener {
+    pub name: String,
+    pub port: u16,
+    /// `preferredNodePortAddressType`; `None`: Strimzi's order ([`ADDRESS_TYPES`]).
+    pub preferred: Option<String>,
+    /// `externalTrafficPolicy`, `Cluster` unless set.
+    pub traffic_policy: String,
+    pub bootstrap: ServiceSettings,
+    pub brokers: BTreeMap<i32, BrokerSettings>,
+    /// Strimzi's historical names for `external` on 9094 (a broker's Service named like its
+    /// pod, port `tcp-external`); off where kstretch's per-node addressing has that name.
+    pub legacy_names: bool,
+}
+
+/// The keys of a `nodeport` listener's `configuration` that are served.
+pub const NODE_PORT_CONFIGURATION: &[&str] = &[
+    "bootstrap",
+    "brokers",
+    "preferredNodePortAddressType",
+    "externalTrafficPolicy",
+];
+/// The keys of `configuration.bootstrap` that are served.
+pub const BOOTSTRAP_KEYS: &[&str] = &["nodePort", "labels", "annotations"];
+/// The keys of `configuration.brokers[]` that are served.
+pub const BROKER_KEYS: &[&str] = &[
+    "broker",
+    "nodePort",
+    "labels",
+    "annotations",
+    "advertisedHost",
+    "advertisedPort",
+];
+
+impl NodePortListener {
+    /// The Kafka listener name (`EXTERNAL-9094`).
+    pub fn config_name(&self) -> String {
+        format!("{}-{}", self.name.to_uppercase(), self.port)
+    }
+
+    /// Strimzi's name for the Service port and its target (`tcp-external` for `external` on
+    /// 9094, its historical name).
+    fn port_name(&self) -> String {
+        if self.legacy_names {
+            "tcp-external".to_owned()
+        } else {
+            format!("tcp-{}", self.name)
+        }
+    }
+
+    /// `<kafka>-kafka-<listener>-bootstrap`.
+    pub fn bootstrap_name(&self, kafka: &str) -> String {
+        format!("{kafka}-kafka-{}-bootstrap", self.name)
+    }
+
+    /// `<kafka>-<pool>-<listener>-<id>`, or Strimzi's `<kafka>-<pool>-<id>` for `external` on
+    /// 9094.
+    pub fn broker_service_name(&self, kafka: &str, pool: &str, id: i32) -> String {
+        if self.legacy_names {
+            kraft::pod_name(kafka, pool, id)
+        } else {
+            format!("{kafka}-{pool}-{}-{id}", self.name)
+        }
+    }
+}
+
+/// Listener `index`'s `nodeport` settings; `None` for another type.
+pub fn node_port(
+    index: usize,
+    listener: &GenericKafkaListener,
+) -> Result<Option<NodePortListener>, ExternalProblem> {
+    // A TLS `nodeport` listener is not served yet: it is left out, with core's warning.
+    if listener.type_ != KafkaListenerType::NodePort || listener.tls {
+        return Ok(None);
+    }
+    let problem = |field: &str, problem: &str| ExternalProblem {
+        name: listener.name.clone(),
+        port: listener.port,
+        index,
+        field: field.to_owned(),
+        problem: problem.to_owned(),
+    };
+    let empty = serde_json::Map::new();
+    let config = listener.configuration.as_ref().unwrap_or(&empty);
+    let text = |field: &str| -> Result<Option<String>, ExternalProblem> {
+        match config.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(problem(field, "must be a string")),
+        }
+    };
+    let preferred = text("preferredNodePortAddressType")?;
+    if let Some(p) = &preferred
+        && !ADDRESS_TYPES.contains(&p.as_str())
+    {
+        return Err(problem(
+            "preferredNodePortAddressType",
+            &format!("is {p:?}; it must be one of {}", ADDRESS_TYPES.join(", ")),
+        ));
+    }
+    let traffic_policy = text("externalTrafficPolicy")?.unwrap_or_else(|| "Cluster".to_owned());
+    if !["Cluster", "Local"].contains(&traffic_policy.as_str()) {
+        return Err(problem(
+            "externalTrafficPolicy",
+            &format!("is {traffic_policy:?}; it must be Cluster or Local"),
+        ));
+    }
+    let bootstrap = match config.get("bootstrap") {
+        None | Some(Value::Null) => ServiceSettings::default(),
+        Some(value) => service_settings(value, "bootstrap", &problem)?,
+    };
+    let mut brokers = BTreeMap::new();
+    let listed = match config.get("brokers") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(items)) => items.as_slice(),
+        Some(_) => return Err(problem("brokers", "must be a list")),
+    };
+    for (i, item) in listed.iter().enumerate() {
+        let at = format!("brokers[{i}]");
+        let broker = item
+            .get("broker")
+            .and_then(Value::as_i64)
+            .and_then(|b| i32::try_from(b).ok())
+            .ok_or_else(|| problem(&format!("{at}.broker"), "must be the broker's node ID"))?;
+        let advertised_port = match item.get("advertisedPort") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|p| u16::try_from(p).ok())
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| {
+                        problem(&format!("{at}.advertisedPort"), "must be a TCP port")
+                    })?,
+            ),
+        };
+        let advertised_host = match item.get("advertisedHost") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(h)) if is_host(h) => Some(h.clone()),
+            Some(_) => {
+                return Err(problem(
+                    &format!("{at}.advertisedHost"),
+                    "must be a host name or an IP address",
+                ));
+            }
+        };
+        let settings = BrokerSettings {
+            service: service_settings(item, &at, &problem)?,
+            advertised_host,
+            advertised_port,
+        };
+        if brokers.insert(broker, settings).is_some() {
+            return Err(problem(
+                &format!("{at}.broker"),
+                &format!("names broker {broker} a second time"),
+            ));
+        }
+    }
+    let port = u16::try_from(listener.port).map_err(|_| problem("port", "is not a TCP port"))?;
+    Ok(Some(NodePortListener {
+        name: listener.name.clone(),
+        port,
+        preferred,
+        traffic_policy,
+        bootstrap,
+        brokers,
+        legacy_names: listener.name == "external" && port == 9094,
+    }))
+}
+
+fn service_settings(
+    value: &Value,
+    at: &str,
+    problem: &impl Fn(&str, &str) -> ExternalProblem,
+) -> Result<ServiceSettings, ExternalProblem> {
+    let node_port = match value.get("nodePort") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_i64()
+                .and_then(|p| i32::try_from(p).ok())
+                .filter(|p| (1..=65535).contains(p))
+                .ok_or_else(|| problem(&format!("{at}.nodePort"), "must be a TCP port"))?,
+        ),
+    };
+    let strings = |key: &str| -> Result<BTreeMap<String, String>, ExternalProblem> {
+        match value.get(key) {
+            None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((k.clone(), s.clone())),
+                    _ => Err(problem(&format!("{at}.{key}.{k}"), "must be a string")),
+                })
+                .collect(),
+            Some(_) => Err(problem(&format!("{at}.{key}"), "must be a map of strings")),
+        }
+    };
+    let labels = strings("labels")?;
+    if let Some(key) = labels
+        .keys()
+        .find(|k| k.starts_with("strimzi.io/") && k.as_str() != names::CLUSTER)
+    {
+        return Err(problem(
+            &format!("{at}.labels.{key}"),
+            "is not allowed: labels starting with strimzi.io/ are the operator's",
+        ));
+    }
+    Ok(ServiceSettings {
+        node_port,
+        labels,
+        annotations: strings("annotations")?,
+    })
+}
+
+/// A DNS name or an IP address.
+fn is_host(host: &str) -> bool {
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// One broker: its node ID, pool and member cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broker {
+    pub id: i32,
+    pub pool: String,
+    pub alias: String,
+}
+
+/// Each member cluster's Services of `listeners`, by alias: a bootstrap Service where brokers
+/// run, and one per broker. `labels` are the Kafka's own.
+pub fn services(
+    kafka: &str,
+    namespace: &str,
+    listeners: &[NodePortListener],
+    brokers: &[Broker],
+    labels: &BTreeMap<String, String>,
+) -> BTreeMap<String, Vec<Value>> {
+    let mut out: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let aliases: BTreeSet<&str> = brokers.iter().map(|b| b.alias.as_str()).collect();
+    let selector = |extra: &[(&str, String)]| {
+        let mut s = BTreeMap::from([
+            (names::CLUSTER.to_owned(), kafka.to_owned()),
+            (names::NAME.to_owned(), format!("{kafka}-kafka")),
+            (names::KIND.to_owned(), "Kafka".to_owned()),
+        ]);
+        s.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+        s
+    };
+    for l in listeners {
+        let service = |name: String, settings: &ServiceSettings, selector| {
+            let mut all = labels.clone();
+            all.extend(settings.labels.clone());
+            // The agent reports the node ports of these Services.
+            all.insert(names::NODE_SERVICE.to_owned(), "true".to_owned());
+            let mut metadata = objects::meta(&name, namespace, all);
+            if !settings.annotations.is_empty() {
+                metadata.annotations = Some(settings.annotations.clone());
+            }
+            objects::to_json(&Service {
+                metadata,
+                spec: Some(ServiceSpec {
+                    type_: Some("NodePort".to_owned()),
+                    selector: Some(selector),
+                    external_traffic_policy: Some(l.traffic_policy.clone()),
+                    ports: Some(vec![ServicePort {
+                        name: Some(l.port_name()),
+                        port: l.port.into(),
+                        target_port: Some(IntOrString::Int(l.port.into())),
+                        node_port: settings.node_port,
+                        protocol: Some("TCP".to_owned()),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                status: None,
+            })
+        };
+        for alias in &aliases {
+            let bootstrap = service(
+                l.bootstrap_name(kafka),
+                &l.bootstrap,
+                selector(&[(names::BROKER_ROLE, "true".to_owned())]),
+            );
+            out.entry((*alias).to_owned()).or_default().push(bootstrap);
+        }
+        for b in brokers {
+            let settings = l
+                .brokers
+                .get(&b.id)
+                .map(|s| s.service.clone())
+                .unwrap_or_default();
+            let pod = kraft::pod_name(kafka, &b.pool, b.id);
+            let own = service(
+                l.broker_service_name(kafka, &b.pool, b.id),
+                &settings,
+                selector(&[(names::POOL_NAME, b.pool.clone()), (names::POD_NAME, pod)]),
+            );
+            out.entry(b.alias.clone()).or_default().push(own);
+        }
+    }
+    out
+}
+
+/// The node port of the one port of Service `name`, as the agent of its cluster reported it.
+fn reported_node_port(services: &[ServiceStatus], namespace: &str, name: &str) -> Option<u16> {
+    services
+        .iter()
+        .find(|s| s.namespace == namespace && s.name == name)?
+        .ports
+        .first()
+        .and_then(|p| u16::try_from(p.node_port).ok())
+        .filter(|p| *p > 0)
+}
+
+/// What the agents of the member clusters reported, by alias.
+#[derive(Debug, Clone, Copy)]
+pub struct Reports<'a> {
+    pub services: &'a BTreeMap<String, Vec<ServiceStatus>>,
+    /// `None` for a cluster whose agent has not listed its nodes.
+    pub nodes: &'a BTreeMap<String, Option<Vec<NodeStatus>>>,
+    pub podsets: &'a BTreeMap<String, Vec<PodSetStatus>>,
+}
+
+/// Fills in where each broker advertises each `nodeport` listener of `listeners` (core's
+/// listeners, matched by name): the user's `advertisedHost`/`advertisedPort`, else the node
+/// address the pod finds at start and its Service's node port. Returns one line per broker
+/// still waiting for its node port, or per cluster whose nodes are not listed.
+pub fn advertise(
+    kafka: &str,
+    namespace: &str,
+    external: &[NodePortListener],
+    listeners: &mut [Listener],
+    brokers: &[Broker],
+    reports: Reports<'_>,
+) -> Vec<String> {
+    let mut pending = Vec::new();
+    let mut unlisted = BTreeSet::new();
+    for l in external {
+        let Some(listener) = listeners.iter_mut().find(|c| c.name == l.name) else {
+            continue;
+        };
+        for b in brokers {
+            let settings = l.brokers.get(&b.id).cloned().unwrap_or_default();
+            let service = l.broker_service_name(kafka, &b.pool, b.id);
+            let reported = reports
+                .services
+                .get(&b.alias)
+                .and_then(|s| reported_node_port(s, namespace, &service));
+            let Some(port) = settings.advertised_port.or(reported) else {
+                pending.push(format!(
+                    "listener {}: Service {service} in cluster {} has no node port yet",
+                    l.name, b.alias
+                ));
+                continue;
+            };
+            let host = match settings.advertised_host {
+                Some(host) => AdvertisedHost::Fixed(host),
+                None => {
+                    if reports.nodes.get(&b.alias).is_none_or(Option::is_none) {
+                        unlisted.insert(b.alias.clone());
+                    }
+                    AdvertisedHost::NodeAddress
+                }
+            };
+            listener.advertised.insert(b.id, Advertised { host, port });
+        }
+    }
+    pending.extend(unlisted.into_iter().map(|alias| {
+        format!(
+            "the agent of cluster {alias} has not listed its nodes' addresses (its role needs get, list and watch on nodes)"
+        )
+    }));
+    pending
+}
+
+/// The address of a node with `addresses` (type, address) as Strimzi picks it: the preferred
+/// type if the node has one, else the first of [`ADDRESS_TYPES`] it has.
+pub fn find_address<'a>(
+    addresses: &'a [kstretch_proto::agent::v1::NodeAddress],
+    preferred: Option<&str>,
+) -> Option<&'a str> {
+    let of = |t: &str| {
+        addresses
+            .iter()
+            .find(|a| a.r#type == t)
+            .map(|a| a.address.as_str())
+    };
+    preferred
+        .and_then(of)
+        .or_else(|| ADDRESS_TYPES.iter().find_map(|t| of(t)))
+}
+
+/// The table of a member cluster's node addresses a broker reads at start: one line
+/// `<node> <type> <address>` per node and address type (`default` and each of
+/// [`ADDRESS_TYPES`], each with Strimzi's fallback applied).
+pub fn node_table(nodes: &[NodeStatus]) -> String {
+    let mut lines = Vec::new();
+    for node in nodes {
+        for t in std::iter::once(DEFAULT_TYPE).chain(ADDRESS_TYPES) {
+            let preferred = (t != DEFAULT_TYPE).then_some(t);
+            if let Some(address) = find_address(&node.addresses, preferred) {
+                lines.push(format!("{} {t} {address}", node.name));
+            }
+        }
+    }
+    lines.sort();
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text
+}
+
+/// The ConfigMap with the table of node addresses of one member cluster.
+pub fn node_table_name(kafka: &str) -> String {
+    format!("{kafka}-kstretch-node-addresses")
+}
+
+/// The ConfigMap of [`node_table`] for one member cluster.
+pub fn node_table_config_map(
+    kafka: &str,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    nodes: &[NodeStatus],
+) -> Value {
+    objects::to_json(&ConfigMap {
+        metadata: objects::meta(&node_table_name(kafka), namespace, labels.clone()),
+        data: Some(BTreeMap::from([(
+            NODE_TABLE_KEY.to_owned(),
+            node_table(nodes),
+        )])),
+        ..Default::default()
+    })
+}
+
+/// The start script's part that finds the pod's node address for each listener
+/// `(Kafka listener name, table type)` and writes it where Kafka reads it; it waits for the
+/// table to name the node (a node that just joined), then fails the start, saying so.
+pub fn start_script(listeners: &[(String, String)]) -> String {
+    if listeners.is_empty() {
+        return String::new();
+    }
+    let table = format!("{NODE_TABLE_DIR}/{NODE_TABLE_KEY}");
+    let dir = kraft::NODE_ADDRESS_DIR;
+    let mut script = format!(
+        "kstretch_address() {{ for i in $(seq 1 60); do a=$(sed -n \"s/^${NODE_NAME_ENV} $1 //p\" {table} | head -n 1); if [ -n \"$a\" ]; then case \"$a\" in *:*) a=\"[$a]\";; esac; printf '%s' \"$a\" > {dir}/$2; return 0; fi; sleep 2; done; echo \"node ${NODE_NAME_ENV} has no address in {table}\" >&2; return 1; }}; "
+    );
+    for (listener, table_type) in listeners {
+        script.push_str(&format!("kstretch_address {table_type} {listener}; "));
+    }
+    script
+}
+
+/// The table type a listener reads (`default` without a preferred type).
+pub fn table_type(listener: &NodePortListener) -> String {
+    listener
+        .preferred
+        .clone()
+        .unwrap_or_else(|| DEFAULT_TYPE.to_owned())
+}
+
+/// `status.listeners` of each `nodeport` listener: in every member cluster with brokers, the
+/// bootstrap Service's node port on the address of each node a broker runs on (a broker's
+/// `advertisedHost` instead, when set).
+pub fn statuses(
+    kafka: &str,
+    namespace: &str,
+    external: &[NodePortListener],
+    brokers: &[Broker],
+    reports: Reports<'_>,
+) -> Vec<ListenerStatus> {
+    external
+        .iter()
+        .map(|l| {
+            let mut addresses = BTreeSet::new();
+            for b in brokers {
+                let services = reports.services.get(&b.alias).map(Vec::as_slice);
+                let Some(port) = services
+                    .and_then(|s| reported_node_port(s, namespace, &l.bootstrap_name(kafka)))
+                else {
+                    continue;
+                };
+                let settings = l.brokers.get(&b.id);
+                let host = match settings.and_then(|s| s.advertised_host.clone()) {
+                    Some(host) => Some(host),
+                    None => node_of(kafka, b, reports).and_then(|node| {
+                        find_address(&node.addresses, l.preferred.as_deref()).map(str::to_owned)
+                    }),
+                };
+                if let Some(host) = host {
+                    addresses.insert((host, port));
+                }
+            }
+            let servers = addresses
+                .iter()
+                .map(|(h, p)| {
+                    kraft::Endpoint {
+                        host: h.clone(),
+                        port: *p,
+                    }
+                    .to_string()
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            ListenerStatus {
+                name: Some(l.name.clone()),
+                addresses: addresses
+                    .into_iter()
+                    .map(|(host, port)| ListenerAddress {
+                        host: Some(host),
+                        port: Some(port.into()),
+                    })
+                    .collect(),
+                bootstrap_servers: (!servers.is_empty()).then_some(servers),
+                certificates: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+/// The node broker `b`'s pod runs on, as its cluster's agent reported.
+fn node_of<'a>(kafka: &str, b: &Broker, reports: Reports<'a>) -> Option<&'a NodeStatus> {
+    let pod = kraft::pod_name(kafka, &b.pool, b.id);
+    let node_name = reports
+        .podsets
+        .get(&b.alias)?
+        .iter()
+        .flat_map(|ps| &ps.pods_status)
+        .find(|p| p.name == pod && !p.node_name.is_empty())?
+        .node_name
+        .clone();
+    reports
+        .nodes
+        .get(&b.alias)?
+        .as_ref()?
+        .iter()
+        .find(|n| n.name == node_name)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use kstretch_core::kraft::{Authentication, ListenerKind};
+    use kstretch_proto::agent::v1::{NodeAddress, PodStatus, ServicePort as ReportedPort};
+    use serde_json::json;
+
+    use super::*;
+
+    fn listener(value: Value) -> GenericKafkaListener {
+        let mut base = json!({"name": "external", "port": 9094, "type": "nodeport", "tls": false});
+        if let (Some(b), Some(v)) = (base.as_object_mut(), value.as_object()) {
+            b.extend(v.clone());
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn parsed(value: Value) -> Result<Option<NodePortListener>, ExternalProblem> {
+        node_port(2, &listener(value))
+    }
+
+    #[test]
+    fn a_nodeport_configuration_is_read_and_bad_values_name_their_field() {
+        let l = parsed(json!({"configuration": {
+            "preferredNodePortAddressType": "InternalIP",
+            "bootstrap": {"nodePort": 32100, "labels": {"team": "a"}},
+            "brokers": [{"broker": 3, "nodePort": 32103, "advertisedHost": "b3.example.com",
+                         "advertisedPort": 443, "annotations": {"x": "y"}}]}}))
+        .unwrap()
+        .unwrap();
+        assert_eq!(l.preferred.as_deref(), Some("InternalIP"));
+        assert_eq!(l.traffic_policy, "Cluster");
+        assert_eq!(l.bootstrap.node_port, Some(32100));
+        let b3 = &l.brokers[&3];
+        assert_eq!(b3.advertised_host.as_deref(), Some("b3.example.com"));
+        assert_eq!(
+            (b3.advertised_port, b3.service.node_port),
+            (Some(443), Some(32103))
+        );
+
+        // Other types, and TLS nodeport listeners (not served yet), have none.
+        assert_eq!(parsed(json!({"type": "internal"})).unwrap(), None);
+        assert_eq!(parsed(json!({"tls": true})).unwrap(), None);
+
+        for (configuration, field) in [
+            (
+                json!({"preferredNodePortAddressType": "Public"}),
+                "preferredNodePortAddressType",
+            ),
+            (
+                json!({"externalTrafficPolicy": "Nearest"}),
+                "externalTrafficPolicy",
+            ),
+            (
+                json!({"bootstrap": {"nodePort": 70000}}),
+                "bootstrap.nodePort",
+            ),
+            (json!({"brokers": [{"nodePort": 1}]}), "brokers[0].broker"),
+            (
+                json!({"brokers": [{"broker": 0, "advertisedHost": "not a host"}]}),
+                "brokers[0].advertisedHost",
+            ),
+            (
+                json!({"brokers": [{"broker": 0}, {"broker": 0}]}),
+                "brokers[1].broker",
+            ),
+            (
+                json!({"bootstrap": {"labels": {"strimzi.io/kind": "x"}}}),
+                "bootstrap.labels.strimzi.io/kind",
+            ),
+        ] {
+            let e = parsed(json!({"configuration": configuration})).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "listener external (port 9094): .spec.kafka.listeners[2].configuration.{field} "
+                )),
+                "{e}"
+            );
+        }
+    }
+
+    fn brokers() -> Vec<Broker> {
+        vec![
+            Broker {
+                id: 0,
+                pool: "a".into(),
+                alias: "alpha".into(),
+            },
+            Broker {
+                id: 1,
+                pool: "b".into(),
+                alias: "beta".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn each_cluster_with_brokers_gets_a_bootstrap_service_and_one_per_broker_with_strimzis_names() {
+        let mut l = parsed(json!({"configuration": {"bootstrap": {"nodePort": 32100},
+            "brokers": [{"broker": 1, "nodePort": 32101}]}}))
+        .unwrap()
+        .unwrap();
+        let labels = BTreeMap::from([("app".to_owned(), "kafka".to_owned())]);
+        let by_alias = services("k", "ns", std::slice::from_ref(&l), &brokers(), &labels);
+        let names = |alias: &str| {
+            by_alias[alias]
+                .iter()
+                .map(|s| s["metadata"]["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        // `external` on 9094 keeps Strimzi's historical names: the pod's for a broker.
+        assert_eq!(names("alpha"), ["k-kafka-external-bootstrap", "k-a-0"]);
+        assert_eq!(names("beta"), ["k-kafka-external-bootstrap", "k-b-1"]);
+        let own = &by_alias["beta"][1];
+        assert_eq!(own["spec"]["type"], "NodePort");
+        assert_eq!(own["spec"]["externalTrafficPolicy"], "Cluster");
+        assert_eq!(
+            own["spec"]["ports"],
+            json!([{"name": "tcp-external", "port": 9094, "targetPort": 9094,
+                    "nodePort": 32101, "protocol": "TCP"}])
+        );
+        assert_eq!(own["spec"]["selector"]["strimzi.io/pod-name"], "k-b-1");
+        assert_eq!(own["metadata"]["labels"][names::NODE_SERVICE], "true");
+        let bootstrap = &by_alias["alpha"][0];
+        assert_eq!(bootstrap["spec"]["selector"][names::BROKER_ROLE], "true");
+        assert_eq!(bootstrap["spec"]["ports"][0]["nodePort"], 32100);
+
+        l.name = "ext".into();
+        l.legacy_names = false;
+        let named = services("k", "ns", &[l], &brokers(), &labels);
+        assert_eq!(named["alpha"][1]["metadata"]["name"], "k-a-ext-0");
+        assert_eq!(named["alpha"][1]["spec"]["ports"][0]["name"], "tcp-ext");
+    }
+
+    fn node(name: &str, addresses: &[(&str, &str)]) -> NodeStatus {
+        NodeStatus {
+            name: name.into(),
+            addresses: addresses
+                .iter()
+                .map(|(t, a)| NodeAddress {
+                    r#type: (*t).into(),
+                    address: (*a).into(),
+                })
+                .collect(),
+        }
+    }
+
+    fn core(name: &str) -> Listener {
+        Listener {
+            name: name.into(),
+            port: 9094,
+            kind: ListenerKind::NodePort,
+            tls: false,
+            authentication: Authentication::None,
+            custom_certificate: false,
+            advertised: BTreeMap::new(),
+        }
+    }
+
+    fn reported(name: &str, node_port: i32) -> ServiceStatus {
+        ServiceStatus {
+            namespace: "ns".into(),
+            name: name.into(),
+            r#type: "NodePort".into(),
+            ingress: vec![],
+            ports: vec![ReportedPort {
+                name: "tcp-external".into(),
+                port: 9094,
+                node_port,
+            }],
+        }
+    }
+
+    #[test]
+    fn brokers_advertise_their_node_port_on_their_node_or_the_host_they_are_given() {
+        let l = parsed(json!({"configuration": {"brokers": [
+            {"broker": 1, "advertisedHost": "b1.example.com"}]}}))
+        .unwrap()
+        .unwrap();
+        let services = BTreeMap::from([("alpha".to_owned(), vec![reported("k-a-0", 31000)])]);
+        let nodes = BTreeMap::from([
+            ("alpha".to_owned(), Some(vec![])),
+            ("beta".to_owned(), None),
+        ]);
+        let podsets = BTreeMap::new();
+        let reports = Reports {
+            services: &services,
+            nodes: &nodes,
+            podsets: &podsets,
+        };
+        let mut listeners = vec![core("external")];
+        let pending = advertise(
+            "k",
+            "ns",
+            std::slice::from_ref(&l),
+            &mut listeners,
+            &brokers(),
+            reports,
+        );
+        assert_eq!(
+            pending,
+            ["listener external: Service k-b-1 in cluster beta has no node port yet"]
+        );
+        assert_eq!(
+            listeners[0].advertised[&0],
+            Advertised {
+                host: AdvertisedHost::NodeAddress,
+                port: 31000
+            }
+        );
+
+        // Beta's port comes; its agent has not listed its nodes, but broker 1 needs none.
+        let services = BTreeMap::from([
+            ("alpha".to_owned(), vec![reported("k-a-0", 31000)]),
+            ("beta".to_owned(), vec![reported("k-b-1", 31001)]),
+        ]);
+        let reports = Reports {
+            services: &services,
+            nodes: &nodes,
+            podsets: &podsets,
+        };
+        let mut listeners = vec![core("external")];
+        assert!(
+            advertise(
+                "k",
+                "ns",
+                std::slice::from_ref(&l),
+                &mut listeners,
+                &brokers(),
+                reports
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            listeners[0].advertised[&1],
+            Advertised {
+                host: AdvertisedHost::Fixed("b1.example.com".into()),
+                port: 31001
+            }
+        );
+
+        // Without the override, beta's unlisted nodes hold it back, saying why.
+        let plain = parsed(json!({})).unwrap().unwrap();
+        let mut listeners = vec![core("external")];
+        let pending = advertise("k", "ns", &[plain], &mut listeners, &brokers(), reports);
+        assert_eq!(pending.len(), 1);
+        assert!(
+            pending[0].contains("cluster beta has not listed its nodes"),
+            "{pending:?}"
+        );
+    }
+
+    #[test]
+    fn a_node_address_is_the_preferred_type_else_strimzis_order() {
+        let n = node(
+            "n1",
+            &[
+                ("Hostname", "n1"),
+                ("InternalIP", "10.0.0.1"),
+                ("ExternalIP", "1.2.3.4"),
+            ],
+        );
+        assert_eq!(find_address(&n.addresses, None), Some("1.2.3.4"));
+        assert_eq!(
+            find_address(&n.addresses, Some("InternalIP")),
+            Some("10.0.0.1")
+        );
+        assert_eq!(
+            find_address(&n.addresses, Some("ExternalDNS")),
+            Some("1.2.3.4")
+        );
+        assert_eq!(find_address(&[], None), None);
+        let table = node_table(&[n, node("n2", &[("InternalIP", "10.0.0.2")])]);
+        assert!(table.contains("n1 default 1.2.3.4\n"), "{table}");
+        assert!(table.contains("n1 InternalIP 10.0.0.1\n"), "{table}");
+        assert!(table.contains("n2 ExternalIP 10.0.0.2\n"), "{table}");
+        let script = start_script(&[("EXTERNAL-9094".into(), "default".into())]);
+        assert!(script.contains("$KSTRETCH_NODE_NAME $1 //p"), "{script}");
+        assert!(
+            script.ends_with("kstretch_address default EXTERNAL-9094; "),
+            "{script}"
+        );
+        assert_eq!(start_script(&[]), "");
+    }
+
+    #[test]
+    fn the_status_lists_the_bootstrap_node_port_on_every_node_with_a_broker() {
+        let l = parsed(json!({})).unwrap().unwrap();
+        let services = BTreeMap::from([
+            (
+                "alpha".to_owned(),
+                vec![reported("k-kafka-external-bootstrap", 32000)],
+            ),
+            (
+                "beta".to_owned(),
+                vec![reported("k-kafka-external-bootstrap", 32001)],
+            ),
+        ]);
+        let nodes = BTreeMap::from([
+            (
+                "alpha".to_owned(),
+                Some(vec![node("a1", &[("InternalIP", "10.0.0.1")])]),
+            ),
+            (
+                "beta".to_owned(),
+                Some(vec![node("b1", &[("InternalIP", "10.0.1.1")])]),
+            ),
+        ]);
+        let podset = |pod: &str, node: &str| PodSetStatus {
+            namespace: "ns".into(),
+            name: "x".into(),
+            pods_status: vec![PodStatus {
+                name: pod.into(),
+                node_name: node.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let podsets = BTreeMap::from([
+            ("alpha".to_owned(), vec![podset("k-a-0", "a1")]),
+            ("beta".to_owned(), vec![podset("k-b-1", "b1")]),
+        ]);
+        let reports = Reports {
+            services: &services,
+            nodes: &nodes,
+            podsets: &podsets,
+        };
+        let status = statuses("k", "ns", &[l], &brokers(), reports);
+        assert_eq!(status[0].name.as_deref(), Some("external"));
+        assert_eq!(
+            status[0].bootstrap_servers.as_deref(),
+            Some("10.0.0.1:32000,10.0.1.1:32001")
+        );
+    }
+}
