@@ -52,15 +52,18 @@ pub async fn serves_across_clusters(k: &Kafka) {
 /// bootstrap at each cluster's real node, the metadata either returns names every broker at a
 /// node address and a node port of its own (not the port inside the pod), and records
 /// produced (idempotent, `acks=all`) through alpha's bootstrap are consumed through beta's.
-pub async fn external_listener_serves_clients_outside(k: &Kafka) {
+pub async fn external_listener_serves_clients_outside(k: &Kafka, topic: &str) {
     let nodes = [real_node_ip(ALPHA), real_node_ip(BETA)];
     let in_alpha = listener_at(k, "external", &nodes[0]);
     let in_beta = listener_at(k, "external", &nodes[1]);
+    // As many brokers as the internal listener shows (three, four with a moved pool).
+    let inside = bootstrap_at(k, &nodes[0]);
     for bootstrap in [&in_alpha, &in_beta] {
-        let brokers = wait_for("three brokers at node ports", START_TIMEOUT, || async {
+        let brokers = wait_for("every broker at a node port", START_TIMEOUT, || async {
+            let expected = broker_ids(&inside).map(|ids| ids.len()).unwrap_or_default();
             match brokers_at(bootstrap) {
-                Ok(b) if b.len() == 3 => Seen::Done(b),
-                other => Seen::NotYet(format!("{bootstrap}: {other:?}")),
+                Ok(b) if b.len() >= 3 && b.len() == expected => Seen::Done(b),
+                other => Seen::NotYet(format!("{bootstrap} ({expected} expected): {other:?}")),
             }
         })
         .await;
@@ -75,13 +78,14 @@ pub async fn external_listener_serves_clients_outside(k: &Kafka) {
             );
         }
     }
-    create_topic(&in_alpha, "outside", 3, 3).await;
+    create_topic(&in_alpha, topic, 3, 3).await;
     let records: Vec<(String, String)> = (0..100)
         .map(|i| (format!("k{i:03}"), format!("v{i}")))
         .collect();
-    produce(&in_alpha, "outside", &records).await;
+    produce(&in_alpha, topic, &records).await;
+    let topic = topic.to_owned();
     let read = tokio::task::spawn_blocking(move || {
-        consume(&in_beta, "outside", 3, 100, Duration::from_secs(60))
+        consume(&in_beta, &topic, 3, 100, Duration::from_secs(60))
     })
     .await
     .unwrap();

@@ -65,11 +65,16 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
     assert!(log.contains("Kafka Server started"), "{name}'s log:\n{log}");
 
     serves_across_clusters(&k).await;
-    external_listener_serves_clients_outside(&k).await;
+    external_listener_serves_clients_outside(&k, "outside").await;
     racks_are_clusters(&k).await;
     the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_replaced(&stretch, &k).await;
     a_controller_pool_joins_and_leaves_the_quorum_restarting_nobody(&stretch, &k).await;
     pools_move_to_the_other_cluster_and_back_under_load_losing_nothing(&mut stretch, &k).await;
+    // The moved brokers' pods were recreated, on the other cluster's node and back: each
+    // found its node's address again.
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let k = kafkas.get("live").await.unwrap();
+    external_listener_serves_clients_outside(&k, "outside-after-moves").await;
     stretch.finish().await;
 }
 
