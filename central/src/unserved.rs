@@ -176,7 +176,7 @@ fn cluster(spec: &KafkaClusterSpec, template: Applied) -> Vec<String> {
         let at = format!("{path}.listeners[{i}]");
         out.extend(unmodelled(&at, &listener.unmodelled, LISTENER));
         // A listener of a type kstretch does not serve is left out whole, and says so.
-        let node_port = listener.type_ == KafkaListenerType::NodePort && !listener.tls;
+        let node_port = listener.type_ == KafkaListenerType::NodePort;
         let served = node_port
             || matches!(
                 listener.type_,

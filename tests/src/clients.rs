@@ -92,6 +92,25 @@ pub async fn external_listener_serves_clients_outside(k: &Kafka, topic: &str) {
     assert_eq!(read, records, "what beta's external bootstrap serves");
 }
 
+/// The external TLS `nodeport` listener: Kafka's own clients outside both clusters, trusting
+/// only the CA certificate of `live-cluster-ca-cert` and verifying host names (their default),
+/// produce (`acks=all`) through alpha's node and consume through beta's: every broker's
+/// certificate names the node address it advertises.
+pub async fn external_tls_listener_is_verified_at_node_addresses(stretch: &Stretch, k: &Kafka) {
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = stretch.api(ALPHA);
+    let ca = crate::live::secret_text(
+        &secrets.get("live-cluster-ca-cert").await.unwrap(),
+        "ca.crt",
+    );
+    let dir = client_dir(stretch);
+    let trusted = tls_client_config(&dir, "external-tls", &ca);
+    let in_alpha = listener_at(k, "tlsext", &real_node_ip(ALPHA));
+    let in_beta = listener_at(k, "tlsext", &real_node_ip(BETA));
+    create_topic(&bootstrap_at(k, &real_node_ip(ALPHA)), "outside-tls", 3, 3).await;
+    produced(&in_alpha, &trusted, "outside-tls", 50);
+    reads(&in_beta, &trusted, "outside-tls", 50);
+}
+
 /// Every broker (ID, host, port) in the metadata `bootstrap` returns.
 fn brokers_at(bootstrap: &str) -> Result<Vec<(i32, String, i32)>, rdkafka::error::KafkaError> {
     let consumer: BaseConsumer = ClientConfig::new()

@@ -302,7 +302,7 @@ fn node_address_reads(resolved: &Resolved) -> BTreeMap<i32, Vec<(String, String)
             continue;
         };
         for (id, advertised) in &listener.advertised {
-            if advertised.host == kraft::AdvertisedHost::NodeAddress {
+            if matches!(advertised.host, kraft::AdvertisedHost::NodeAddress { .. }) {
                 out.entry(*id)
                     .or_default()
                     .push((listener.config_name(), external::table_type(external)));
@@ -1683,7 +1683,9 @@ mod tests {
             (
                 1,
                 kraft::Advertised {
-                    host: kraft::AdvertisedHost::NodeAddress,
+                    host: kraft::AdvertisedHost::NodeAddress {
+                        candidates: BTreeSet::new(),
+                    },
                     port: 31001,
                 },
             ),

@@ -142,8 +142,7 @@ pub fn node_port(
     index: usize,
     listener: &GenericKafkaListener,
 ) -> Result<Option<NodePortListener>, ExternalProblem> {
-    // A TLS `nodeport` listener is not served yet: it is left out, with core's warning.
-    if listener.type_ != KafkaListenerType::NodePort || listener.tls {
+    if listener.type_ != KafkaListenerType::NodePort {
         return Ok(None);
     }
     let problem = |field: &str, problem: &str| ExternalProblem {
@@ -439,12 +438,20 @@ pub fn advertise(
             };
             let host = match settings.advertised_host {
                 Some(host) => AdvertisedHost::Fixed(host),
-                None => {
-                    if reports.nodes.get(&b.alias).is_none_or(Option::is_none) {
+                None => match reports.nodes.get(&b.alias).and_then(Option::as_ref) {
+                    // What the pod would find on each node of its cluster.
+                    Some(nodes) => AdvertisedHost::NodeAddress {
+                        candidates: nodes
+                            .iter()
+                            .filter_map(|n| find_address(&n.addresses, l.preferred.as_deref()))
+                            .map(str::to_owned)
+                            .collect(),
+                    },
+                    None => {
                         unlisted.insert(b.alias.clone());
+                        continue;
                     }
-                    AdvertisedHost::NodeAddress
-                }
+                },
             };
             listener.advertised.insert(b.id, Advertised { host, port });
         }
@@ -660,9 +667,8 @@ mod tests {
             (Some(443), Some(32103))
         );
 
-        // Other types, and TLS nodeport listeners (not served yet), have none.
+        // Other types have none.
         assert_eq!(parsed(json!({"type": "internal"})).unwrap(), None);
-        assert_eq!(parsed(json!({"tls": true})).unwrap(), None);
 
         for (configuration, field) in [
             (
@@ -801,8 +807,15 @@ mod tests {
         .unwrap()
         .unwrap();
         let services = BTreeMap::from([("alpha".to_owned(), vec![reported("k-a-0", 31000)])]);
+        let alpha_nodes = vec![
+            node("a1", &[("InternalIP", "10.0.0.1")]),
+            node(
+                "a2",
+                &[("InternalIP", "10.0.0.2"), ("ExternalIP", "1.2.3.4")],
+            ),
+        ];
         let nodes = BTreeMap::from([
-            ("alpha".to_owned(), Some(vec![])),
+            ("alpha".to_owned(), Some(alpha_nodes)),
             ("beta".to_owned(), None),
         ]);
         let podsets = BTreeMap::new();
@@ -827,7 +840,9 @@ mod tests {
         assert_eq!(
             listeners[0].advertised[&0],
             Advertised {
-                host: AdvertisedHost::NodeAddress,
+                host: AdvertisedHost::NodeAddress {
+                    candidates: BTreeSet::from(["10.0.0.1".to_owned(), "1.2.3.4".to_owned()])
+                },
                 port: 31000
             }
         );

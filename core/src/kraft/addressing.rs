@@ -371,7 +371,7 @@ mod tests {
         c.listeners.push(Listener {
             name: "external".into(),
             port: 9094,
-            kind: ListenerKind::NodePort,
+            kind: ListenerKind::LoadBalancer,
             tls: true,
             authentication: Default::default(),
             custom_certificate: false,

@@ -169,7 +169,7 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
             let reads_node_address = served.iter().any(|l| {
                 l.advertised
                     .get(&node.id)
-                    .is_some_and(|a| a.host == AdvertisedHost::NodeAddress)
+                    .is_some_and(|a| matches!(a.host, AdvertisedHost::NodeAddress { .. }))
             });
             if reads_node_address {
                 let providers = p.get("config.providers").cloned().unwrap_or_default();

@@ -99,8 +99,9 @@ pub enum AdvertisedHost {
     Fixed(String),
     /// The address of the Kubernetes node the pod runs on, which it finds at start (a pod can
     /// be scheduled anywhere) and writes to [`NODE_ADDRESS_DIR`]`/<listener>`, where Kafka
-    /// reads it through the [`NODE_ADDRESS_PROVIDER`] config provider.
-    NodeAddress,
+    /// reads it through the [`NODE_ADDRESS_PROVIDER`] config provider. `candidates`: the
+    /// address it finds on each node of its cluster, which a TLS listener's certificate names.
+    NodeAddress { candidates: BTreeSet<String> },
 }
 
 /// Where a broker's start script writes the node address of each `nodeport` listener (one
@@ -114,7 +115,7 @@ impl Advertised {
     pub fn config_host(&self, listener: &str) -> String {
         match &self.host {
             AdvertisedHost::Fixed(host) => host.clone(),
-            AdvertisedHost::NodeAddress => {
+            AdvertisedHost::NodeAddress { .. } => {
                 format!("${{{NODE_ADDRESS_PROVIDER}:{NODE_ADDRESS_DIR}:{listener}}}")
             }
         }
@@ -286,11 +287,7 @@ pub enum QuorumMode {
 /// Why a user listener is not configured on the brokers yet, if it is not.
 pub(crate) fn unserved_because(listener: &Listener) -> Option<&'static str> {
     match listener.kind {
-        ListenerKind::Internal | ListenerKind::ClusterIp => None,
-        ListenerKind::NodePort if !listener.tls => None,
-        ListenerKind::NodePort => {
-            Some("nodeport listeners are served without TLS only yet (tls: false)")
-        }
+        ListenerKind::Internal | ListenerKind::ClusterIp | ListenerKind::NodePort => None,
         ListenerKind::LoadBalancer | ListenerKind::Route | ListenerKind::Ingress => {
             Some("only internal, cluster-ip and nodeport listeners are served yet")
         }

@@ -440,7 +440,6 @@ fn unsupported_listener_kinds_are_left_out_with_a_warning() {
     c.listeners = vec![
         listener("plain", 9092, ListenerKind::Internal, false),
         listener("cip", 9095, ListenerKind::ClusterIp, false),
-        listener("external", 9094, ListenerKind::NodePort, true),
         listener("lb", 9096, ListenerKind::LoadBalancer, false),
         listener("route", 9097, ListenerKind::Route, false),
         listener("ingress", 9098, ListenerKind::Ingress, false),
@@ -456,8 +455,11 @@ fn unsupported_listener_kinds_are_left_out_with_a_warning() {
         .filter(|w| w.contains(" is left out: "))
         .map(|w| w.split(' ').nth(1).unwrap_or_default())
         .collect();
-    assert_eq!(left_out, ["external", "lb", "route", "ingress"]);
-    assert!(rendered.warnings[0].ends_with("served without TLS only yet (tls: false)"));
+    assert_eq!(left_out, ["lb", "route", "ingress"]);
+    assert!(
+        rendered.warnings[0]
+            .ends_with("only internal, cluster-ip and nodeport listeners are served yet")
+    );
 }
 
 #[test]
@@ -465,8 +467,11 @@ fn a_nodeport_listener_is_advertised_where_each_broker_is_reached_from_outside()
     let mut c = one_controller_three_brokers();
     let mut external = listener("external", 9094, ListenerKind::NodePort, false);
     let at = |host: AdvertisedHost, port: u16| Advertised { host, port };
+    let node_address = || AdvertisedHost::NodeAddress {
+        candidates: BTreeSet::from(["10.0.0.1".to_owned(), "10.0.0.2".to_owned()]),
+    };
     external.advertised = BTreeMap::from([
-        (1, at(AdvertisedHost::NodeAddress, 31001)),
+        (1, at(node_address(), 31001)),
         (2, at(AdvertisedHost::Fixed("b2.example.com".into()), 443)),
     ]);
     c.listeners = vec![external.clone()];
@@ -479,9 +484,7 @@ fn a_nodeport_listener_is_advertised_where_each_broker_is_reached_from_outside()
             listener: "EXTERNAL-9094".into()
         }
     );
-    external
-        .advertised
-        .insert(3, at(AdvertisedHost::NodeAddress, 31003));
+    external.advertised.insert(3, at(node_address(), 31003));
     c.listeners = vec![external];
     let rendered = render(&c).unwrap();
     let broker = &rendered.nodes[&1];
@@ -525,10 +528,18 @@ fn a_nodeport_listener_is_advertised_where_each_broker_is_reached_from_outside()
             .unwrap()
             .contains("kstretchnode")
     );
-    // Only a host the user gave is a name in the broker's certificate.
-    let names = |id: i32| node_hostnames(&c, c.node(id).unwrap()).unwrap();
-    assert!(names(2).contains("b2.example.com"));
-    assert!(!names(1).iter().any(|n| n.contains("kstretchnode")));
+    // A host the user gave is a name in the broker's certificate; the nodes' addresses are too
+    // with TLS, where clients verify them, never the placeholder.
+    let names = |c: &KafkaCluster, id: i32| node_hostnames(c, c.node(id).unwrap()).unwrap();
+    assert!(names(&c, 2).contains("b2.example.com"));
+    assert!(
+        !names(&c, 1)
+            .iter()
+            .any(|n| n.contains("kstretchnode") || n == "10.0.0.1")
+    );
+    c.listeners[0].tls = true;
+    assert!(names(&c, 1).contains("10.0.0.1") && names(&c, 1).contains("10.0.0.2"));
+    assert!(!names(&c, 2).contains("10.0.0.1"));
 }
 
 #[test]

@@ -163,14 +163,17 @@ pub fn node_hostnames(
             .filter(|l| super::model::unserved_because(l).is_none());
         for l in served {
             match l.kind {
-                // A node address is known only where the pod runs: only a host the user gave
-                // is a name of the broker.
-                ListenerKind::NodePort => {
-                    names.extend(l.advertised.get(&node.id).and_then(|a| match &a.host {
-                        AdvertisedHost::Fixed(host) => Some(host.clone()),
-                        AdvertisedHost::NodeAddress => None,
-                    }))
-                }
+                // The broker's node is known only once its pod runs: a TLS listener's
+                // certificate names the address of every node of its cluster it may run on.
+                ListenerKind::NodePort => match l.advertised.get(&node.id).map(|a| &a.host) {
+                    Some(AdvertisedHost::Fixed(host)) => {
+                        names.insert(host.clone());
+                    }
+                    Some(AdvertisedHost::NodeAddress { candidates }) if l.tls => {
+                        names.extend(candidates.iter().cloned());
+                    }
+                    _ => {}
+                },
                 _ => listeners.push((l.config_name(), l.port)),
             }
         }

@@ -87,18 +87,13 @@ fn disrupted_clusters(ctx: &Context, kafka: &Kafka, built: &Built) -> BTreeSet<S
 /// the Services are published and the pass ends with `AddressPending`.
 async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     let (ctx, kafka) = (pass.ctx, pass.kafka);
-    let mut pending = match plan.resolved.per_node.clone() {
+    let per_node = match plan.resolved.per_node.clone() {
         Some(per_node) => address_nodes(ctx, kafka, &mut plan.resolved, &plan.ids, &per_node),
         None => Vec::new(),
     };
     let reports = AgentReports::read(ctx);
-    pending.extend(advertise_external(
-        kafka,
-        &mut plan.resolved,
-        &plan.ids,
-        &reports,
-    ));
-    if pending.is_empty() {
+    let listeners = advertise_external(kafka, &mut plan.resolved, &plan.ids, &reports);
+    if per_node.is_empty() && listeners.is_empty() {
         return Ok(ControlFlow::Continue(()));
     }
     let fresh = pass.status.registered_node_ids.is_empty()
@@ -107,10 +102,19 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
             .iter()
             .all(|p| p.status.as_ref().is_none_or(|s| s.node_ids.is_empty()));
     publish_services_first(ctx, kafka, &pass.owner, &plan.resolved, &plan.ids, fresh)?;
-    let message = format!(
-        "waiting for the addresses of the per-node and listener Services: {}",
-        pending.join("; ")
-    );
+    let message = [
+        ("the addresses of the per-node Services", per_node),
+        (
+            "the node ports and node addresses of the listeners",
+            listeners,
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, pending)| !pending.is_empty())
+    .map(|(what, pending)| format!("{what}: {}", pending.join("; ")))
+    .collect::<Vec<_>>()
+    .join("; and for ");
+    let message = format!("waiting for {message}");
     pass.status.conditions = status::conditions(
         &pass.status.conditions,
         status::not_ready("AddressPending", message),
