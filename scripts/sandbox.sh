@@ -142,6 +142,24 @@ up() {
     -l strimzi.io/pool-name=brokers-alpha -o jsonpath='{.items[0].metadata.name}')
   last_broker=$("$kubectl" --kubeconfig "$(kubeconfig_of "${CLUSTERS[-1]}")" -n "$NAMESPACE" get pods \
     -l strimzi.io/pool-name=brokers-${CLUSTERS[-1]} -o jsonpath='{.items[0].metadata.name}')
+  # A client on this machine, outside both clusters: the external TLS listener, trusting only
+  # the cluster CA from its Secret, through a broker in the first cluster and one in the last.
+  local client_dir=$STATE/sandbox-client external_first external_last
+  mkdir -p "$client_dir"
+  "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" get secret my-cluster-cluster-ca-cert \
+    -o jsonpath='{.data.ca\.crt}' | base64 -d >"$client_dir/ca.crt"
+  printf 'security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=%s\n' \
+    "$client_dir/ca.crt" >"$client_dir/client.properties"
+  external_at() {
+    local ip_var=KSTRETCH_REAL_NODE_IP_$(upper "$1")
+    "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" get kafka my-cluster \
+      -o jsonpath='{.status.listeners[?(@.name=="external")].bootstrapServers}' |
+      tr ',' '\n' | grep "^${!ip_var}:" | paste -sd, -
+  }
+  external_first=$(external_at "$central_cluster")
+  external_last=$(external_at "${CLUSTERS[-1]}")
+  local tools="java -cp '$KSTRETCH_KAFKA_LIBS/*' org.apache.kafka.tools"
+  local outside_record="echo \"hello from outside \$(date +%T)\" | $tools.ConsoleProducer --bootstrap-server $external_first --producer.config $client_dir/client.properties --topic orders && $tools.consumer.ConsoleConsumer --bootstrap-server $external_last --consumer.config $client_dir/client.properties --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
   local move_record="$kubectl --kubeconfig $kc_central -n $NAMESPACE exec $first_broker -- sh -c 'echo \"hello from $central_cluster \$(date +%T)\" | kafka-console-producer.sh --bootstrap-server localhost:9092 --topic orders' && $kubectl --kubeconfig $(kubeconfig_of "${CLUSTERS[-1]}") -n $NAMESPACE exec $last_broker -- kafka-console-consumer.sh --bootstrap-server localhost:9092 --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
 
   cat <<EOM
@@ -168,6 +186,10 @@ $(for c in "${CLUSTERS[@]}"; do
 
 Produce a record through a broker in '$central_cluster' and consume it through one in '${CLUSTERS[-1]}':
   $move_record
+
+The same from this machine, outside both clusters, through the external TLS listener (host
+names verified against the cluster CA only):
+  $outside_record
 
 Look around:
   export KUBECONFIG=$KSTRETCH_KUBECONFIG PATH=$KSTRETCH_BIN_DIR:\$PATH

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::kafka::{
-    broker_ids, consume, create_topic, kafka_tool, produce, registered_by_kafkas_tool,
+    broker_ids, brokers, consume, create_topic, kafka_tool, produce, registered_by_kafkas_tool,
     run_kafka_tool,
 };
 use crate::live::{START_TIMEOUT, bootstrap_at, listener_at, real_node_ip};
@@ -61,7 +61,7 @@ pub async fn external_listener_serves_clients_outside(k: &Kafka, topic: &str) {
     for bootstrap in [&in_alpha, &in_beta] {
         let brokers = wait_for("every broker at a node port", START_TIMEOUT, || async {
             let expected = broker_ids(&inside).map(|ids| ids.len()).unwrap_or_default();
-            match brokers_at(bootstrap) {
+            match brokers(bootstrap) {
                 Ok(b) if b.len() >= 3 && b.len() == expected => Seen::Done(b),
                 other => Seen::NotYet(format!("{bootstrap} ({expected} expected): {other:?}")),
             }
@@ -109,19 +109,6 @@ pub async fn external_tls_listener_is_verified_at_node_addresses(stretch: &Stret
     create_topic(&bootstrap_at(k, &real_node_ip(ALPHA)), "outside-tls", 3, 3).await;
     produced(&in_alpha, &trusted, "outside-tls", 50);
     reads(&in_beta, &trusted, "outside-tls", 50);
-}
-
-/// Every broker (ID, host, port) in the metadata `bootstrap` returns.
-fn brokers_at(bootstrap: &str) -> Result<Vec<(i32, String, i32)>, rdkafka::error::KafkaError> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()?;
-    let metadata = consumer.fetch_metadata(None, Duration::from_secs(10))?;
-    Ok(metadata
-        .brokers()
-        .iter()
-        .map(|b| (b.id(), b.host().to_owned(), b.port()))
-        .collect())
 }
 
 /// Creates `name` with the replicas of each partition as `replicas` lists them.

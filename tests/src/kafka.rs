@@ -67,11 +67,23 @@ pub fn group_names(bootstrap: &str) -> Result<BTreeSet<String>, rdkafka::error::
 
 /// Broker IDs in the cluster metadata returned by `bootstrap`.
 pub fn broker_ids(bootstrap: &str) -> Result<BTreeSet<i32>, rdkafka::error::KafkaError> {
+    Ok(brokers(bootstrap)?
+        .into_iter()
+        .map(|(id, _, _)| id)
+        .collect())
+}
+
+/// Every broker (ID, host, port) in the cluster metadata returned by `bootstrap`.
+pub fn brokers(bootstrap: &str) -> Result<Vec<(i32, String, i32)>, rdkafka::error::KafkaError> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()?;
     let metadata = consumer.fetch_metadata(None, Duration::from_secs(10))?;
-    Ok(metadata.brokers().iter().map(|b| b.id()).collect())
+    Ok(metadata
+        .brokers()
+        .iter()
+        .map(|b| (b.id(), b.host().to_owned(), b.port()))
+        .collect())
 }
 
 /// Per (topic, partition): its replicas (preferred leader first) and its leader.

@@ -34,9 +34,8 @@ pub fn real_node_ip(alias: &str) -> String {
         .unwrap_or_else(|| panic!("no cluster {alias} in the environment"))
 }
 
-/// The `Kafka`: per-node NodePort Services, reached at each cluster's real node, and external
-/// `nodeport` listeners (plain and TLS) as Strimzi users expose Kafka to clients outside
-/// Kubernetes.
+/// The `Kafka`: per-node NodePort Services, reached at each cluster's real node, and an
+/// external `nodeport` listener as Strimzi users expose Kafka to clients outside Kubernetes.
 pub fn kafka() -> Value {
     json!({
         "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
@@ -48,8 +47,7 @@ pub fn kafka() -> Value {
         "spec": {"kafka": {
             "listeners": [
                 {"name": "plain", "port": 9092, "type": "internal", "tls": false},
-                {"name": "external", "port": 9094, "type": "nodeport", "tls": false},
-                {"name": "tlsext", "port": 9095, "type": "nodeport", "tls": true}
+                {"name": "external", "port": 9094, "type": "nodeport", "tls": false}
             ],
             "config": {
                 "default.replication.factor": 3, "min.insync.replicas": 2,

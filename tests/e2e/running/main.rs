@@ -26,8 +26,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kstretch_api::{Kafka, KafkaNodePool};
 use kstretch_tests::TestEnv;
 use kstretch_tests::clients::{
-    all_sent, external_listener_serves_clients_outside,
-    external_tls_listener_is_verified_at_node_addresses, full_isr, noise, placed_topic,
+    all_sent, external_listener_serves_clients_outside, full_isr, noise, placed_topic,
     serves_across_clusters, wait_for_acks,
 };
 use kstretch_tests::kafka::{
@@ -67,7 +66,6 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
 
     serves_across_clusters(&k).await;
     external_listener_serves_clients_outside(&k, "outside").await;
-    external_tls_listener_is_verified_at_node_addresses(&stretch, &k).await;
     racks_are_clusters(&k).await;
     the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_replaced(&stretch, &k).await;
     a_controller_pool_joins_and_leaves_the_quorum_restarting_nobody(&stretch, &k).await;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kstretch_api::Kafka;
 use kstretch_tests::clients::{
-    client_config, client_dir, full_isr, no_loss, produced, reads, refused, tls_client_config,
-    wait_for_acks,
+    client_config, client_dir, external_tls_listener_is_verified_at_node_addresses, full_isr,
+    no_loss, produced, reads, refused, tls_client_config, wait_for_acks,
 };
 use kstretch_tests::kafka::{broker_ids, create_topic, kafka_tool, run_kafka_tool};
 use kstretch_tests::live::{
@@ -50,6 +50,11 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
             "configuration": {"brokerCertChainAndKey":
                 {"secretName": "listener-cert", "certificate": "tls.crt", "key": "tls.key"}}}),
         );
+    // An external TLS listener, for clients outside both clusters.
+    shape["spec"]["kafka"]["listeners"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "tlsext", "port": 9097, "type": "nodeport", "tls": true}));
     let (stretch, k) = live_kafka_of_with_secret(
         "running-tls",
         shape,
@@ -75,6 +80,7 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
     let trusted = tls_client_config(&dir, "trusted", &ca);
     let tls_alpha = listener_at(&k, "tls", &real_node_ip(ALPHA));
     let tls_beta = listener_at(&k, "tls", &real_node_ip(BETA));
+    external_tls_listener_is_verified_at_node_addresses(&stretch, &k).await;
 
     // Kafka's own clients over TLS: a topic, 100 records produced (acks=all) through alpha's
     // brokers and consumed through beta's.
