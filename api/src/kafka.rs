@@ -343,6 +343,11 @@ pub struct QuorumStatus {
     /// The voters, by node ID.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub voters: Vec<QuorumVoterStatus>,
+    /// Why the quorum is not whole, while it is not: a voter change is due or under way, or
+    /// a voter does not fetch (its controller is down or restarting). Meanwhile the Kafka's
+    /// disruption budgets allow no eviction in any member cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsettled: Option<String>,
 }
 
 /// One voter of the controller quorum.

@@ -1,8 +1,11 @@
 //! The PodDisruptionBudget of an owning resource's pods in one member cluster (Strimzi's
 //! `<name>-kafka` and `<name>-connect`, with its `template.podDisruptionBudget`), and how a
 //! stretched Kafka keeps one budget across member clusters that no apiserver sees whole: while
-//! a node of it is not ready in one cluster, the budgets of the others allow no eviction.
-//! kstretch's own rolls delete pods; budgets hold only evictions (`kubectl drain`).
+//! a node of it is not ready in any cluster, or its controller quorum is not whole, every
+//! cluster's budget allows no eviction. The cluster where the node is down is closed too: its
+//! own apiserver would allow an eviction as soon as the pod is ready again, before central has
+//! seen the node rejoin the quorum. kstretch's own rolls delete pods; budgets hold only
+//! evictions (`kubectl drain`).
 //!
 //! As Strimzi does for pods of a StrimziPodSet (a controller without a scale subresource, whose
 //! pods the disruption controller cannot count for `maxUnavailable`), a budget states
@@ -90,6 +93,18 @@ pub fn pod_disruption_budget(budget: &Budget<'_>) -> Value {
         status: None,
     };
     crate::objects::to_json(&pdb)
+}
+
+/// Why no node of a Kafka may be evicted now, in any member cluster (`None`: the budgets
+/// allow what their template says): a node may be down in the clusters `disrupted` names
+/// (see [`disrupted`]), or the controller quorum is not whole (`quorum_unsettled`, as the
+/// last pass found it).
+pub fn closed(disrupted: &BTreeSet<String>, quorum_unsettled: Option<&str>) -> Option<String> {
+    if !disrupted.is_empty() {
+        let clusters: Vec<&str> = disrupted.iter().map(String::as_str).collect();
+        return Some(format!("a node may be down in {}", clusters.join(", ")));
+    }
+    quorum_unsettled.map(|why| format!("the controller quorum is not whole: {why}"))
 }
 
 /// Of the member clusters `podsets` names (the podsets of one resource, by cluster alias), those
@@ -187,6 +202,20 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn budgets_close_while_a_node_is_down_or_the_quorum_is_not_whole() {
+        assert_eq!(closed(&BTreeSet::new(), None), None);
+        let down = BTreeSet::from(["alpha".to_owned(), "beta".to_owned()]);
+        assert_eq!(
+            closed(&down, Some("voter 0 is removed")).as_deref(),
+            Some("a node may be down in alpha, beta")
+        );
+        assert_eq!(
+            closed(&BTreeSet::new(), Some("voters [0] do not fetch")).as_deref(),
+            Some("the controller quorum is not whole: voters [0] do not fetch")
+        );
     }
 
     #[test]

@@ -16,8 +16,9 @@ pub struct Member {
     /// For a voter: the leader, or a follower that fetched recently. For an observer: it
     /// fetched recently and has caught up with the leader, so adding it cannot stall commits.
     pub live: bool,
-    /// It fetched recently (for a voter, the same as `live`). Kafka keeps listing a removed
-    /// voter as an observer for minutes after its process is gone; this tells them apart.
+    /// It fetched in the last few seconds (the leader always counts as fetching). Kafka keeps
+    /// listing a removed voter as an observer for minutes after its process is gone, and a
+    /// voter whose process stopped a moment ago is still `live`; this tells them apart.
     pub fetching: bool,
 }
 
@@ -45,6 +46,18 @@ pub enum Change {
 /// A majority of `voters` voters.
 pub fn majority(voters: usize) -> usize {
     voters / 2 + 1
+}
+
+/// Voters that do not fetch now, the leader excepted: their controller is down, restarting,
+/// or runs on another metadata directory. While there are any, the quorum has less fault
+/// tolerance than it will have, whether or not a change is due.
+pub fn silent_voters(quorum: &Quorum) -> Vec<i32> {
+    quorum
+        .voters
+        .iter()
+        .filter(|v| !v.fetching && Some(v.id) != quorum.leader)
+        .map(|v| v.id)
+        .collect()
 }
 
 /// The next single change that moves the voters toward `desired` (controller node IDs)
@@ -177,6 +190,25 @@ mod tests {
     fn settled_when_the_voters_are_the_controllers() {
         let q = quorum(&[m(0, 10, true), m(1, 11, true)], &[m(5, 15, true)]);
         assert_eq!(next_change(&ids(&[0, 1]), &q), Change::Settled);
+        assert_eq!(silent_voters(&q), Vec::<i32>::new());
+    }
+
+    #[test]
+    fn a_voter_whose_controller_stopped_a_moment_ago_is_silent_though_still_live() {
+        let stopped = Member {
+            fetching: false,
+            ..m(1, 11, true)
+        };
+        let q = quorum(&[m(0, 10, true), stopped, m(2, 12, true)], &[]);
+        // No change is due: it may come back with the same directory.
+        assert_eq!(next_change(&ids(&[0, 1, 2]), &q), Change::Settled);
+        assert_eq!(silent_voters(&q), [1]);
+        // The leader counts as fetching whatever Kafka reports of it.
+        let leader = Member {
+            fetching: false,
+            ..m(0, 10, true)
+        };
+        assert_eq!(silent_voters(&quorum(&[leader], &[])), Vec::<i32>::new());
     }
 
     #[test]

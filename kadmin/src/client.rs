@@ -547,6 +547,8 @@ mod tests {
         assert!(!may_retry(Retry::UnlessSent, &failure(timeout(), true)));
         // NOT_CONTROLLER: refused before it ran, so even non-idempotent ones repeat.
         assert!(may_retry(Retry::UnlessSent, &failure(kafka(41), true)));
+        // NOT_LEADER_OR_FOLLOWER: a voter change forwarded to a controller that does not lead.
+        assert!(may_retry(Retry::UnlessSent, &failure(kafka(6), true)));
         // REQUEST_TIMED_OUT from Kafka: may have run.
         assert!(may_retry(Retry::Always, &failure(kafka(7), true)));
         assert!(!may_retry(Retry::UnlessSent, &failure(kafka(7), true)));

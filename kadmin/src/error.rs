@@ -180,11 +180,18 @@ impl Error {
     }
 
     /// Kafka said the request was not applied, so even a non-idempotent request can be sent
-    /// again: the broker or controller refused it before acting.
+    /// again: the broker or controller refused it before acting. NOT_LEADER_OR_FOLLOWER is
+    /// what a controller that is not the quorum's leader answers a voter change a broker
+    /// forwarded to it (that broker's view of the leader was stale): another broker may
+    /// forward it to the leader.
     pub(crate) fn is_not_applied(&self) -> bool {
         matches!(
             self.kafka().map(|k| k.error),
-            Some(ResponseError::NotController | ResponseError::BrokerNotAvailable)
+            Some(
+                ResponseError::NotController
+                    | ResponseError::BrokerNotAvailable
+                    | ResponseError::NotLeaderOrFollower
+            )
         )
     }
 }
@@ -253,6 +260,7 @@ mod tests {
         };
         assert!(map(41).is_transient());
         assert!(map(41).is_not_applied());
+        assert!(map(6).is_not_applied()); // NOT_LEADER_OR_FOLLOWER
         assert!(map(7).is_transient()); // REQUEST_TIMED_OUT
         assert!(!map(7).is_not_applied());
         assert!(map(5).is_transient()); // LEADER_NOT_AVAILABLE

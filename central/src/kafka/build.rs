@@ -63,13 +63,14 @@ pub struct Built {
     pub nodes: BTreeMap<i32, BuiltNode>,
     pub warnings: Vec<String>,
     pub kafka_version: String,
+    /// Why the budgets [`add_budgets`] added allow no eviction, if they do not.
+    pub budgets_closed: Option<String>,
 }
 
 /// Adds to every member cluster's objects the budget of the Kafka's pods there (Strimzi's
-/// `<kafka>-kafka`, with `spec.kafka.template.podDisruptionBudget`), closed while a node of the
-/// Kafka may be down in another member cluster (`disrupted`): each apiserver sees only its own
-/// pods, and evictions in two clusters at once would take two nodes.
-pub fn add_budgets(built: &mut Built, kafka: &Kafka, disrupted: &BTreeSet<String>) {
+/// `<kafka>-kafka`, with `spec.kafka.template.podDisruptionBudget`), all of them closed when
+/// `closed` says why (see [`budget::closed`]).
+pub fn add_budgets(built: &mut Built, kafka: &Kafka, closed: Option<String>) {
     let name = kafka.name_any();
     let namespace = kafka.namespace().unwrap_or_default();
     let names = Names {
@@ -93,9 +94,10 @@ pub fn add_budgets(built: &mut Built, kafka: &Kafka, disrupted: &BTreeSet<String
             ]),
             pods: pods.get(alias).copied().unwrap_or(0),
             template: kafka.spec.kafka.template.as_ref(),
-            closed: disrupted.iter().any(|d| d != alias),
+            closed: closed.is_some(),
         }));
     }
+    built.budgets_closed = closed;
 }
 
 /// The podsets built for each member cluster, by alias.
@@ -277,6 +279,7 @@ pub fn build(
         nodes: built_nodes,
         warnings,
         kafka_version: version,
+        budgets_closed: None,
     })
 }
 
@@ -1398,7 +1401,25 @@ mod tests {
             .get_mut("alpha")
             .unwrap()
             .push(serde_json::json!({}));
-        add_budgets(&mut built, &k, &BTreeSet::from(["beta".to_owned()]));
+        add_budgets(&mut built, &k, None);
+        assert_eq!(built.budgets_closed, None);
+        let allowed_open = |built: &Built, alias: &str| {
+            find(
+                &built.objects[alias],
+                "PodDisruptionBudget",
+                "my-cluster-kafka",
+            )["spec"]["minAvailable"]
+                .clone()
+        };
+        // Open: each cluster's budget lets one of its pods go (each has one).
+        assert_eq!(
+            (allowed_open(&built, "alpha"), allowed_open(&built, "beta")),
+            (0.into(), 0.into())
+        );
+        for objects in built.objects.values_mut() {
+            objects.retain(|o| o["kind"] != "PodDisruptionBudget");
+        }
+        add_budgets(&mut built, &k, Some("a node is down in beta".to_owned()));
         let allowed = |alias: &str| {
             let budget = find(
                 &built.objects[alias],
@@ -1412,9 +1433,14 @@ mod tests {
             );
             budget["spec"]["minAvailable"].clone()
         };
-        // A node is down in beta: alpha's one pod must stay; beta keeps the template's (two of
-        // its one pod may go: none needs to stay; its own budget counts the pod that is down).
-        assert_eq!((allowed("alpha"), allowed("beta")), (1.into(), 0.into()));
+        // Closed: every pod must stay, in the cluster where a node is down too (once it is
+        // ready again, its own apiserver would otherwise allow an eviction before central
+        // saw the quorum whole).
+        assert_eq!((allowed("alpha"), allowed("beta")), (1.into(), 1.into()));
+        assert_eq!(
+            built.budgets_closed.as_deref(),
+            Some("a node is down in beta")
+        );
     }
 
     #[test]

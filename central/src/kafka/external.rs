@@ -13,7 +13,7 @@ use kstretch_api::kafka::{
 };
 use kstretch_api::names;
 use kstretch_core::kraft::{self, Advertised, AdvertisedHost, Listener};
-use kstretch_proto::agent::v1::{NodeStatus, PodSetStatus, ServiceStatus};
+use kstretch_proto::agent::v1::{ApplyReport, NodeStatus, Outcome, PodSetStatus, ServiceStatus};
 use serde_json::Value;
 
 use crate::objects;
@@ -384,6 +384,63 @@ pub fn services(
     out
 }
 
+/// The listener each of the listeners' Services serves, by Service name (pure).
+pub fn service_listeners(
+    kafka: &str,
+    listeners: &[NodePortListener],
+    brokers: &[Broker],
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for l in listeners {
+        out.insert(l.bootstrap_name(kafka), l.name.clone());
+        for b in brokers {
+            out.insert(l.broker_service_name(kafka, &b.pool, b.id), l.name.clone());
+        }
+    }
+    out
+}
+
+/// Why the `Kafka` is not ready while an apiserver refuses a listener's Service.
+pub const SERVICE_REFUSED: &str = "ListenerServiceRefused";
+
+/// What the `Ready` condition says of `refused` listener Services: what to change, and that
+/// everything else runs on.
+pub fn refused_message(refused: &[String]) -> String {
+    format!(
+        "{}; give the listener a configuration its member cluster accepts (a nodePort inside the apiserver's node port range that no other Service uses): the rest of the Kafka runs as before",
+        refused.join("; ")
+    )
+}
+
+/// The listeners' Services (`services`, as [`service_listeners`] names them) that the
+/// apiserver of a member cluster refused when its agent applied the snapshot of `reports`
+/// (the current snapshot only, by alias): each a sentence naming the listener, the cluster,
+/// the Service and the apiserver's words (a node port out of its range or taken).
+pub fn refused(
+    services: &BTreeMap<String, String>,
+    namespace: &str,
+    reports: &BTreeMap<String, ApplyReport>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (alias, report) in reports {
+        for result in &report.results {
+            let Some(o) = result.r#ref.as_ref() else {
+                continue;
+            };
+            let listener = services
+                .get(&o.name)
+                .filter(|_| o.kind == "Service" && o.namespace == namespace);
+            if let Some(listener) = listener.filter(|_| result.outcome() == Outcome::Rejected) {
+                out.push(format!(
+                    "listener {listener}: the apiserver of cluster {alias} refused Service {}: {}",
+                    o.name, result.message
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// The node port of the one port of Service `name`, as the agent of its cluster reported it.
 fn reported_node_port(services: &[ServiceStatus], namespace: &str, name: &str) -> Option<u16> {
     services
@@ -721,6 +778,52 @@ mod tests {
                 alias: "beta".into(),
             },
         ]
+    }
+
+    #[test]
+    fn a_listener_service_the_apiserver_refused_is_named_with_its_listener_and_cluster() {
+        use kstretch_proto::agent::v1::{ObjectRef, ObjectResult};
+        let l = parsed(json!({"name": "ext", "port": 9095}))
+            .unwrap()
+            .unwrap();
+        let names = service_listeners("k", std::slice::from_ref(&l), &brokers());
+        assert_eq!(
+            names.keys().collect::<Vec<_>>(),
+            ["k-a-ext-0", "k-b-ext-1", "k-kafka-ext-bootstrap"]
+        );
+        let result = |kind: &str, name: &str, outcome: Outcome, message: &str| ObjectResult {
+            r#ref: Some(ObjectRef {
+                api_version: "v1".into(),
+                kind: kind.into(),
+                namespace: "ns".into(),
+                name: name.into(),
+            }),
+            outcome: outcome.into(),
+            message: message.into(),
+            ..Default::default()
+        };
+        let taken =
+            "spec.ports[0].nodePort: Invalid value: 32100: provided port is already allocated";
+        let reports = BTreeMap::from([(
+            "alpha".to_owned(),
+            ApplyReport {
+                results: vec![
+                    result("Service", "k-kafka-ext-bootstrap", Outcome::Rejected, taken),
+                    result("Service", "k-a-ext-0", Outcome::Applied, ""),
+                    // Not a listener's Service, or not refused: not a listener's refusal.
+                    result("ConfigMap", "k-a-ext-0", Outcome::Rejected, "no"),
+                    result("Service", "other", Outcome::Rejected, "no"),
+                ],
+                ..Default::default()
+            },
+        )]);
+        assert_eq!(
+            refused(&names, "ns", &reports),
+            [format!(
+                "listener ext: the apiserver of cluster alpha refused Service k-kafka-ext-bootstrap: {taken}"
+            )]
+        );
+        assert_eq!(refused(&names, "other-ns", &reports), Vec::<String>::new());
     }
 
     #[test]

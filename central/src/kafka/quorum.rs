@@ -96,6 +96,7 @@ pub fn start_dynamic(
                 directory_id: Some(kraft::uuid_text(new_directory())),
             })
             .collect(),
+        unsettled: None,
     });
 }
 
@@ -159,6 +160,12 @@ pub enum Planned {
     Add { member: Member, endpoint: Endpoint },
     /// This voter leaves.
     Remove(Member),
+}
+
+/// The voters of the quorum Kafka described as `info` that do not fetch now (pure), the
+/// leader excepted (see [`kstretch_core::quorum::silent_voters`]).
+pub fn silent_voters(info: &QuorumInfo, now_ms: i64) -> Vec<i32> {
+    kstretch_core::quorum::silent_voters(&quorum_of(info, now_ms))
 }
 
 /// The one voter change [`next_change`] allows for `cluster` whose quorum Kafka described as
@@ -232,6 +239,19 @@ fn quorum_of(info: &QuorumInfo, now_ms: i64) -> Quorum {
     let within = |t: Option<i64>, ms: i64| t.is_some_and(|t| t >= 0 && now_ms - t <= ms);
     let recent = |t: Option<i64>| within(t, LIVE_WITHIN_MS);
     let fetching = |r: &ReplicaState| within(r.last_fetch_timestamp, FETCHING_WITHIN_MS);
+    // Against the leader's clock (it reports its own entry at the time it answers), so that a
+    // few seconds between central's clock and Kafka's do not make every voter look silent;
+    // central's clock still bounds it (`recent`), in case the leader reports no time.
+    let leader_now = info
+        .voters
+        .iter()
+        .chain(&info.observers)
+        .filter_map(|r| r.last_fetch_timestamp)
+        .max();
+    let fetched_lately = |t: Option<i64>| {
+        t.zip(leader_now)
+            .is_some_and(|(t, now)| t >= 0 && now - t <= FETCHING_WITHIN_MS)
+    };
     let member = |r: &ReplicaState, live: bool| Member {
         id: r.replica_id,
         directory: r.directory_id.as_u128(),
@@ -244,10 +264,16 @@ fn quorum_of(info: &QuorumInfo, now_ms: i64) -> Quorum {
             .voters
             .iter()
             .map(|r| {
-                let live = Some(r.replica_id) == leader
+                let is_leader = Some(r.replica_id) == leader;
+                let live = is_leader
                     || recent(r.last_fetch_timestamp)
                     || recent(r.last_caught_up_timestamp);
-                member(r, live)
+                Member {
+                    fetching: is_leader
+                        || (recent(r.last_fetch_timestamp)
+                            && fetched_lately(r.last_fetch_timestamp)),
+                    ..member(r, live)
+                }
             })
             .collect(),
         observers: info
@@ -283,6 +309,7 @@ fn status_of(info: &QuorumInfo, level: i16) -> QuorumStatus {
         ),
         leader_id: Some(info.leader_id).filter(|id| *id >= 0),
         voters,
+        unsettled: None,
     }
 }
 
@@ -352,6 +379,13 @@ mod tests {
         // Observer 3 fetches but lags behind; 4 stopped fetching.
         assert_eq!(live(&q.observers), [(2, true), (3, false), (4, false)]);
         assert!(!q.observers[2].fetching);
+        // Voter 2 is silent; so is voter 1 if its last fetch is seconds older than the
+        // leader's time, whatever central's clock says.
+        assert_eq!(silent_voters(&info, now), [2]);
+        assert_eq!(silent_voters(&info, now + 10_000), [2]);
+        let mut later = info.clone();
+        later.voters[0].last_fetch_timestamp = Some(now + 6_000);
+        assert_eq!(silent_voters(&later, now + 6_000), [1, 2]);
         assert_eq!(q.observers[0].directory, 22);
     }
 

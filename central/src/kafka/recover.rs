@@ -888,6 +888,7 @@ mod tests {
                     directory_id: None,
                 })
                 .collect(),
+            unsettled: None,
         };
         assert_eq!(leads_alone(0, &seen(Some(0), &[0])), Ok(()));
         assert_eq!(

@@ -159,6 +159,7 @@ mod tests {
                         directory_id: None,
                     })
                     .collect(),
+                unsettled: None,
             }),
             ..Default::default()
         });

@@ -17,7 +17,7 @@ use kstretch_tests::live::{
     secret_text,
 };
 use kstretch_tests::load::Load;
-use kstretch_tests::ready::kafka_ready as is_ready;
+use kstretch_tests::ready::{kafka_ready as is_ready, ready_condition};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::api::{ListParams, Patch, PatchParams};
@@ -81,6 +81,7 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
     let tls_alpha = listener_at(&k, "tls", &real_node_ip(ALPHA));
     let tls_beta = listener_at(&k, "tls", &real_node_ip(BETA));
     external_tls_listener_is_verified_at_node_addresses(&stretch, &k).await;
+    a_node_port_taken_in_alpha_is_refused_and_what_runs_is_kept(&stretch, "tlsext").await;
 
     // Kafka's own clients over TLS: a topic, 100 records produced (acks=all) through alpha's
     // brokers and consumed through beta's.
@@ -288,6 +289,86 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
 /// The `kafka-persistent` shape with a SCRAM listener (9094), a listener that authenticates by
 /// certificate (9095) and simple authorization. The plain and TLS listeners admit anonymous
 /// clients, which the test makes a super user so its load and tools keep working.
+/// A listener whose bootstrap asks for a node port another Service of alpha holds: alpha's
+/// apiserver refuses its Service, the `Kafka` says so (`Ready=False`, the listener, the cluster
+/// and the apiserver's words) and no pod restarts; without the nodePort it is ready again.
+async fn a_node_port_taken_in_alpha_is_refused_and_what_runs_is_kept(
+    stretch: &Stretch,
+    listener: &str,
+) {
+    use k8s_openapi::api::core::v1::Service;
+    let services: Api<Service> = stretch.api(ALPHA);
+    let squatter: Service = serde_json::from_value(json!({
+        "metadata": {"name": "squatter"},
+        "spec": {"type": "NodePort", "selector": {"app": "none"},
+                 "ports": [{"port": 80, "targetPort": 80}]}}))
+    .unwrap();
+    let squatter = services
+        .create(&Default::default(), &squatter)
+        .await
+        .unwrap();
+    let taken = squatter.spec.unwrap().ports.unwrap()[0].node_port.unwrap();
+    let pods_before = pod_states(stretch).await;
+    let with_bootstrap = |bootstrap: Value| async move {
+        let kafkas: Api<Kafka> = stretch.api(ALPHA);
+        let k = kafkas.get("live").await.unwrap();
+        let mut listeners = serde_json::to_value(&k.spec.kafka.listeners).unwrap();
+        for l in listeners.as_array_mut().unwrap() {
+            if l["name"] == listener {
+                l["configuration"] = json!({"bootstrap": bootstrap});
+            }
+        }
+        kafkas
+            .patch(
+                "live",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"kafka": {"listeners": listeners}}})),
+            )
+            .await
+            .unwrap();
+    };
+    with_bootstrap(json!({"nodePort": taken})).await;
+    let k: Kafka = stretch
+        .wait_in_alpha(
+            "live",
+            "the Kafka to say alpha refused the listener's Service",
+            START_TIMEOUT,
+            |k| {
+                ready_condition(k)
+                    .is_some_and(|c| c.reason.as_deref() == Some("ListenerServiceRefused"))
+            },
+        )
+        .await;
+    let said = ready_condition(&k)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        said.contains(&format!("listener {listener}: the apiserver of cluster alpha refused Service live-kafka-{listener}-bootstrap"))
+            && said.contains("already allocated"),
+        "{said}"
+    );
+    let pods_after = pod_states(stretch).await;
+    let uids = |pods: &BTreeMap<String, (String, i32, bool)>| -> Vec<(String, String)> {
+        pods.iter()
+            .map(|(name, (uid, _, _))| (name.clone(), uid.clone()))
+            .collect()
+    };
+    assert_eq!(uids(&pods_before), uids(&pods_after), "no pod was replaced");
+    with_bootstrap(json!({})).await;
+    stretch
+        .wait_in_alpha(
+            "live",
+            "the Kafka ready again",
+            START_TIMEOUT,
+            |k: &Kafka| is_ready(k),
+        )
+        .await;
+    services
+        .delete("squatter", &Default::default())
+        .await
+        .unwrap();
+}
+
 fn secured_kafka() -> Value {
     let mut spec = kafka_persistent_shape();
     let listeners = spec["spec"]["kafka"]["listeners"].as_array_mut().unwrap();

@@ -34,6 +34,9 @@ pub(super) struct Progress {
     pub(super) view: KafkaView,
     /// Why the quorum is not settled (a change or a recovery under way, no majority).
     pub(super) quorum_busy: Option<String>,
+    /// Why the quorum is not whole (`quorum_busy`, or a voter that does not fetch), for the
+    /// disruption budgets.
+    pub(super) quorum_unsettled: Option<String>,
     pub(super) step: Step,
     /// What the roll did or why it waits, when a pod is stale.
     pub(super) rolled: Option<String>,
@@ -95,7 +98,12 @@ pub(super) async fn advance(
     let wanted = kafka_steps::wanted(&views, quiet, quorum_may_change, check_registrations);
     let view = view::read(&ctx.kafka, bootstrap.as_deref(), wanted).await;
 
-    let quorum_busy = quorum_step(pass, plan, built, &views, &view).await?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default();
+    let quorum_busy = quorum_step(pass, plan, built, &views, &view, now_ms).await?;
+    let quorum_unsettled = kafka_steps::quorum_unsettled(quorum_busy.as_deref(), &view, now_ms);
     let step = roll::next(&views, quorum_busy.as_deref());
     let rolled = match kafka_steps::roll_step(&step, &views, &view) {
         RollStep::Nothing => None,
@@ -140,6 +148,7 @@ pub(super) async fn advance(
     Ok(Progress {
         view,
         quorum_busy,
+        quorum_unsettled,
         step,
         rolled,
         pending_unregistration,
@@ -189,6 +198,7 @@ async fn quorum_step(
     built: &Built,
     views: &[NodeView],
     view: &KafkaView,
+    now_ms: i64,
 ) -> Result<Option<String>, Error> {
     let (ctx, kafka) = (pass.ctx, pass.kafka);
     if let Some(r) = &plan.recovering {
@@ -201,10 +211,6 @@ async fn quorum_step(
     if let Some(why) = &plan.majority_lost {
         return Ok(Some(why.clone()));
     }
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default();
     let cluster = &built.cluster;
     Ok(
         match kafka_steps::quorum_step(
@@ -250,6 +256,7 @@ async fn change_quorum(
             what
         }
         Err(e) => {
+            tracing::warn!(error = %e, "controller quorum change failed; trying again");
             ctx.kafka.forget(bootstrap);
             format!("cannot read or change the controller quorum: {e}")
         }

@@ -124,6 +124,23 @@ pub(super) fn quorum_step(
     }
 }
 
+/// Why the quorum is not whole now, for the disruption budgets (pure): why it is `busy` (a
+/// change due or under way, a recovery, no majority), else the voters that do not fetch; `None`
+/// when it is whole or was not read this pass.
+pub(super) fn quorum_unsettled(
+    busy: Option<&str>,
+    view: &KafkaView,
+    now_ms: i64,
+) -> Option<String> {
+    if let Some(why) = busy {
+        return Some(why.to_owned());
+    }
+    let silent = quorum::silent_voters(view.quorum.as_ref().ok()?, now_ms);
+    (!silent.is_empty()).then(|| {
+        format!("voters {silent:?} do not fetch the metadata log: their controllers are down or restarting")
+    })
+}
+
 /// What the roll does this pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum RollStep<'a> {
@@ -539,7 +556,7 @@ mod tests {
             quorum: Some(QuorumStatus {
                 mode: Some("dynamic".into()),
                 leader_id: Some(0),
-                voters: Vec::new(),
+                ..QuorumStatus::default()
             }),
             ..KafkaStatus::default()
         }

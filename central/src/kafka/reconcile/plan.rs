@@ -61,6 +61,9 @@ pub(super) struct Plan {
     pub(super) draining: BTreeMap<String, BTreeSet<i32>>,
     /// The `Kafka`'s operations, listed once for this pass.
     pub(super) operations: Vec<KafkaOperation>,
+    /// Set by [`super::publish`]: the listeners' Services that the apiserver of their member
+    /// cluster refused (see [`crate::kafka::external::refused`]).
+    pub(super) refused_services: Vec<String>,
 }
 
 /// The plan of this reconciliation, or its refusal.
@@ -131,6 +134,7 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         clients_ca,
         draining: BTreeMap::new(),
         operations,
+        refused_services: Vec::new(),
     }))
 }
 

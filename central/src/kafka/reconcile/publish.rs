@@ -19,6 +19,7 @@ use crate::budget;
 use crate::error::Error;
 use crate::kafka::build::{self, Built};
 use crate::kafka::context::Context;
+use crate::kafka::external;
 use crate::kafka::quorum;
 use crate::kafka::recover;
 use crate::kafka::resolve::Resolved;
@@ -60,11 +61,45 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
         recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
     }
     let disrupted = disrupted_clusters(pass.ctx, pass.kafka, &built);
-    build::add_budgets(&mut built, pass.kafka, &disrupted);
+    let unsettled = pass
+        .status
+        .quorum
+        .as_ref()
+        .and_then(|q| q.unsettled.as_deref());
+    build::add_budgets(
+        &mut built,
+        pass.kafka,
+        budget::closed(&disrupted, unsettled),
+    );
     pass.ctx
         .owners
         .put(pass.owner.clone(), Part::Objects(built.objects.clone()))?;
+    plan.refused_services = refused_services(pass.ctx, pass.kafka, plan);
     Ok(ControlFlow::Continue(built))
+}
+
+/// The listeners' Services that an apiserver refused in the snapshot now published to its
+/// cluster (a report of an earlier snapshot does not count: the user may have fixed it).
+fn refused_services(ctx: &Context, kafka: &Kafka, plan: &Plan) -> Vec<String> {
+    if plan.resolved.node_ports.is_empty() {
+        return Vec::new();
+    }
+    let names = external::service_listeners(
+        &kafka.name_any(),
+        &plan.resolved.node_ports,
+        &build::brokers(&plan.resolved, &plan.ids),
+    );
+    let reports: BTreeMap<String, _> = ctx
+        .agents
+        .list()
+        .into_iter()
+        .filter_map(|r| {
+            let published = ctx.owners.published_hash(&r.cluster_alias)?;
+            let report = r.last_apply.filter(|a| a.hash == published)?;
+            Some((r.cluster_alias, report))
+        })
+        .collect();
+    external::refused(&names, &kafka.namespace().unwrap_or_default(), &reports)
 }
 
 /// The member clusters where a node of the Kafka may be down, from what their agents report.
@@ -102,6 +137,28 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
             .iter()
             .all(|p| p.status.as_ref().is_none_or(|s| s.node_ids.is_empty()));
     publish_services_first(ctx, kafka, &pass.owner, &plan.resolved, &plan.ids, fresh)?;
+    let refused = refused_services(ctx, kafka, plan);
+    let condition = if refused.is_empty() {
+        status::not_ready("AddressPending", pending_message(per_node, listeners))
+    } else {
+        status::not_ready(
+            external::SERVICE_REFUSED,
+            external::refused_message(&refused),
+        )
+    };
+    pass.status.conditions = status::conditions(
+        &pass.status.conditions,
+        condition,
+        &pass.warnings,
+        &pass.now,
+    );
+    Ok(ControlFlow::Break(End::Wait(
+        kube::runtime::controller::Action::requeue(BUSY_REQUEUE),
+    )))
+}
+
+/// What the `Ready` condition says while addresses are pending.
+fn pending_message(per_node: Vec<String>, listeners: Vec<String>) -> String {
     let message = [
         ("the addresses of the per-node Services", per_node),
         (
@@ -114,16 +171,7 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     .map(|(what, pending)| format!("{what}: {}", pending.join("; ")))
     .collect::<Vec<_>>()
     .join("; and for ");
-    let message = format!("waiting for {message}");
-    pass.status.conditions = status::conditions(
-        &pass.status.conditions,
-        status::not_ready("AddressPending", message),
-        &pass.warnings,
-        &pass.now,
-    );
-    Ok(ControlFlow::Break(End::Wait(
-        kube::runtime::controller::Action::requeue(BUSY_REQUEUE),
-    )))
+    format!("waiting for {message}")
 }
 
 /// Every node's certificate, for every address it now has, and the objects built with them:

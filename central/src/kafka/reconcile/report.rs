@@ -6,9 +6,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kstretch_api::Kafka;
 use kstretch_api::condition::Condition;
 use kstretch_api::kafka::{ListenerAddress, ListenerStatus, UsedNodePoolStatus};
+use kstretch_api::{Kafka, KafkaStatus};
 use kstretch_core::kraft;
 use kstretch_core::node_ids::Role;
 use kstretch_core::versions::Target;
@@ -49,6 +49,7 @@ pub(super) async fn report(
             .is_some()
             .then(|| progress.quorum_busy.clone().unwrap_or_default()),
         plan.majority_lost.as_deref(),
+        &plan.refused_services,
         progress.rolled.as_deref(),
         answered,
     );
@@ -65,9 +66,13 @@ pub(super) async fn report(
     } else {
         false
     };
+    let budgets_were_closed = built.budgets_closed.is_some();
+    record_unsettled(&mut pass.status, progress.quorum_unsettled.clone());
+    // Closed budgets open at the next pass after the cluster is whole again: soon.
     let settled = is_ready
         && progress.pending_unregistration.is_empty()
-        && progress.quorum_busy.is_none()
+        && progress.quorum_unsettled.is_none()
+        && !budgets_were_closed
         && !busy_when_ready;
     announce_readiness(pass, &ready);
     announce_warnings(
@@ -98,6 +103,20 @@ pub(super) async fn report(
         &pass.warnings,
         forgetting || progress.returned,
     ))
+}
+
+/// Records in `status` why the quorum is not whole, for the next pass's disruption budgets.
+fn record_unsettled(status: &mut KafkaStatus, unsettled: Option<String>) {
+    match (&mut status.quorum, unsettled) {
+        (Some(quorum), unsettled) => quorum.unsettled = unsettled,
+        (None, None) => {}
+        (quorum @ None, unsettled) => {
+            *quorum = Some(kstretch_api::QuorumStatus {
+                unsettled,
+                ..Default::default()
+            })
+        }
+    }
 }
 
 /// When to look again (pure): soon while anything is under way; a settled cluster as soon as
@@ -135,6 +154,7 @@ fn readiness(
     step: &Step,
     recovering: Option<String>,
     majority_lost: Option<&str>,
+    refused_services: &[String],
     rolled: Option<&str>,
     answered: Option<Result<(), String>>,
 ) -> Condition {
@@ -143,6 +163,12 @@ fn readiness(
     }
     if let Some(why) = majority_lost {
         return status::not_ready(recover::QUORUM_MAJORITY_LOST, why);
+    }
+    if !refused_services.is_empty() {
+        return status::not_ready(
+            external::SERVICE_REFUSED,
+            external::refused_message(refused_services),
+        );
     }
     match (step, answered) {
         (Step::Done, Some(Ok(()))) => Condition::ready(),
@@ -427,6 +453,7 @@ mod tests {
             &restart,
             Some("waiting for pod live-a-0 to be replaced".to_owned()),
             Some("lost"),
+            &[],
             None,
             None,
         );
@@ -434,8 +461,17 @@ mod tests {
             reason(&recovering),
             ("QuorumRecovery", "waiting for pod live-a-0 to be replaced")
         );
-        let lost = readiness(&Step::Done, None, Some("no majority"), None, None);
+        let lost = readiness(&Step::Done, None, Some("no majority"), &[], None, None);
         assert_eq!(reason(&lost), ("QuorumMajorityLost", "no majority"));
+        // A refused listener Service outranks the roll and the brokers, not the quorum.
+        let refused = ["listener ext: refused".to_owned()];
+        let at_roll = readiness(&restart, None, None, &refused, None, Some(Ok(())));
+        assert_eq!(reason(&at_roll).0, "ListenerServiceRefused");
+        assert!(
+            reason(&at_roll)
+                .1
+                .starts_with("listener ext: refused; give the listener")
+        );
     }
 
     #[test]
@@ -444,6 +480,7 @@ mod tests {
             &Step::Wait("pod a-1 is not ready".to_owned()),
             None,
             None,
+            &[],
             None,
             None,
         );
@@ -452,11 +489,12 @@ mod tests {
             &Step::Restart(vec![1]),
             None,
             None,
+            &[],
             Some("restarted pod a-1"),
             None,
         );
         assert_eq!(reason(&rolling), ("RollingUpdate", "restarted pod a-1"));
-        let stale = readiness(&Step::Restart(vec![1]), None, None, None, None);
+        let stale = readiness(&Step::Restart(vec![1]), None, None, &[], None, None);
         assert_eq!(
             reason(&stale),
             ("RollingUpdate", "pods run an outdated revision")
@@ -465,12 +503,13 @@ mod tests {
 
     #[test]
     fn a_cluster_with_nothing_left_to_do_is_ready_when_every_broker_answers() {
-        let ready = readiness(&Step::Done, None, None, None, Some(Ok(())));
+        let ready = readiness(&Step::Done, None, None, &[], None, Some(Ok(())));
         assert!(ready.is_true());
         let silent = readiness(
             &Step::Done,
             None,
             None,
+            &[],
             None,
             Some(Err("broker 2 is not live".to_owned())),
         );
