@@ -583,11 +583,17 @@ async fn node_ids_follow_the_annotations_and_bad_input_changes_nothing() {
     })
     .await;
     wait_kafka(&stretch, "ready after the move", is_deployed).await;
-    assert!(
-        pod_names(&stretch, ALPHA)
-            .await
-            .contains("my-cluster-movers-12")
-    );
+    // The pool's status is written before the pass publishes its pod: the Kafka may still show
+    // the last pass's condition for a moment.
+    wait_for("node 12's pod in movers", TIMEOUT, || async {
+        let pods = pod_names(&stretch, ALPHA).await;
+        if pods.contains("my-cluster-movers-12") {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("{pods:?}"))
+        }
+    })
+    .await;
 
     // Two pools claiming one ID: refused, nothing changes.
     let movers_pods = podset_pods(&stretch, ALPHA, "my-cluster-movers").await;

@@ -1,8 +1,8 @@
 //! One `KafkaOperation` reconciliation, as a pipeline: its Kafka → what it asks (pure) → its
-//! turn → what Kafka holds → the plan (pure) → one step → status. A step that leaves something
-//! behind in Kafka (a throttle, reassignments in flight) is recorded in the status before it is
-//! taken, so a central that restarts at any point resumes where it stood; every step is safe to
-//! repeat.
+//! turn → what Kafka holds → the plan (pure) → one step → the status, written once per look
+//! ([`Outcome`]). A step that leaves something behind in Kafka (a throttle, reassignments in
+//! flight) is taken after the status that records it is written, so a central that restarts at
+//! any point resumes where it stood; every step is safe to repeat.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use kube::{Api, ResourceExt};
 
 use super::recover;
 use super::spec::{self, Drained, Intent};
-use super::status::{Refusal, WAIT, refusal, refuse, write};
+use super::status::{Outcome, Refusal, Then, WAIT, refusal, refused, write};
 use super::steps::{self, Observed};
 use crate::status::{not_ready, now};
 use crate::topic::clusters::{self, KafkaRef};
@@ -35,44 +35,73 @@ const BATCH_SECONDS: u64 = 120;
 pub use crate::controller::Error;
 use crate::controller::{Context, key};
 
-/// Takes the operation's next step; a failure is also written to its status before it is
-/// retried.
+/// Takes the operation's next step: decides it, writes the status once, then takes the step
+/// in Kafka the status records; a failure is also written to its status before it is retried.
 pub async fn apply(op: Arc<KafkaOperation>, ctx: Arc<Context>) -> Result<Action, Error> {
     let status = op.status.clone().unwrap_or_default();
     if phase::ended(status.phase.as_deref()) {
         return Ok(Action::await_change());
     }
-    let result = step(&op, &ctx, status.clone()).await;
-    match &result {
-        Ok(_) => ctx.retries.succeeded(&key(op.as_ref())),
-        Err(e) => {
-            let failed = not_ready(e.reason(), e.to_string());
-            write(&ctx, &op, status, failed).await?;
-        }
+    let outcome = match step(&op, &ctx, status.clone()).await {
+        Ok(outcome) => outcome,
+        Err(e) => return failed(&ctx, &op, status, e).await,
+    };
+    if let Some(ready) = outcome.ready {
+        write(&ctx, &op, outcome.status.clone(), ready).await?;
     }
-    result
+    if let Some(then) = outcome.then
+        && let Err(e) = take(then).await
+    {
+        // Written over what was just recorded, which the next look resumes from.
+        return failed(&ctx, &op, outcome.status, e).await;
+    }
+    ctx.retries.succeeded(&key(op.as_ref()));
+    Ok(outcome.next)
+}
+
+/// Writes `e` into `status`'s `Ready` condition and returns it, to be retried with backoff.
+async fn failed(
+    ctx: &Context,
+    op: &KafkaOperation,
+    status: KafkaOperationStatus,
+    e: Error,
+) -> Result<Action, Error> {
+    write(ctx, op, status, not_ready(e.reason(), e.to_string())).await?;
+    Err(e)
+}
+
+/// Takes a step the status already records.
+async fn take(then: Then) -> Result<(), Error> {
+    match then {
+        Then::StartBatch {
+            admin,
+            batch,
+            throttle,
+            rate,
+        } => Ok(steps::start_batch(&admin, &batch, &throttle, rate).await?),
+    }
 }
 
 async fn step(
     op: &KafkaOperation,
     ctx: &Context,
     mut status: KafkaOperationStatus,
-) -> Result<Action, Error> {
+) -> Result<Outcome, Error> {
     let running = status.phase.as_deref() == Some(phase::RUNNING);
     let (kafka_ref, kafka) = match clusters::found_kafka(op, &ctx.kafkas.state()) {
         Ok(found) => found,
-        Err(e) => return refuse(ctx, op, status, refusal(e.reason(), e.to_string())).await,
+        Err(e) => return Ok(refused(ctx, status, refusal(e.reason(), e.to_string()))),
     };
     let (intent, rate) = match spec::read(op) {
         Ok(read) => read,
-        Err(e) => return refuse(ctx, op, status, refusal(e.reason(), e.to_string())).await,
+        Err(e) => return Ok(refused(ctx, status, refusal(e.reason(), e.to_string()))),
     };
     if op.spec.abort {
-        return abort(ctx, op, status, &kafka_ref, &kafka).await;
+        return abort(ctx, status, &kafka_ref, &kafka).await;
     }
     // A recovery never waits for its turn: the operations before it wait for a quorum.
     if let Intent::RecoverQuorum { node_id } = &intent {
-        return recover::start(ctx, op, status, &kafka, *node_id).await;
+        return recover::start(ctx, op.spec.dry_run, status, &kafka, *node_id).await;
     }
     if let Intent::Forget { cluster, .. } = &intent
         && !kafka.forgotten_clusters().contains(cluster)
@@ -87,8 +116,8 @@ async fn step(
         if !running {
             status.phase = Some(phase::PENDING.to_owned());
         }
-        write(ctx, op, status, not_ready("ClusterNotForgotten", message)).await?;
-        return Ok(Action::requeue(WAIT));
+        let waiting = not_ready("ClusterNotForgotten", message);
+        return Ok(Outcome::write(status, waiting, Action::requeue(WAIT)));
     }
     // Listed only when something is decided from it: a running operation polls often.
     let forgetting = matches!(intent, Intent::Forget { .. });
@@ -101,8 +130,7 @@ async fn step(
         if !running {
             status.phase = Some(phase::PENDING.to_owned());
         }
-        write(ctx, op, status, waiting).await?;
-        return Ok(Action::requeue(WAIT));
+        return Ok(Outcome::write(status, waiting, Action::requeue(WAIT)));
     }
     if !running
         && !op.spec.dry_run
@@ -110,32 +138,40 @@ async fn step(
     {
         status.phase = Some(phase::PENDING.to_owned());
         let message = format!("waiting for operation {first} on Kafka {kafka_ref} to end");
-        write(ctx, op, status, not_ready("Pending", message)).await?;
-        return Ok(Action::requeue(WAIT));
+        let waiting = not_ready("Pending", message);
+        return Ok(Outcome::write(status, waiting, Action::requeue(WAIT)));
     }
     let admin: AdminClient = clusters::admin_of::<Error>(&ctx.access, &kafka_ref, &kafka).await?;
     // While reassignments run, replica lists hold old and new replicas at once: nothing is
     // planned (or read beyond the reassignments) until they are done.
     if running {
         let moving = steps::moving(&admin).await?;
-        if let Some(waiting) = settle(ctx, op, &mut status, &admin, &moving).await? {
+        if let Some(waiting) = settle(&mut status, &admin, &moving).await? {
             return Ok(waiting);
         }
     }
     let observed = steps::observe(&admin).await?;
     if !running && let Some(why) = survivors_fenced(&intent, &observed) {
         status.phase = Some(phase::PENDING.to_owned());
-        write(ctx, op, status, not_ready("SurvivorsFenced", why)).await?;
-        return Ok(Action::requeue(WAIT));
+        let waiting = not_ready("SurvivorsFenced", why);
+        return Ok(Outcome::write(status, waiting, Action::requeue(WAIT)));
     }
     let (plan, left_alone) = match plan(ctx, op, &intent, &observed, &status).await? {
         Ok(planned) => planned,
-        Err(r) => return refuse(ctx, op, status, r).await,
+        Err(r) => return Ok(refused(ctx, status, r)),
     };
     if running {
-        return advance(ctx, op, status, &admin, &observed, plan, rate).await;
+        return advance(status, admin, &observed, plan, rate).await;
     }
-    start(ctx, op, status, &intent, &observed, &plan, left_alone, rate).await
+    Ok(start(
+        op.spec.dry_run,
+        status,
+        &intent,
+        &observed,
+        &plan,
+        left_alone,
+        rate,
+    ))
 }
 
 /// The operations on the same Kafka (`op` among them).
@@ -425,19 +461,17 @@ async fn recorded_placement(
     Ok(spec::decode(&drain_status).map_err(|m| refusal("InvalidPlacement", m)))
 }
 
-/// The first look: the plan goes into the status; a dry run ends there, anything else starts
-/// (a drain records the placement its undrain restores).
-#[allow(clippy::too_many_arguments)]
-async fn start(
-    ctx: &Context,
-    op: &KafkaOperation,
+/// The first look (pure): the plan goes into the status; a dry run ends there, anything else
+/// starts (a drain records the placement its undrain restores).
+fn start(
+    dry_run: bool,
     mut status: KafkaOperationStatus,
     intent: &Intent,
     observed: &Observed,
     plan: &Plan,
     left_alone: Vec<String>,
     rate: u64,
-) -> Result<Action, Error> {
+) -> Outcome {
     let summary = PlanSummary {
         partitions: plan.moves.len() as i64,
         leadership_changes: plan.leadership.len() as i64,
@@ -449,13 +483,12 @@ async fn start(
     status.plan = Some(summary);
     status.replication_throttle = Some(i64::try_from(rate).unwrap_or(i64::MAX));
     status.partitions_left = Some((plan.moves.len() + plan.leadership.len()) as i64);
-    if op.spec.dry_run {
+    if dry_run {
         status.phase = Some(phase::PLANNED.to_owned());
         let planned = Condition::new(condition::READY, condition::TRUE)
             .with_reason("Planned")
             .with_message(format!("dry run: {described}; nothing was changed"));
-        write(ctx, op, status, planned).await?;
-        return Ok(Action::await_change());
+        return Outcome::write(status, planned, Action::await_change());
     }
     if let Intent::Drain(drained) = intent {
         let drained = drained_brokers(drained, observed).unwrap_or_default();
@@ -471,8 +504,8 @@ async fn start(
     status.phase = Some(phase::RUNNING.to_owned());
     status.started_at = Some(now());
     tracing::info!(%described, "operation started");
-    write(ctx, op, status, not_ready("Running", described)).await?;
-    Ok(Action::requeue(Duration::ZERO))
+    let running = not_ready("Running", described);
+    Outcome::write(status, running, Action::requeue(Duration::ZERO))
 }
 
 fn describe(s: &PlanSummary, rate: u64) -> String {
@@ -489,12 +522,10 @@ fn describe(s: &PlanSummary, rate: u64) -> String {
 /// A running operation's wait: while its batch is in flight it waits; once the batch is done
 /// its throttle is lifted; reassignments it did not start are waited for too.
 async fn settle(
-    ctx: &Context,
-    op: &KafkaOperation,
     status: &mut KafkaOperationStatus,
     admin: &AdminClient,
     moving: &BTreeSet<String>,
-) -> Result<Option<Action>, Error> {
+) -> Result<Option<Outcome>, Error> {
     let in_flight = status
         .in_flight
         .iter()
@@ -503,8 +534,12 @@ async fn settle(
     if in_flight > 0 {
         let batch = status.batches.unwrap_or(0);
         let message = format!("{in_flight} partition(s) of batch {batch} still moving");
-        write(ctx, op, status.clone(), not_ready("Moving", message)).await?;
-        return Ok(Some(Action::requeue(POLL)));
+        let still = not_ready("Moving", message);
+        return Ok(Some(Outcome::write(
+            status.clone(),
+            still,
+            Action::requeue(POLL),
+        )));
     }
     if !status.in_flight.is_empty() || !status.throttled_brokers.is_empty() {
         steps::unthrottle(admin, &status.throttled_topics, &status.throttled_brokers).await?;
@@ -517,14 +552,12 @@ async fn settle(
             "waiting for {} reassignment(s) this operation did not start",
             moving.len()
         );
-        write(
-            ctx,
-            op,
+        let waiting = not_ready("OtherReassignments", message);
+        return Ok(Some(Outcome::write(
             status.clone(),
-            not_ready("OtherReassignments", message),
-        )
-        .await?;
-        return Ok(Some(Action::requeue(WAIT)));
+            waiting,
+            Action::requeue(WAIT),
+        )));
     }
     Ok(None)
 }
@@ -532,17 +565,16 @@ async fn settle(
 /// One step of a running operation that has nothing in flight: move leadership, start the
 /// next batch, or finish.
 async fn advance(
-    ctx: &Context,
-    op: &KafkaOperation,
     mut status: KafkaOperationStatus,
-    admin: &AdminClient,
+    admin: AdminClient,
     observed: &Observed,
     plan: Plan,
     rate: u64,
-) -> Result<Action, Error> {
+) -> Result<Outcome, Error> {
     status.partitions_left = Some((plan.moves.len() + plan.leadership.len()) as i64);
     if !plan.leadership.is_empty() {
-        let not_yet = steps::lead(admin, &plan.leadership, &observed.partitions).await?;
+        // Elections leave nothing behind: taken before the status says how they went.
+        let not_yet = steps::lead(&admin, &plan.leadership, &observed.partitions).await?;
         let mut message = format!(
             "moving the leadership of {} partition(s)",
             plan.leadership.len()
@@ -550,12 +582,8 @@ async fn advance(
         if !not_yet.is_empty() {
             message.push_str(&format!("; not elected yet: {}", not_yet.join(", ")));
         }
-        write(ctx, op, status, not_ready("Leading", message)).await?;
-        return Ok(Action::requeue(if not_yet.is_empty() {
-            POLL
-        } else {
-            WAIT
-        }));
+        let next = Action::requeue(if not_yet.is_empty() { POLL } else { WAIT });
+        return Ok(Outcome::write(status, not_ready("Leading", message), next));
     }
     let max_bytes = rate.saturating_mul(BATCH_SECONDS);
     if let Some(batch) = plan.batches(BATCH_PARTITIONS, max_bytes).into_iter().next() {
@@ -573,17 +601,23 @@ async fn advance(
         let number = status.batches.unwrap_or(0) + 1;
         status.batches = Some(number);
         let message = format!("batch {number}: moving {} partition(s)", batch.len());
-        write(ctx, op, status, not_ready("Moving", message)).await?;
-        steps::start_batch(admin, &batch, &throttle, rate).await?;
-        return Ok(Action::requeue(POLL));
+        return Ok(Outcome {
+            then: Some(Then::StartBatch {
+                admin,
+                batch,
+                throttle,
+                rate,
+            }),
+            ..Outcome::write(status, not_ready("Moving", message), Action::requeue(POLL))
+        });
     }
     if !plan.unsafe_partitions.is_empty() {
         let message = format!(
             "waiting for {} to be back in sync (at least min.insync.replicas replicas, or every replica of a partition that has fewer) before moving them",
             plan.unsafe_partitions.join(", ")
         );
-        write(ctx, op, status, not_ready("PartitionsNotInSync", message)).await?;
-        return Ok(Action::requeue(WAIT));
+        let waiting = not_ready("PartitionsNotInSync", message);
+        return Ok(Outcome::write(status, waiting, Action::requeue(WAIT)));
     }
     status.phase = Some(phase::COMPLETED.to_owned());
     status.completed_at = Some(now());
@@ -596,19 +630,17 @@ async fn advance(
             plan.lost_partitions.join(", ")
         ));
     }
-    write(ctx, op, status, done).await?;
-    Ok(Action::await_change())
+    Ok(Outcome::write(status, done, Action::await_change()))
 }
 
 /// Stops at a consistent point: reassignments in flight are cancelled (those partitions keep
 /// their previous replicas), the throttle is lifted, and nothing else is undone.
 async fn abort(
     ctx: &Context,
-    op: &KafkaOperation,
     mut status: KafkaOperationStatus,
     kafka_ref: &KafkaRef,
     kafka: &Arc<kstretch_api::Kafka>,
-) -> Result<Action, Error> {
+) -> Result<Outcome, Error> {
     let cancelled = status.in_flight.len();
     if cancelled > 0 || !status.throttled_brokers.is_empty() {
         let admin: AdminClient = clusters::admin_of::<Error>(&ctx.access, kafka_ref, kafka).await?;
@@ -633,8 +665,8 @@ async fn abort(
         status.batches.unwrap_or(0)
     );
     tracing::info!(%message, "operation aborted");
-    write(ctx, op, status, not_ready("Aborted", message)).await?;
-    Ok(Action::await_change())
+    let aborted = not_ready("Aborted", message);
+    Ok(Outcome::write(status, aborted, Action::await_change()))
 }
 
 #[cfg(test)]
@@ -795,6 +827,47 @@ mod tests {
         assert_eq!(plan.moves.len(), 1);
         assert_eq!(plan.moves[0].to, vec![1, 2]);
         assert!(left.is_empty());
+    }
+
+    #[test]
+    fn a_first_look_records_the_plan_and_a_drain_its_placement_before_anything_moves() {
+        let drain = Intent::Drain(cluster("beta"));
+        let (plan, left) = fresh(&cluster("beta")).unwrap_or_else(|r| panic!("{}", r.message));
+        let ready = |o: &Outcome| {
+            let c = o.ready.clone().unwrap();
+            (c.status, c.reason.unwrap_or_default())
+        };
+        // A dry run: planned, nothing started, nothing to take in Kafka.
+        let dry = start(
+            true,
+            KafkaOperationStatus::default(),
+            &drain,
+            &observed(),
+            &plan,
+            left.clone(),
+            1000,
+        );
+        assert_eq!(dry.status.phase.as_deref(), Some(phase::PLANNED));
+        assert_eq!(ready(&dry), ("True".to_owned(), "Planned".to_owned()));
+        assert!(dry.then.is_none() && dry.status.placement.is_empty());
+        assert_eq!(dry.status.plan.as_ref().unwrap().partitions, 1);
+        // Started: running, with the drained brokers and their partitions' placement recorded
+        // for the undrain, and a look again at once.
+        let started = start(
+            false,
+            KafkaOperationStatus::default(),
+            &drain,
+            &observed(),
+            &plan,
+            left,
+            1000,
+        );
+        assert_eq!(started.status.phase.as_deref(), Some(phase::RUNNING));
+        assert_eq!(ready(&started), ("False".to_owned(), "Running".to_owned()));
+        assert_eq!(started.status.drained_brokers, [3]);
+        assert!(!started.status.placement.is_empty());
+        assert!(started.status.started_at.is_some() && started.then.is_none());
+        assert_eq!(started.next, Action::requeue(Duration::ZERO));
     }
 
     #[test]

@@ -6,13 +6,13 @@
 
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::operation::{KafkaOperationStatus, QuorumRecoveryStatus, phase};
-use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, names};
+use kstretch_api::{Kafka, KafkaNodePool, names};
 use kstretch_core::kraft::{self, recovery};
 use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use super::status::{Refusal, refusal, refuse, write};
+use super::status::{Outcome, Refusal, refusal, refused};
 use crate::controller::{Context, Error};
 use crate::kafka::recover::{self as kafka_recover, voter_places};
 use crate::status::{not_ready, now};
@@ -85,45 +85,38 @@ pub(super) fn decide(
 
 /// The first look at a recovery: refused, planned (a dry run), or started; once it runs, the
 /// Kafka reconciler takes it on and this controller leaves it alone.
-pub async fn start(
+pub(super) async fn start(
     ctx: &Context,
-    op: &KafkaOperation,
+    dry_run: bool,
     mut status: KafkaOperationStatus,
     kafka: &Kafka,
     named: Option<i32>,
-) -> Result<Action, Error> {
+) -> Result<Outcome, Error> {
     if status.phase.as_deref() == Some(phase::RUNNING) {
-        return Ok(Action::await_change());
+        return Ok(Outcome::unchanged(status, Action::await_change()));
     }
     let pools = pools_of(ctx, kafka).await?;
     let recovery = match decide(kafka, &pools, named) {
         Ok(r) => r,
-        Err(r) => return refuse(ctx, op, status, r).await,
+        Err(r) => return Ok(refused(ctx, status, r)),
     };
     let described = format!(
         "rebuild the controller quorum from node {} (pod {} in cluster {}), which becomes the only voter; voters {:?} are lost with their forgotten clusters, and so is what only they had written",
         recovery.node_id, recovery.pod, recovery.cluster, recovery.lost_voters
     );
-    if op.spec.dry_run {
+    if dry_run {
         status.phase = Some(phase::PLANNED.to_owned());
         let planned = Condition::new(condition::READY, condition::TRUE)
             .with_reason("Planned")
             .with_message(format!("dry run: would {described}; nothing was changed"));
-        write(ctx, op, status, planned).await?;
-        return Ok(Action::await_change());
+        return Ok(Outcome::write(status, planned, Action::await_change()));
     }
     status.recovery = Some(recovery);
     status.phase = Some(phase::RUNNING.to_owned());
     status.started_at = Some(now());
     tracing::info!(%described, "quorum recovery started");
-    write(
-        ctx,
-        op,
-        status,
-        not_ready("Recovering", format!("about to {described}")),
-    )
-    .await?;
-    Ok(Action::await_change())
+    let recovering = not_ready("Recovering", format!("about to {described}"));
+    Ok(Outcome::write(status, recovering, Action::await_change()))
 }
 
 /// Why a forget waits instead of replacing replicas: the voters outside forgotten clusters are

@@ -1,5 +1,6 @@
 //! The one writer of `KafkaOperation` statuses (the Kafka reconciler writes a running quorum
-//! recovery's through it too), and how an operation is refused.
+//! recovery's through it too), what one look at an operation decided ([`Outcome`]), and how
+//! an operation is refused.
 
 use std::time::Duration;
 
@@ -8,7 +9,11 @@ use kstretch_api::condition::Condition;
 use kstretch_api::operation::{KafkaOperationStatus, phase};
 use kube::runtime::controller::Action;
 
-use crate::controller::{Context, Error};
+use kstretch_core::movement::Move;
+use kstretch_core::movement::throttle::Throttle;
+use kstretch_kadmin::AdminClient;
+
+use crate::controller::Context;
 use crate::status::{conditions, not_ready, now};
 
 /// How often a waiting operation (its turn, partitions out of sync) looks again.
@@ -21,23 +26,68 @@ pub(super) fn refusal(reason: &'static str, message: impl Into<String>) -> Refus
     Refusal::new(reason, message)
 }
 
+/// What one look at an operation decided: the status to write with its `Ready` condition
+/// (`None`: nothing to write), when to look again, and a step in Kafka that leaves something
+/// behind (a throttle, reassignments), taken only once the status that records it is written,
+/// so that a central that restarts at any point finds it and resumes.
+pub(super) struct Outcome {
+    pub(super) status: KafkaOperationStatus,
+    pub(super) ready: Option<Condition>,
+    pub(super) next: Action,
+    pub(super) then: Option<Then>,
+}
+
+impl Outcome {
+    /// `status` with `ready` written, then a look again as `next` says.
+    pub(super) fn write(status: KafkaOperationStatus, ready: Condition, next: Action) -> Outcome {
+        Outcome {
+            status,
+            ready: Some(ready),
+            next,
+            then: None,
+        }
+    }
+
+    /// Nothing written; a look again as `next` says.
+    pub(super) fn unchanged(status: KafkaOperationStatus, next: Action) -> Outcome {
+        Outcome {
+            status,
+            ready: None,
+            next,
+            then: None,
+        }
+    }
+}
+
+/// A step in Kafka taken after the status that records it is written.
+pub(super) enum Then {
+    /// Throttle the batch's brokers and topics, and start reassigning its partitions.
+    StartBatch {
+        admin: AdminClient,
+        batch: Vec<Move>,
+        throttle: Throttle,
+        rate: u64,
+    },
+}
+
 /// The operation cannot go on as asked. One that has not started is refused and looked at
 /// again when it changes; a running one keeps what it did and tries again later (a broker
 /// may come back).
-pub(super) async fn refuse(
-    ctx: &Context,
-    op: &KafkaOperation,
-    mut status: KafkaOperationStatus,
-    r: Refusal,
-) -> Result<Action, Error> {
+pub(super) fn refused(ctx: &Context, mut status: KafkaOperationStatus, r: Refusal) -> Outcome {
     ctx.metrics.failed(r.reason);
     if status.phase.as_deref() == Some(phase::RUNNING) {
-        write(ctx, op, status, not_ready(r.reason, r.message)).await?;
-        return Ok(Action::requeue(WAIT));
+        return Outcome::write(
+            status,
+            not_ready(r.reason, r.message),
+            Action::requeue(WAIT),
+        );
     }
     status.phase = Some(phase::REFUSED.to_owned());
-    write(ctx, op, status, not_ready(r.reason, r.message)).await?;
-    Ok(Action::await_change())
+    Outcome::write(
+        status,
+        not_ready(r.reason, r.message),
+        Action::await_change(),
+    )
 }
 
 pub(super) async fn write(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use kstretch_api::{Kafka, KafkaNodePool, KafkaStatus};
 use kstretch_core::kraft;
 use kstretch_core::node_ids::Role;
-use kstretch_proto::agent::v1::{NodeStatus, PodSetStatus, ServiceStatus};
+use kstretch_proto::agent::v1::{ApplyReport, NodeStatus, PodSetStatus, ServiceStatus};
 use kube::runtime::controller::Action;
 
 use kube::ResourceExt;
@@ -120,25 +120,27 @@ pub(super) fn address_nodes(
     pending
 }
 
-/// What the connected agents last reported, by member cluster: their per-node and listener
-/// Services, their nodes (`None` while not listed) and their podsets.
+/// What the agents last reported, by member cluster: their per-node and listener Services,
+/// their nodes (`None` while not listed), their podsets and their last apply. Read once per
+/// pass, by the publish stage, when the `Kafka` has `nodeport` listeners (empty otherwise).
+#[derive(Default)]
 pub(super) struct AgentReports {
     services: BTreeMap<String, Vec<ServiceStatus>>,
     nodes: BTreeMap<String, Option<Vec<NodeStatus>>>,
     podsets: BTreeMap<String, Vec<PodSetStatus>>,
+    pub(super) last_apply: BTreeMap<String, ApplyReport>,
 }
 
 impl AgentReports {
     pub(super) fn read(ctx: &Context) -> AgentReports {
-        let mut out = AgentReports {
-            services: BTreeMap::new(),
-            nodes: BTreeMap::new(),
-            podsets: BTreeMap::new(),
-        };
+        let mut out = AgentReports::default();
         for r in ctx.agents.list() {
             out.services.insert(r.cluster_alias.clone(), r.services);
             out.nodes.insert(r.cluster_alias.clone(), r.nodes);
-            out.podsets.insert(r.cluster_alias, r.podsets);
+            out.podsets.insert(r.cluster_alias.clone(), r.podsets);
+            if let Some(report) = r.last_apply {
+                out.last_apply.insert(r.cluster_alias, report);
+            }
         }
         out
     }

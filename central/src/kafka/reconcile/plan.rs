@@ -14,8 +14,8 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::pass::{
-    BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, RolesByName, address_nodes, keep_or_retain,
-    random_uuid,
+    AgentReports, BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, RolesByName, address_nodes,
+    keep_or_retain, random_uuid,
 };
 use super::refuse::Cause;
 use crate::error::Error;
@@ -61,6 +61,8 @@ pub(super) struct Plan {
     pub(super) draining: BTreeMap<String, BTreeSet<i32>>,
     /// The `Kafka`'s operations, listed once for this pass.
     pub(super) operations: Vec<KafkaOperation>,
+    /// Set by [`super::publish`]: what the agents reported, when the listeners need it.
+    pub(super) agent_reports: AgentReports,
     /// Set by [`super::publish`]: the listeners' Services that the apiserver of their member
     /// cluster refused (see [`crate::kafka::external::refused`]).
     pub(super) refused_services: Vec<String>,
@@ -134,6 +136,7 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         clients_ca,
         draining: BTreeMap::new(),
         operations,
+        agent_reports: AgentReports::default(),
         refused_services: Vec::new(),
     }))
 }

@@ -89,15 +89,12 @@ fn refused_services(ctx: &Context, kafka: &Kafka, plan: &Plan) -> Vec<String> {
         &plan.resolved.node_ports,
         &build::brokers(&plan.resolved, &plan.ids),
     );
-    let reports: BTreeMap<String, _> = ctx
-        .agents
-        .list()
-        .into_iter()
-        .filter_map(|r| {
-            let published = ctx.owners.published_hash(&r.cluster_alias)?;
-            let report = r.last_apply.filter(|a| a.hash == published)?;
-            Some((r.cluster_alias, report))
-        })
+    let reports: BTreeMap<String, _> = plan
+        .agent_reports
+        .last_apply
+        .iter()
+        .filter(|(alias, a)| ctx.owners.published_hash(alias).as_ref() == Some(&a.hash))
+        .map(|(alias, a)| (alias.clone(), a.clone()))
         .collect();
     external::refused(&names, &kafka.namespace().unwrap_or_default(), &reports)
 }
@@ -126,8 +123,10 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
         Some(per_node) => address_nodes(ctx, kafka, &mut plan.resolved, &plan.ids, &per_node),
         None => Vec::new(),
     };
-    let reports = AgentReports::read(ctx);
-    let listeners = advertise_external(kafka, &mut plan.resolved, &plan.ids, &reports);
+    if !plan.resolved.node_ports.is_empty() {
+        plan.agent_reports = AgentReports::read(ctx);
+    }
+    let listeners = advertise_external(kafka, &mut plan.resolved, &plan.ids, &plan.agent_reports);
     if per_node.is_empty() && listeners.is_empty() {
         return Ok(ControlFlow::Continue(()));
     }

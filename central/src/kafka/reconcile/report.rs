@@ -17,7 +17,7 @@ use kube::runtime::controller::Action;
 
 use super::kafka_side::Progress;
 use super::kafka_steps::{self, Metadata, Migration, WhenReady};
-use super::pass::{AgentReports, BUSY_REQUEUE, IDLE_REQUEUE, MOVE_RECHECK, Pass, PoolIdsByName};
+use super::pass::{BUSY_REQUEUE, IDLE_REQUEUE, MOVE_RECHECK, Pass, PoolIdsByName};
 use super::plan::Plan;
 use crate::error::Error;
 use crate::kafka::answer;
@@ -395,13 +395,12 @@ fn expected_brokers(effective: &Resolved, ids: &PoolIdsByName) -> BTreeSet<i32> 
 /// Each served listener's bootstrap addresses; a `nodeport` listener's in every member
 /// cluster with brokers.
 fn listener_statuses(pass: &Pass<'_>, plan: &Plan, built: &Built) -> Vec<ListenerStatus> {
-    let reports = AgentReports::read(pass.ctx);
     let external = external::statuses(
         &pass.kafka.name_any(),
         &pass.kafka.namespace().unwrap_or_default(),
         &plan.resolved.node_ports,
         &build::brokers(&plan.resolved, &plan.ids),
-        reports.reports(),
+        plan.agent_reports.reports(),
     );
     let mut statuses: Vec<ListenerStatus> = built
         .cluster
