@@ -94,6 +94,22 @@ refused kstretch-agent "tls.mode=generate needs tls.generate.caCert" "${agent_mi
 refused kstretch-agent "maximum: got 2, want 1" "${agent_min[@]}" --set replicaCount=2
 echo "bad values are refused"
 
+# No two objects of one kind share a name (a cut-off name that collides replaces an object).
+python3 - "$out"/central-*.yaml "$out"/agent-*.yaml <<'PY'
+import re, sys
+field = lambda doc, pattern: (re.search(pattern, doc, re.M) or [None, None])[1]
+for path in sys.argv[1:]:
+    seen = set()
+    for doc in open(path).read().split("\n---"):
+        kind = field(doc, r"^kind: (\S+)")
+        if not kind:
+            continue
+        key = (kind, field(doc, r"^  namespace: (\S+)"), field(doc, r"^  name: (\S+)"))
+        if key in seen:
+            sys.exit(f"{path}: two {kind} objects named {key[2]}")
+        seen.add(key)
+PY
+
 # A rendered manifest must state what the options promise.
 has() { grep -q -- "$1" "$out/$2" || { echo "$2: no '$1'" >&2; exit 1; }; }
 lacks() { if grep -q -- "$1" "$out/$2"; then echo "$2: unexpected '$1'" >&2; exit 1; fi; }
