@@ -4,11 +4,11 @@
 #   k8s-<v>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
 #   k8s-node-<v>/{kubelet,kube-proxy}   pause-image-*/ debian-jre-*/ kafka-image-*/ (see images)
 #   etcd-<v>/etcd   kwok-<v>/{kwok,stages/*.yaml}   helm-<v>/helm   kafka-<v>/libs/*.jar
-#   local-path-<v>/local-path-provisioner
+#   local-path-<v>/local-path-provisioner   metallb-<v>/{controller,speaker,crds.yaml}
 # A component is rebuilt only when its final files are missing. Each one is built in a
 # temporary directory inside the cache and moved into place with one rename, so an
 # interrupted build never leaves a half-filled versioned directory behind.
-# Usage: install.sh [k8s|k8s-node|etcd|kwok|helm|local-path|kafka|images ...]   (no argument = all)
+# Usage: install.sh [k8s|k8s-node|etcd|kwok|helm|local-path|metallb|kafka|images ...]   (no argument = all)
 set -euo pipefail
 
 ENV_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -194,6 +194,28 @@ build_local_path() (
   rm -rf "$work"
 )
 
+# ---------------------------------------------------------------- metallb
+# The real nodes' LoadBalancer implementation (layer 2 mode): its controller gives Services
+# addresses from a pool on the node's network, its speaker answers ARP for them on the node.
+METALLB_DIR=$CACHE/metallb-$KSTRETCH_METALLB_VERSION
+
+build_metallb() (
+  local work src
+  work=$(tmpdir metallb)
+  mkdir -p "$work/out"
+  cd "$work"
+  GOBIN=$work/out go install -trimpath -ldflags "-s -w" \
+    "go.universe.tf/metallb/controller@$KSTRETCH_METALLB_VERSION" \
+    "go.universe.tf/metallb/speaker@$KSTRETCH_METALLB_VERSION"
+  # Its CRDs ship in the module.
+  src=$(go mod download -json "go.universe.tf/metallb@$KSTRETCH_METALLB_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -d $src/config/crd/bases ]] || die "no CRDs in go.universe.tf/metallb@$KSTRETCH_METALLB_VERSION"
+  for f in "$src"/config/crd/bases/*.yaml; do printf -- '---\n'; cat "$f"; done >"$work/out/crds.yaml"
+  publish "$work/out" "$METALLB_DIR"
+  rm -rf "$work"
+)
+
 # ---------------------------------------------------------------- kafka
 # The jars of each Kafka version: the environment's own (local processes and the default image)
 # and the one Kafka upgrades go to (only its image).
@@ -223,6 +245,7 @@ build_kafka() {
 # ---------------------------------------------------------------- images
 # The images real nodes run, built without an engine or a registry (tests/env/image/):
 #   pause-image-<hash>/          OCI layout of containerd's sandbox image
+#   metallb-image-<v>-<hash>/    OCI layout of MetalLB's controller and speaker
 #   debian-jre-<suite>-17/rootfs.tar   Debian minbase + openjdk-17-jre-headless + appuser (1000)
 #   kafka-image-<v>-<hash>/      OCI layout of apache/kafka:<v>: that rootfs plus /opt/kafka
 #                                (with its class archive, kafka.jsa), for each of KAFKA_VERSIONS
@@ -243,6 +266,18 @@ build_pause_image() {
   python3 "$IMAGE_SRC/oci.py" --name "$KSTRETCH_PAUSE_IMAGE" --layer "$work/layer.tar" \
     --entrypoint /pause --out "$work/out"
   publish "$work/out" "$PAUSE_IMAGE_DIR"
+  rm -rf "$work"
+}
+
+metallb_image_dir() { echo "$CACHE/metallb-image-$KSTRETCH_METALLB_VERSION-$IMAGE_HASH"; }
+
+build_metallb_image() {
+  local work
+  work=$(tmpdir metallb-image)
+  tar --numeric-owner --owner=0 --group=0 -C "$METALLB_DIR" -cf "$work/layer.tar" controller speaker
+  python3 "$IMAGE_SRC/oci.py" --name "$KSTRETCH_METALLB_IMAGE" --layer "$work/layer.tar" \
+    --out "$work/out"
+  publish "$work/out" "$(metallb_image_dir)"
   rm -rf "$work"
 }
 
@@ -312,7 +347,7 @@ build_kafka_image() {
 # ---------------------------------------------------------------- main
 want() { [[ $# -eq 0 ]] && return 0; local c; for c in "${SELECTED[@]}"; do [[ $c == "$1" ]] && return 0; done; return 1; }
 SELECTED=("$@")
-[[ ${#SELECTED[@]} -eq 0 ]] && SELECTED=(k8s k8s-node etcd kwok helm local-path kafka images)
+[[ ${#SELECTED[@]} -eq 0 ]] && SELECTED=(k8s k8s-node etcd kwok helm local-path metallb kafka images)
 
 TOTAL_START=$(date +%s)
 
@@ -350,6 +385,10 @@ if want local-path; then
   if have "$LOCAL_PATH_DIR" local-path-provisioner; then log "cached local-path-$KSTRETCH_LOCAL_PATH_VERSION"
   else timed "local-path-$KSTRETCH_LOCAL_PATH_VERSION" build_local_path; fi
 fi
+if want metallb; then
+  if have "$METALLB_DIR" controller speaker crds.yaml; then log "cached metallb-$KSTRETCH_METALLB_VERSION"
+  else timed "metallb-$KSTRETCH_METALLB_VERSION" build_metallb; fi
+fi
 if want helm; then
   if have "$HELM_DIR" helm; then log "cached helm-$KSTRETCH_HELM_VERSION"
   else timed "helm-$KSTRETCH_HELM_VERSION" build_helm; fi
@@ -361,6 +400,11 @@ fi
 if want images; then
   if have "$PAUSE_IMAGE_DIR" index.json; then log "cached pause image"
   else timed "pause image" build_pause_image; fi
+  if have "$(metallb_image_dir)" index.json; then log "cached metallb image"
+  else
+    have "$METALLB_DIR" controller speaker || die "the MetalLB image needs its binaries: install.sh metallb"
+    timed "metallb image" build_metallb_image
+  fi
   if have "$JRE_DIR" rootfs.tar; then log "cached debian-jre-$JRE_SUITE-17"
   else timed "debian-jre-$JRE_SUITE-17" build_jre_rootfs; fi
   for version in "${KAFKA_VERSIONS[@]}"; do

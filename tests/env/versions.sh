@@ -10,6 +10,7 @@ KSTRETCH_HELM_VERSION=v4.3.1      # helm.sh/helm/v4
 KSTRETCH_KAFKA_VERSION=4.1.2      # org.apache.kafka (Maven Central), see kafka/pom.xml
 KSTRETCH_KAFKA_NEXT_VERSION=4.3.1 # the version Kafka upgrades are tested to (its image only)
 KSTRETCH_LOCAL_PATH_VERSION=v0.0.30  # github.com/rancher/local-path-provisioner (real nodes' claims)
+KSTRETCH_METALLB_VERSION=v0.15.2     # go.universe.tf/metallb (real nodes' LoadBalancer Services)
 
 KSTRETCH_CACHE=${KSTRETCH_CACHE:-$HOME/.cache/kstretch}
 KSTRETCH_STATE_DIR=${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}
@@ -31,9 +32,11 @@ KSTRETCH_KAFKA_NODELETE_CONTROLLER_PORT=19096  # its controller listener
 
 export KSTRETCH_K8S_VERSION KSTRETCH_ETCD_VERSION KSTRETCH_KWOK_VERSION \
   KSTRETCH_HELM_VERSION KSTRETCH_KAFKA_VERSION KSTRETCH_KAFKA_NEXT_VERSION \
-  KSTRETCH_LOCAL_PATH_VERSION KSTRETCH_CACHE KSTRETCH_STATE_DIR KSTRETCH_CLUSTERS
+  KSTRETCH_LOCAL_PATH_VERSION KSTRETCH_METALLB_VERSION KSTRETCH_CACHE KSTRETCH_STATE_DIR KSTRETCH_CLUSTERS
 
 # Real nodes (one per cluster, beside the kwok nodes): the sandbox image containerd uses.
 KSTRETCH_PAUSE_IMAGE=registry.k8s.io/pause:3.10
+# MetalLB's controller and speaker, in one locally built image.
+KSTRETCH_METALLB_IMAGE=kstretch.test/metallb:$KSTRETCH_METALLB_VERSION
 # image_hash DIR — the version of the images built from DIR (tests/env/image): a hash of its files.
 image_hash() { (cd "$1" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12); }
