@@ -7,7 +7,7 @@
 //! parts its builder applies ([`Applied`], from the builder's own table). `KafkaConnector` needs
 //! nothing here: kstretch acts on every field of it.
 
-use crate::kafka::external::{BOOTSTRAP_KEYS, BROKER_KEYS, NODE_PORT_CONFIGURATION};
+use crate::kafka::external::{bootstrap_keys, broker_keys, served_configuration};
 use kstretch_api::common::{JvmOptions, OpaqueObject};
 use kstretch_api::connect::KafkaConnectSpec;
 use kstretch_api::kafka::{KafkaClusterSpec, KafkaListenerType, KafkaSpec};
@@ -177,14 +177,15 @@ fn cluster(spec: &KafkaClusterSpec, template: Applied) -> Vec<String> {
         out.extend(unmodelled(&at, &listener.unmodelled, LISTENER));
         // A listener of a type kstretch does not serve is left out whole, and says so.
         let node_port = listener.type_ == KafkaListenerType::NodePort;
-        let served = node_port
+        let external = node_port || listener.type_ == KafkaListenerType::LoadBalancer;
+        let served = external
             || matches!(
                 listener.type_,
                 KafkaListenerType::Internal | KafkaListenerType::ClusterIp
             );
         let known = |k: &str| {
             LISTENER_CONFIGURATION.contains(&k)
-                || (node_port && NODE_PORT_CONFIGURATION.contains(&k))
+                || (external && served_configuration(node_port).contains(&k))
         };
         let configuration = listener.configuration.iter().flatten();
         for (key, value) in configuration.filter(|_| served) {
@@ -194,7 +195,7 @@ fn cluster(spec: &KafkaClusterSpec, template: Applied) -> Vec<String> {
                 continue;
             }
             let (parts, served_keys) = match key.as_str() {
-                "bootstrap" => (vec![(at.clone(), value)], BOOTSTRAP_KEYS),
+                "bootstrap" => (vec![(at.clone(), value)], bootstrap_keys(node_port)),
                 "brokers" => (
                     value
                         .as_array()
@@ -203,7 +204,7 @@ fn cluster(spec: &KafkaClusterSpec, template: Applied) -> Vec<String> {
                         .enumerate()
                         .map(|(i, b)| (format!("{at}[{i}]"), b))
                         .collect(),
-                    BROKER_KEYS,
+                    broker_keys(node_port),
                 ),
                 _ => continue,
             };

@@ -388,6 +388,27 @@ pub fn produced(bootstrap: &str, config: &str, topic: &str, count: usize) -> Str
     )
 }
 
+/// The brokers `(id, host, port)` that the metadata at `bootstrap` names, as Kafka's own
+/// `kafka-broker-api-versions` reads it with the client properties `config`.
+pub fn brokers_as(bootstrap: &str, config: &str) -> Vec<(i32, String, u16)> {
+    let out = run_kafka_tool(
+        "org.apache.kafka.tools.BrokerApiVersionsCommand",
+        &["--bootstrap-server", bootstrap, "--command-config", config],
+    );
+    // One line per broker: `<host>:<port> (id: <id> rack: ...) -> (`.
+    let mut brokers: Vec<(i32, String, u16)> = out
+        .lines()
+        .filter_map(|line| {
+            let (address, rest) = line.split_once(" (id: ")?;
+            let id = rest.split_whitespace().next()?.parse().ok()?;
+            let (host, port) = address.rsplit_once(':')?;
+            Some((id, host.to_owned(), port.parse().ok()?))
+        })
+        .collect();
+    brokers.sort();
+    brokers
+}
+
 /// (partition, replicas, ISR) of every partition of `topic`, as rdkafka reads Kafka's metadata.
 pub fn placement(bootstrap: &str, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>)> {
     let consumer: BaseConsumer = ClientConfig::new()

@@ -93,6 +93,18 @@ pub fn bootstrap_at(k: &Kafka, host: &str) -> String {
 
 /// Listener `name`'s bootstrap addresses at `host`, from the status.
 pub fn listener_at(k: &Kafka, name: &str, host: &str) -> String {
+    listener_where(k, name, &format!("{host}:"))
+}
+
+/// Listener `name`'s bootstrap addresses on the network of `alias`'s real node (a node port
+/// there, or a load balancer address of that cluster), from the status.
+pub fn listener_in(k: &Kafka, name: &str, alias: &str) -> String {
+    let node = real_node_ip(alias);
+    let network = node.rsplit_once('.').map(|(n, _)| n).unwrap_or(&node);
+    listener_where(k, name, &format!("{network}."))
+}
+
+fn listener_where(k: &Kafka, name: &str, prefix: &str) -> String {
     let listener = k
         .status
         .as_ref()
@@ -103,9 +115,9 @@ pub fn listener_at(k: &Kafka, name: &str, host: &str) -> String {
         .as_deref()
         .unwrap_or_default()
         .split(',')
-        .filter(|s| s.starts_with(&format!("{host}:")))
+        .filter(|s| s.starts_with(prefix))
         .collect();
-    assert!(!servers.is_empty(), "no broker at {host}: {listener:?}");
+    assert!(!servers.is_empty(), "no broker at {prefix}*: {listener:?}");
     servers.join(",")
 }
 

@@ -300,7 +300,7 @@ fn ids_by_alias<'a>(
 /// name, the node address type it reads).
 fn node_address_reads(resolved: &Resolved) -> BTreeMap<i32, Vec<(String, String)>> {
     let mut out: BTreeMap<i32, Vec<(String, String)>> = BTreeMap::new();
-    for external in &resolved.node_ports {
+    for external in &resolved.external {
         let Some(listener) = resolved.listeners.iter().find(|l| l.name == external.name) else {
             continue;
         };
@@ -348,7 +348,7 @@ pub fn external_services(
     external::services(
         kafka,
         namespace,
-        &resolved.node_ports,
+        &resolved.external,
         &brokers(resolved, ids),
         &names.labels(),
     )
@@ -1713,6 +1713,7 @@ mod tests {
                         candidates: BTreeSet::new(),
                     },
                     port: 31001,
+                    names: BTreeSet::new(),
                 },
             ),
             (
@@ -1720,6 +1721,7 @@ mod tests {
                 kraft::Advertised {
                     host: kraft::AdvertisedHost::Fixed("b2.example.com".into()),
                     port: 443,
+                    names: BTreeSet::new(),
                 },
             ),
         ]);

@@ -1,8 +1,9 @@
-//! External listeners of type `nodeport`, with Strimzi's object names: in every member cluster
-//! that runs brokers, a bootstrap Service over its brokers and one Service per broker; where
-//! each broker advertises the listener (the node port of its Service, on the address of the
-//! Kubernetes node its pod runs on, which the pod finds at start in a table of its cluster's
-//! node addresses); and the addresses `status.listeners` shows. Pure.
+//! External listeners of type `nodeport` and `loadbalancer`, with Strimzi's object names: in
+//! every member cluster that runs brokers, a bootstrap Service over its brokers and one Service
+//! per broker; where each broker advertises the listener (`nodeport`: the node port of its
+//! Service, on the address of the Kubernetes node its pod runs on, which the pod finds at start
+//! in a table of its cluster's node addresses; `loadbalancer`: its Service's load balancer
+//! address); and the addresses `status.listeners` shows. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,7 +36,7 @@ pub const NODE_TABLE_KEY: &str = "addresses";
 /// The pod's environment variable with the node it runs on.
 pub const NODE_NAME_ENV: &str = "KSTRETCH_NODE_NAME";
 
-/// Why a `nodeport` listener's `configuration` cannot be served as written.
+/// Why an external listener's `configuration` cannot be served as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "listener {name} (port {port}): .spec.kafka.listeners[{index}].configuration.{field} {problem}"
@@ -57,7 +58,10 @@ impl ExternalProblem {
 /// What a `Service` of a listener adds from `configuration.bootstrap` or `brokers[]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServiceSettings {
+    /// `nodePort` (`nodeport` listeners).
     pub node_port: Option<i32>,
+    /// `loadBalancerIP` (`loadbalancer` listeners).
+    pub load_balancer_ip: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
 }
@@ -70,13 +74,13 @@ pub struct BrokerSettings {
     pub advertised_port: Option<u16>,
 }
 
-/// One `nodeport` listener, as its `configuration` asks.
+/// One external listener, as its `configuration` asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodePortListener {
+pub struct ExternalListener {
     pub name: String,
     pub port: u16,
-    /// `preferredNodePortAddressType`; `None`: Strimzi's order ([`ADDRESS_TYPES`]).
-    pub preferred: Option<String>,
+    pub tls: bool,
+    pub exposure: Exposure,
     /// `externalTrafficPolicy`, `Cluster` unless set.
     pub traffic_policy: String,
     pub bootstrap: ServiceSettings,
@@ -86,26 +90,80 @@ pub struct NodePortListener {
     pub legacy_names: bool,
 }
 
-/// The keys of a `nodeport` listener's `configuration` that are served.
-pub const NODE_PORT_CONFIGURATION: &[&str] = &[
-    "bootstrap",
-    "brokers",
-    "preferredNodePortAddressType",
-    "externalTrafficPolicy",
-];
-/// The keys of `configuration.bootstrap` that are served.
-pub const BOOTSTRAP_KEYS: &[&str] = &["nodePort", "labels", "annotations"];
-/// The keys of `configuration.brokers[]` that are served.
-pub const BROKER_KEYS: &[&str] = &[
-    "broker",
-    "nodePort",
-    "labels",
-    "annotations",
-    "advertisedHost",
-    "advertisedPort",
-];
+/// How clients outside reach the brokers, and what only that type configures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exposure {
+    /// `nodeport`: a node port on every node.
+    NodePort {
+        /// `preferredNodePortAddressType`; `None`: Strimzi's order ([`ADDRESS_TYPES`]).
+        preferred: Option<String>,
+    },
+    /// `loadbalancer`: a load balancer address per Service.
+    LoadBalancer {
+        /// `loadBalancerSourceRanges`.
+        source_ranges: Vec<String>,
+        /// `class`: the Services' `loadBalancerClass`.
+        class: Option<String>,
+        /// `finalizers` of the Services.
+        finalizers: Vec<String>,
+        /// `allocateLoadBalancerNodePorts`.
+        allocate_node_ports: Option<bool>,
+    },
+}
 
-impl NodePortListener {
+/// The keys of an external listener's `configuration` that are served, by its type.
+pub fn served_configuration(node_port: bool) -> &'static [&'static str] {
+    if node_port {
+        &[
+            "bootstrap",
+            "brokers",
+            "preferredNodePortAddressType",
+            "externalTrafficPolicy",
+        ]
+    } else {
+        &[
+            "bootstrap",
+            "brokers",
+            "externalTrafficPolicy",
+            "loadBalancerSourceRanges",
+            "class",
+            "finalizers",
+            "allocateLoadBalancerNodePorts",
+        ]
+    }
+}
+/// The keys of `configuration.bootstrap` that are served, by the listener's type.
+pub fn bootstrap_keys(node_port: bool) -> &'static [&'static str] {
+    if node_port {
+        &["nodePort", "labels", "annotations"]
+    } else {
+        &["loadBalancerIP", "labels", "annotations"]
+    }
+}
+/// The keys of `configuration.brokers[]` that are served, by the listener's type.
+pub fn broker_keys(node_port: bool) -> &'static [&'static str] {
+    if node_port {
+        &[
+            "broker",
+            "nodePort",
+            "labels",
+            "annotations",
+            "advertisedHost",
+            "advertisedPort",
+        ]
+    } else {
+        &[
+            "broker",
+            "loadBalancerIP",
+            "labels",
+            "annotations",
+            "advertisedHost",
+            "advertisedPort",
+        ]
+    }
+}
+
+impl ExternalListener {
     /// The Kafka listener name (`EXTERNAL-9094`).
     pub fn config_name(&self) -> String {
         format!("{}-{}", self.name.to_uppercase(), self.port)
@@ -137,14 +195,16 @@ impl NodePortListener {
     }
 }
 
-/// Listener `index`'s `nodeport` settings; `None` for another type.
-pub fn node_port(
+/// Listener `index`'s `nodeport` or `loadbalancer` settings; `None` for another type.
+pub fn external(
     index: usize,
     listener: &GenericKafkaListener,
-) -> Result<Option<NodePortListener>, ExternalProblem> {
-    if listener.type_ != KafkaListenerType::NodePort {
-        return Ok(None);
-    }
+) -> Result<Option<ExternalListener>, ExternalProblem> {
+    let node_port = match listener.type_ {
+        KafkaListenerType::NodePort => true,
+        KafkaListenerType::LoadBalancer => false,
+        _ => return Ok(None),
+    };
     let problem = |field: &str, problem: &str| ExternalProblem {
         name: listener.name.clone(),
         port: listener.port,
@@ -161,15 +221,20 @@ pub fn node_port(
             Some(_) => Err(problem(field, "must be a string")),
         }
     };
-    let preferred = text("preferredNodePortAddressType")?;
-    if let Some(p) = &preferred
-        && !ADDRESS_TYPES.contains(&p.as_str())
-    {
-        return Err(problem(
-            "preferredNodePortAddressType",
-            &format!("is {p:?}; it must be one of {}", ADDRESS_TYPES.join(", ")),
-        ));
-    }
+    let exposure = if node_port {
+        let preferred = text("preferredNodePortAddressType")?;
+        if let Some(p) = &preferred
+            && !ADDRESS_TYPES.contains(&p.as_str())
+        {
+            return Err(problem(
+                "preferredNodePortAddressType",
+                &format!("is {p:?}; it must be one of {}", ADDRESS_TYPES.join(", ")),
+            ));
+        }
+        Exposure::NodePort { preferred }
+    } else {
+        load_balancer(config, &problem)?
+    };
     let traffic_policy = text("externalTrafficPolicy")?.unwrap_or_else(|| "Cluster".to_owned());
     if !["Cluster", "Local"].contains(&traffic_policy.as_str()) {
         return Err(problem(
@@ -179,7 +244,7 @@ pub fn node_port(
     }
     let bootstrap = match config.get("bootstrap") {
         None | Some(Value::Null) => ServiceSettings::default(),
-        Some(value) => service_settings(value, "bootstrap", &problem)?,
+        Some(value) => service_settings(value, "bootstrap", node_port, &problem)?,
     };
     let mut brokers = BTreeMap::new();
     let listed = match config.get("brokers") {
@@ -216,7 +281,7 @@ pub fn node_port(
             }
         };
         let settings = BrokerSettings {
-            service: service_settings(item, &at, &problem)?,
+            service: service_settings(item, &at, node_port, &problem)?,
             advertised_host,
             advertised_port,
         };
@@ -228,10 +293,11 @@ pub fn node_port(
         }
     }
     let port = u16::try_from(listener.port).map_err(|_| problem("port", "is not a TCP port"))?;
-    Ok(Some(NodePortListener {
+    Ok(Some(ExternalListener {
         name: listener.name.clone(),
         port,
-        preferred,
+        tls: listener.tls,
+        exposure,
         traffic_policy,
         bootstrap,
         brokers,
@@ -239,12 +305,84 @@ pub fn node_port(
     }))
 }
 
+/// The `loadbalancer` keys of a listener's `configuration`.
+fn load_balancer(
+    config: &serde_json::Map<String, Value>,
+    problem: &impl Fn(&str, &str) -> ExternalProblem,
+) -> Result<Exposure, ExternalProblem> {
+    let list = |field: &str| -> Result<Vec<String>, ExternalProblem> {
+        match config.get(field) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| match i {
+                    Value::String(s) => Ok(s.clone()),
+                    _ => Err(problem(field, "must be a list of strings")),
+                })
+                .collect(),
+            Some(_) => Err(problem(field, "must be a list of strings")),
+        }
+    };
+    let source_ranges = list("loadBalancerSourceRanges")?;
+    if let Some(bad) = source_ranges.iter().find(|r| !is_cidr(r)) {
+        return Err(problem(
+            "loadBalancerSourceRanges",
+            &format!("has {bad:?}, which is not a CIDR range (such as 192.0.2.0/24)"),
+        ));
+    }
+    let class = match config.get("class") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => Some(c.clone()),
+        Some(_) => return Err(problem("class", "must be a string")),
+    };
+    let allocate_node_ports = match config.get("allocateLoadBalancerNodePorts") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            return Err(problem(
+                "allocateLoadBalancerNodePorts",
+                "must be true or false",
+            ));
+        }
+    };
+    Ok(Exposure::LoadBalancer {
+        source_ranges,
+        class,
+        finalizers: list("finalizers")?,
+        allocate_node_ports,
+    })
+}
+
+/// An IPv4 or IPv6 range in CIDR notation.
+fn is_cidr(range: &str) -> bool {
+    let Some((address, bits)) = range.split_once('/') else {
+        return false;
+    };
+    let max = match address.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => 32,
+        Ok(std::net::IpAddr::V6(_)) => 128,
+        Err(_) => return false,
+    };
+    bits.parse::<u8>().is_ok_and(|b| b <= max)
+}
+
 fn service_settings(
     value: &Value,
     at: &str,
+    node_port: bool,
     problem: &impl Fn(&str, &str) -> ExternalProblem,
 ) -> Result<ServiceSettings, ExternalProblem> {
-    let node_port = match value.get("nodePort") {
+    let load_balancer_ip = match value.get("loadBalancerIP").filter(|_| !node_port) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(ip)) if ip.parse::<std::net::IpAddr>().is_ok() => Some(ip.clone()),
+        Some(_) => {
+            return Err(problem(
+                &format!("{at}.loadBalancerIP"),
+                "must be an IP address",
+            ));
+        }
+    };
+    let node_port = match value.get("nodePort").filter(|_| node_port) {
         None | Some(Value::Null) => None,
         Some(v) => Some(
             v.as_i64()
@@ -278,6 +416,7 @@ fn service_settings(
     }
     Ok(ServiceSettings {
         node_port,
+        load_balancer_ip,
         labels,
         annotations: strings("annotations")?,
     })
@@ -314,7 +453,7 @@ pub struct Broker {
 pub fn services(
     kafka: &str,
     namespace: &str,
-    listeners: &[NodePortListener],
+    listeners: &[ExternalListener],
     brokers: &[Broker],
     labels: &BTreeMap<String, String>,
 ) -> BTreeMap<String, Vec<Value>> {
@@ -333,28 +472,44 @@ pub fn services(
         let service = |name: String, settings: &ServiceSettings, selector| {
             let mut all = labels.clone();
             all.extend(settings.labels.clone());
-            // The agent reports the node ports of these Services.
+            // The agent reports the node ports and load balancer addresses of these Services.
             all.insert(names::NODE_SERVICE.to_owned(), "true".to_owned());
             let mut metadata = objects::meta(&name, namespace, all);
             if !settings.annotations.is_empty() {
                 metadata.annotations = Some(settings.annotations.clone());
             }
+            let mut spec = ServiceSpec {
+                type_: Some("NodePort".to_owned()),
+                selector: Some(selector),
+                external_traffic_policy: Some(l.traffic_policy.clone()),
+                ports: Some(vec![ServicePort {
+                    name: Some(l.port_name()),
+                    port: l.port.into(),
+                    target_port: Some(IntOrString::Int(l.port.into())),
+                    node_port: settings.node_port,
+                    protocol: Some("TCP".to_owned()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            };
+            if let Exposure::LoadBalancer {
+                source_ranges,
+                class,
+                finalizers,
+                allocate_node_ports,
+            } = &l.exposure
+            {
+                spec.type_ = Some("LoadBalancer".to_owned());
+                spec.load_balancer_ip = settings.load_balancer_ip.clone();
+                spec.load_balancer_source_ranges =
+                    (!source_ranges.is_empty()).then(|| source_ranges.clone());
+                spec.load_balancer_class = class.clone();
+                spec.allocate_load_balancer_node_ports = *allocate_node_ports;
+                metadata.finalizers = (!finalizers.is_empty()).then(|| finalizers.clone());
+            }
             objects::to_json(&Service {
                 metadata,
-                spec: Some(ServiceSpec {
-                    type_: Some("NodePort".to_owned()),
-                    selector: Some(selector),
-                    external_traffic_policy: Some(l.traffic_policy.clone()),
-                    ports: Some(vec![ServicePort {
-                        name: Some(l.port_name()),
-                        port: l.port.into(),
-                        target_port: Some(IntOrString::Int(l.port.into())),
-                        node_port: settings.node_port,
-                        protocol: Some("TCP".to_owned()),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
+                spec: Some(spec),
                 status: None,
             })
         };
@@ -387,7 +542,7 @@ pub fn services(
 /// The listener each of the listeners' Services serves, by Service name (pure).
 pub fn service_listeners(
     kafka: &str,
-    listeners: &[NodePortListener],
+    listeners: &[ExternalListener],
     brokers: &[Broker],
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -407,7 +562,7 @@ pub const SERVICE_REFUSED: &str = "ListenerServiceRefused";
 /// everything else runs on.
 pub fn refused_message(refused: &[String]) -> String {
     format!(
-        "{}; give the listener a configuration its member cluster accepts (a nodePort inside the apiserver's node port range that no other Service uses): the rest of the Kafka runs as before",
+        "{}; give the listener a configuration its member cluster accepts (such as a nodePort inside the apiserver's node port range that no other Service uses): the rest of the Kafka runs as before",
         refused.join("; ")
     )
 }
@@ -461,14 +616,29 @@ pub struct Reports<'a> {
     pub podsets: &'a BTreeMap<String, Vec<PodSetStatus>>,
 }
 
-/// Fills in where each broker advertises each `nodeport` listener of `listeners` (core's
-/// listeners, matched by name): the user's `advertisedHost`/`advertisedPort`, else the node
-/// address the pod finds at start and its Service's node port. Returns one line per broker
-/// still waiting for its node port, or per cluster whose nodes are not listed.
+/// The load balancer addresses of Service `name`, as the agent of its cluster reported them.
+fn reported_ingress<'a>(
+    services: &'a [ServiceStatus],
+    namespace: &str,
+    name: &str,
+) -> &'a [String] {
+    services
+        .iter()
+        .find(|s| s.namespace == namespace && s.name == name)
+        .map(|s| s.ingress.as_slice())
+        .unwrap_or_default()
+}
+
+/// Fills in where each broker advertises each external listener of `listeners` (core's
+/// listeners, matched by name): the user's `advertisedHost`/`advertisedPort`, else for
+/// `nodeport` the node address the pod finds at start and its Service's node port, for
+/// `loadbalancer` its Service's load balancer address and the listener's port. Returns one line
+/// per broker still waiting for its Service's port or address, or per cluster whose nodes are
+/// not listed.
 pub fn advertise(
     kafka: &str,
     namespace: &str,
-    external: &[NodePortListener],
+    external: &[ExternalListener],
     listeners: &mut [Listener],
     brokers: &[Broker],
     reports: Reports<'_>,
@@ -482,35 +652,75 @@ pub fn advertise(
         for b in brokers {
             let settings = l.brokers.get(&b.id).cloned().unwrap_or_default();
             let service = l.broker_service_name(kafka, &b.pool, b.id);
-            let reported = reports
-                .services
-                .get(&b.alias)
-                .and_then(|s| reported_node_port(s, namespace, &service));
-            let Some(port) = settings.advertised_port.or(reported) else {
-                pending.push(format!(
-                    "listener {}: Service {service} in cluster {} has no node port yet",
-                    l.name, b.alias
-                ));
-                continue;
-            };
-            let host = match settings.advertised_host {
-                Some(host) => AdvertisedHost::Fixed(host),
-                None => match reports.nodes.get(&b.alias).and_then(Option::as_ref) {
-                    // What the pod would find on each node of its cluster.
-                    Some(nodes) => AdvertisedHost::NodeAddress {
-                        candidates: nodes
-                            .iter()
-                            .filter_map(|n| find_address(&n.addresses, l.preferred.as_deref()))
-                            .map(str::to_owned)
-                            .collect(),
-                    },
-                    None => {
-                        unlisted.insert(b.alias.clone());
+            let services = reports.services.get(&b.alias).map(Vec::as_slice);
+            let services = services.unwrap_or_default();
+            let advertised = match &l.exposure {
+                Exposure::NodePort { preferred } => {
+                    let Some(port) = settings
+                        .advertised_port
+                        .or_else(|| reported_node_port(services, namespace, &service))
+                    else {
+                        pending.push(format!(
+                            "listener {}: Service {service} in cluster {} has no node port yet",
+                            l.name, b.alias
+                        ));
                         continue;
+                    };
+                    let host = match settings.advertised_host {
+                        Some(host) => AdvertisedHost::Fixed(host),
+                        None => match reports.nodes.get(&b.alias).and_then(Option::as_ref) {
+                            // What the pod would find on each node of its cluster.
+                            Some(nodes) => AdvertisedHost::NodeAddress {
+                                candidates: nodes
+                                    .iter()
+                                    .filter_map(|n| {
+                                        find_address(&n.addresses, preferred.as_deref())
+                                    })
+                                    .map(str::to_owned)
+                                    .collect(),
+                            },
+                            None => {
+                                unlisted.insert(b.alias.clone());
+                                continue;
+                            }
+                        },
+                    };
+                    Advertised {
+                        host,
+                        port,
+                        names: BTreeSet::new(),
                     }
-                },
+                }
+                Exposure::LoadBalancer { .. } => {
+                    // A TLS client verifies the broker's name both where it bootstraps and
+                    // where the broker sends it: both addresses go into the certificate.
+                    let own = reported_ingress(services, namespace, &service);
+                    let bootstrap = l.bootstrap_name(kafka);
+                    let bootstrap = reported_ingress(services, namespace, &bootstrap);
+                    let waiting = match own.first() {
+                        None => Err(service.clone()),
+                        Some(_) if l.tls && bootstrap.is_empty() => Err(l.bootstrap_name(kafka)),
+                        Some(first) => Ok(first),
+                    };
+                    let first = match waiting {
+                        Ok(first) => first,
+                        Err(waiting) => {
+                            pending.push(format!(
+                                "listener {}: Service {waiting} in cluster {} has no load balancer address yet",
+                                l.name, b.alias
+                            ));
+                            continue;
+                        }
+                    };
+                    let host = settings.advertised_host.unwrap_or_else(|| first.clone());
+                    Advertised {
+                        host: AdvertisedHost::Fixed(host),
+                        port: settings.advertised_port.unwrap_or(l.port),
+                        names: own.iter().chain(bootstrap).cloned().collect(),
+                    }
+                }
             };
-            listener.advertised.insert(b.id, Advertised { host, port });
+            listener.advertised.insert(b.id, advertised);
         }
     }
     pending.extend(unlisted.into_iter().map(|alias| {
@@ -598,20 +808,23 @@ pub fn start_script(listeners: &[(String, String)]) -> String {
 }
 
 /// The table type a listener reads (`default` without a preferred type).
-pub fn table_type(listener: &NodePortListener) -> String {
-    listener
-        .preferred
-        .clone()
-        .unwrap_or_else(|| DEFAULT_TYPE.to_owned())
+pub fn table_type(listener: &ExternalListener) -> String {
+    match &listener.exposure {
+        Exposure::NodePort {
+            preferred: Some(preferred),
+        } => preferred.clone(),
+        _ => DEFAULT_TYPE.to_owned(),
+    }
 }
 
-/// `status.listeners` of each `nodeport` listener: in every member cluster with brokers, the
-/// bootstrap Service's node port on the address of each node a broker runs on (a broker's
-/// `advertisedHost` instead, when set).
+/// `status.listeners` of each external listener: in every member cluster with brokers, for
+/// `nodeport` the bootstrap Service's node port on the address of each node a broker runs on
+/// (a broker's `advertisedHost` instead, when set), for `loadbalancer` the bootstrap Service's
+/// load balancer address and the listener's port.
 pub fn statuses(
     kafka: &str,
     namespace: &str,
-    external: &[NodePortListener],
+    external: &[ExternalListener],
     brokers: &[Broker],
     reports: Reports<'_>,
 ) -> Vec<ListenerStatus> {
@@ -619,18 +832,26 @@ pub fn statuses(
         .iter()
         .map(|l| {
             let mut addresses = BTreeSet::new();
+            let bootstrap = l.bootstrap_name(kafka);
             for b in brokers {
                 let services = reports.services.get(&b.alias).map(Vec::as_slice);
-                let Some(port) = services
-                    .and_then(|s| reported_node_port(s, namespace, &l.bootstrap_name(kafka)))
-                else {
+                let services = services.unwrap_or_default();
+                let preferred = match &l.exposure {
+                    Exposure::NodePort { preferred } => preferred.as_deref(),
+                    Exposure::LoadBalancer { .. } => {
+                        let ingress = reported_ingress(services, namespace, &bootstrap);
+                        addresses.extend(ingress.iter().map(|h| (h.clone(), l.port)));
+                        continue;
+                    }
+                };
+                let Some(port) = reported_node_port(services, namespace, &bootstrap) else {
                     continue;
                 };
                 let settings = l.brokers.get(&b.id);
                 let host = match settings.and_then(|s| s.advertised_host.clone()) {
                     Some(host) => Some(host),
                     None => node_of(kafka, b, reports).and_then(|node| {
-                        find_address(&node.addresses, l.preferred.as_deref()).map(str::to_owned)
+                        find_address(&node.addresses, preferred).map(str::to_owned)
                     }),
                 };
                 if let Some(host) = host {
@@ -701,8 +922,8 @@ mod tests {
         serde_json::from_value(base).unwrap()
     }
 
-    fn parsed(value: Value) -> Result<Option<NodePortListener>, ExternalProblem> {
-        node_port(2, &listener(value))
+    fn parsed(value: Value) -> Result<Option<ExternalListener>, ExternalProblem> {
+        external(2, &listener(value))
     }
 
     #[test]
@@ -714,7 +935,12 @@ mod tests {
                          "advertisedPort": 443, "annotations": {"x": "y"}}]}}))
         .unwrap()
         .unwrap();
-        assert_eq!(l.preferred.as_deref(), Some("InternalIP"));
+        assert_eq!(
+            l.exposure,
+            Exposure::NodePort {
+                preferred: Some("InternalIP".into())
+            }
+        );
         assert_eq!(l.traffic_policy, "Cluster");
         assert_eq!(l.bootstrap.node_port, Some(32100));
         let b3 = &l.brokers[&3];
@@ -946,7 +1172,8 @@ mod tests {
                 host: AdvertisedHost::NodeAddress {
                     candidates: BTreeSet::from(["10.0.0.1".to_owned(), "1.2.3.4".to_owned()])
                 },
-                port: 31000
+                port: 31000,
+                names: BTreeSet::new(),
             }
         );
 
@@ -976,7 +1203,8 @@ mod tests {
             listeners[0].advertised[&1],
             Advertised {
                 host: AdvertisedHost::Fixed("b1.example.com".into()),
-                port: 31001
+                port: 31001,
+                names: BTreeSet::new(),
             }
         );
 
@@ -1072,5 +1300,225 @@ mod tests {
             status[0].bootstrap_servers.as_deref(),
             Some("10.0.0.1:32000,10.0.1.1:32001")
         );
+    }
+
+    fn balanced(name: &str, ingress: &[&str]) -> ServiceStatus {
+        ServiceStatus {
+            namespace: "ns".into(),
+            name: name.into(),
+            r#type: "LoadBalancer".into(),
+            ingress: ingress.iter().map(|&i| i.to_owned()).collect(),
+            ports: vec![ReportedPort {
+                name: "tcp-external".into(),
+                port: 9094,
+                node_port: 30000,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_loadbalancer_configuration_is_read_and_bad_values_name_their_field() {
+        let lb = |configuration: Value| {
+            let mut l = listener(json!({"type": "loadbalancer", "tls": true}));
+            l.configuration = configuration.as_object().cloned();
+            external(3, &l)
+        };
+        let l = lb(json!({"loadBalancerSourceRanges": ["10.0.0.0/8", "2001:db8::/32"],
+            "class": "metallb", "finalizers": ["service.kubernetes.io/load-balancer-cleanup"],
+            "allocateLoadBalancerNodePorts": false,
+            "bootstrap": {"loadBalancerIP": "10.250.0.210"},
+            "brokers": [{"broker": 1, "loadBalancerIP": "10.250.0.211", "advertisedHost": "b1.example.com"}]}))
+        .unwrap()
+        .unwrap();
+        assert!(l.tls);
+        assert_eq!(
+            l.exposure,
+            Exposure::LoadBalancer {
+                source_ranges: vec!["10.0.0.0/8".into(), "2001:db8::/32".into()],
+                class: Some("metallb".into()),
+                finalizers: vec!["service.kubernetes.io/load-balancer-cleanup".into()],
+                allocate_node_ports: Some(false),
+            }
+        );
+        assert_eq!(
+            l.bootstrap.load_balancer_ip.as_deref(),
+            Some("10.250.0.210")
+        );
+        assert_eq!(
+            l.brokers[&1].service.load_balancer_ip.as_deref(),
+            Some("10.250.0.211")
+        );
+        for (configuration, field) in [
+            (
+                json!({"loadBalancerSourceRanges": ["10.0.0.0"]}),
+                "loadBalancerSourceRanges",
+            ),
+            (
+                json!({"loadBalancerSourceRanges": "10.0.0.0/8"}),
+                "loadBalancerSourceRanges",
+            ),
+            (json!({"class": 3}), "class"),
+            (json!({"finalizers": [1]}), "finalizers"),
+            (
+                json!({"allocateLoadBalancerNodePorts": "no"}),
+                "allocateLoadBalancerNodePorts",
+            ),
+            (
+                json!({"bootstrap": {"loadBalancerIP": "lb.example.com"}}),
+                "bootstrap.loadBalancerIP",
+            ),
+            (
+                json!({"brokers": [{"broker": 1, "loadBalancerIP": "300.1.1.1"}]}),
+                "brokers[0].loadBalancerIP",
+            ),
+        ] {
+            let e = lb(configuration).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert_eq!(e.reason(), "InvalidListener");
+        }
+        // A node port means nothing to a load balancer: it is not read (a warning names it).
+        let l = lb(json!({"bootstrap": {"nodePort": 1}})).unwrap().unwrap();
+        assert_eq!(l.bootstrap.node_port, None);
+    }
+
+    #[test]
+    fn loadbalancer_services_carry_what_the_listener_asks() {
+        let mut raw = listener(json!({"type": "loadbalancer", "name": "ext", "port": 9095}));
+        raw.configuration = json!({"loadBalancerSourceRanges": ["10.0.0.0/8"], "class": "metallb",
+            "finalizers": ["f/x"], "allocateLoadBalancerNodePorts": false,
+            "externalTrafficPolicy": "Local",
+            "brokers": [{"broker": 1, "loadBalancerIP": "10.250.1.211"}]})
+        .as_object()
+        .cloned();
+        let l = external(0, &raw).unwrap().unwrap();
+        let by_alias = services("k", "ns", &[l], &brokers(), &BTreeMap::new());
+        let own = &by_alias["beta"][1];
+        assert_eq!(own["metadata"]["name"], "k-b-ext-1");
+        assert_eq!(own["metadata"]["finalizers"], json!(["f/x"]));
+        assert_eq!(
+            own["spec"],
+            json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                "loadBalancerIP": "10.250.1.211", "loadBalancerSourceRanges": ["10.0.0.0/8"],
+                "loadBalancerClass": "metallb", "allocateLoadBalancerNodePorts": false,
+                "selector": {"strimzi.io/cluster": "k", "strimzi.io/name": "k-kafka",
+                    "strimzi.io/kind": "Kafka", "strimzi.io/pool-name": "b",
+                    "strimzi.io/pod-name": "k-b-1"},
+                "ports": [{"name": "tcp-ext", "port": 9095, "targetPort": 9095, "protocol": "TCP"}]})
+        );
+        assert_eq!(by_alias["alpha"][0]["spec"].get("loadBalancerIP"), None);
+    }
+
+    #[test]
+    fn brokers_advertise_their_load_balancer_address_once_it_is_there() {
+        let mut raw = listener(json!({"type": "loadbalancer", "tls": true}));
+        raw.configuration = json!({"brokers": [{"broker": 1, "advertisedHost": "b1.example.com",
+            "advertisedPort": 443}]})
+        .as_object()
+        .cloned();
+        let l = external(0, &raw).unwrap().unwrap();
+        let advertise_with = |services: BTreeMap<String, Vec<ServiceStatus>>| {
+            let (nodes, podsets) = (BTreeMap::new(), BTreeMap::new());
+            let reports = Reports {
+                services: &services,
+                nodes: &nodes,
+                podsets: &podsets,
+            };
+            let mut listeners = vec![Listener {
+                kind: ListenerKind::LoadBalancer,
+                tls: true,
+                ..core("external")
+            }];
+            let pending = advertise(
+                "k",
+                "ns",
+                std::slice::from_ref(&l),
+                &mut listeners,
+                &brokers(),
+                reports,
+            );
+            (pending, listeners.remove(0).advertised)
+        };
+        // Alpha's broker has its address but not the bootstrap's, which TLS clients verify;
+        // beta has none yet.
+        let (pending, advertised) = advertise_with(BTreeMap::from([
+            (
+                "alpha".to_owned(),
+                vec![balanced("k-a-0", &["10.250.0.201"])],
+            ),
+            ("beta".to_owned(), vec![balanced("k-b-1", &[])]),
+        ]));
+        assert_eq!(
+            pending,
+            [
+                "listener external: Service k-kafka-external-bootstrap in cluster alpha has no load balancer address yet",
+                "listener external: Service k-b-1 in cluster beta has no load balancer address yet"
+            ]
+        );
+        assert!(advertised.is_empty());
+
+        let (pending, advertised) = advertise_with(BTreeMap::from([
+            (
+                "alpha".to_owned(),
+                vec![
+                    balanced("k-a-0", &["10.250.0.201"]),
+                    balanced("k-kafka-external-bootstrap", &["10.250.0.200"]),
+                ],
+            ),
+            (
+                "beta".to_owned(),
+                vec![
+                    balanced("k-b-1", &["lb-b1.example.net"]),
+                    balanced("k-kafka-external-bootstrap", &["10.250.1.200"]),
+                ],
+            ),
+        ]));
+        assert!(pending.is_empty(), "{pending:?}");
+        assert_eq!(
+            advertised[&0],
+            Advertised {
+                host: AdvertisedHost::Fixed("10.250.0.201".into()),
+                port: 9094,
+                names: BTreeSet::from(["10.250.0.200".to_owned(), "10.250.0.201".to_owned()]),
+            }
+        );
+        // The user's host and port win; the Service's address stays a name of the broker.
+        assert_eq!(
+            advertised[&1],
+            Advertised {
+                host: AdvertisedHost::Fixed("b1.example.com".into()),
+                port: 443,
+                names: BTreeSet::from(["10.250.1.200".to_owned(), "lb-b1.example.net".to_owned()]),
+            }
+        );
+    }
+
+    #[test]
+    fn the_status_lists_each_clusters_bootstrap_load_balancer() {
+        let l = external(0, &listener(json!({"type": "loadbalancer"})))
+            .unwrap()
+            .unwrap();
+        let services = BTreeMap::from([
+            (
+                "alpha".to_owned(),
+                vec![balanced("k-kafka-external-bootstrap", &["10.250.0.200"])],
+            ),
+            // Not provisioned yet: nothing to show.
+            (
+                "beta".to_owned(),
+                vec![balanced("k-kafka-external-bootstrap", &[])],
+            ),
+        ]);
+        let (nodes, podsets) = (BTreeMap::new(), BTreeMap::new());
+        let reports = Reports {
+            services: &services,
+            nodes: &nodes,
+            podsets: &podsets,
+        };
+        let status = statuses("k", "ns", &[l], &brokers(), reports);
+        assert_eq!(
+            status[0].bootstrap_servers.as_deref(),
+            Some("10.250.0.200:9094")
+        );
+        assert_eq!(status[0].addresses.len(), 1);
     }
 }

@@ -15,7 +15,7 @@ use kstretch_core::kraft::{Addressing, Authorization, Listener, ListenerKind};
 use kstretch_core::node_ids::{PoolIds, Role};
 use kube::ResourceExt;
 
-use super::external::{self, ExternalProblem, NodePortListener};
+use super::external::{self, ExternalListener, ExternalProblem};
 use super::security::{self, SecretCertificate, SecurityProblem};
 use crate::pod_template::{KAFKA_TEMPLATE, POOL_TEMPLATE};
 use crate::unserved;
@@ -135,8 +135,8 @@ pub struct Resolved {
     pub listeners: Vec<Listener>,
     /// `configuration.brokerCertChainAndKey` by listener (Kafka's name for it).
     pub listener_certificates: BTreeMap<String, SecretCertificate>,
-    /// The `nodeport` listeners' settings.
-    pub node_ports: Vec<NodePortListener>,
+    /// The external (`nodeport`, `loadbalancer`) listeners' settings.
+    pub external: Vec<ExternalListener>,
     /// Each member cluster's Kubernetes nodes, as its agent reported them (filled in by the
     /// reconciler for `nodeport` listeners).
     pub cluster_nodes: BTreeMap<String, Vec<kstretch_proto::agent::v1::NodeStatus>>,
@@ -294,7 +294,7 @@ pub fn resolve(
     let Listeners {
         listeners,
         certificates: listener_certificates,
-        node_ports,
+        external,
     } = resolve_listeners(&spec.listeners).unwrap_or_else(|problems| {
         invalid.extend(problems);
         Listeners::default()
@@ -314,17 +314,17 @@ pub fn resolve(
     if !invalid.is_empty() {
         return Err(invalid);
     }
-    let mut node_ports = node_ports;
+    let mut external = external;
     if per_node.is_some() {
         // A node's own Service has the pod's name, which Strimzi gives `external`'s too.
-        node_ports.iter_mut().for_each(|n| n.legacy_names = false);
+        external.iter_mut().for_each(|n| n.legacy_names = false);
     }
     let not_acted_on = not_acted_on(kafka, &resolved);
     Ok(Resolved {
         pools: resolved,
         listeners,
         listener_certificates,
-        node_ports,
+        external,
         cluster_nodes: BTreeMap::new(),
         authorization,
         config: config_strings(spec.config.as_ref()),
@@ -408,7 +408,7 @@ struct Listeners {
     listeners: Vec<Listener>,
     /// By Kafka's name of the listener.
     certificates: BTreeMap<String, SecretCertificate>,
-    node_ports: Vec<NodePortListener>,
+    external: Vec<ExternalListener>,
 }
 
 /// The listeners of `spec.kafka.listeners`, or every listener's problem.
@@ -416,10 +416,10 @@ fn resolve_listeners(specs: &[GenericKafkaListener]) -> Result<Listeners, Vec<In
     let mut invalid = Vec::new();
     let mut listeners = Vec::new();
     let mut certificates = BTreeMap::new();
-    let mut node_ports = Vec::new();
+    let mut external = Vec::new();
     for (index, l) in specs.iter().enumerate() {
-        match external::node_port(index, l) {
-            Ok(Some(n)) => node_ports.push(n),
+        match external::external(index, l) {
+            Ok(Some(n)) => external.push(n),
             Ok(None) => {}
             Err(problem) => invalid.push(problem.into()),
         }
@@ -452,7 +452,7 @@ fn resolve_listeners(specs: &[GenericKafkaListener]) -> Result<Listeners, Vec<In
         Ok(Listeners {
             listeners,
             certificates,
-            node_ports,
+            external,
         })
     } else {
         Err(invalid)

@@ -6,8 +6,8 @@ use std::fmt;
 
 use super::error::ConfigError;
 use super::model::{
-    Addressing, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, ListenerKind, Node,
-    REPLICATION_LISTENER, REPLICATION_PORT,
+    Addressing, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster, Node, REPLICATION_LISTENER,
+    REPLICATION_PORT,
 };
 
 /// A `host:port` a node is reached at.
@@ -86,7 +86,7 @@ pub fn node_endpoint(
     if let Some(external) = cluster
         .listeners
         .iter()
-        .find(|l| l.kind == ListenerKind::NodePort && l.config_name() == listener)
+        .find(|l| l.advertised_per_broker() && l.config_name() == listener)
     {
         // An external listener is advertised where clients outside reach it, whatever the
         // nodes use among themselves.
@@ -366,12 +366,12 @@ mod tests {
         let c = cluster(Addressing::ClusterDns);
         let err = bootstrap_servers(&c, "external").unwrap_err();
         assert_eq!(err.reason(), "UnknownListener");
-        // External listeners are not served yet.
+        // Routes are not served yet.
         let mut c = c;
         c.listeners.push(Listener {
             name: "external".into(),
             port: 9094,
-            kind: ListenerKind::LoadBalancer,
+            kind: ListenerKind::Route,
             tls: true,
             authentication: Default::default(),
             custom_certificate: false,

@@ -80,8 +80,9 @@ pub struct Listener {
     /// `configuration.brokerCertChainAndKey`: every broker presents the user's certificate on
     /// this listener (its files named by [`super::tls::listener_cert_files`]) instead of its own.
     pub custom_certificate: bool,
-    /// A `nodeport` listener's address on each broker, by node ID: central fills it once the
-    /// broker's own Service has its node port. A broker missing has no configuration yet.
+    /// An external (`nodeport`, `loadbalancer`) listener's address on each broker, by node ID:
+    /// central fills it once the broker's own Service has its node port or load balancer
+    /// address. A broker missing has no configuration yet.
     pub advertised: BTreeMap<i32, Advertised>,
 }
 
@@ -90,6 +91,9 @@ pub struct Listener {
 pub struct Advertised {
     pub host: AdvertisedHost,
     pub port: u16,
+    /// Further names a TLS certificate of the listener carries: the load balancer addresses
+    /// clients reach the broker at (its own and its cluster's bootstrap).
+    pub names: BTreeSet<String>,
 }
 
 /// The host a broker advertises an external listener at.
@@ -155,6 +159,15 @@ pub struct Authorization {
 pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 
 impl Listener {
+    /// Whether each broker advertises the listener at an address of its own, found outside
+    /// Kafka ([`Listener::advertised`]).
+    pub fn advertised_per_broker(&self) -> bool {
+        matches!(
+            self.kind,
+            ListenerKind::NodePort | ListenerKind::LoadBalancer
+        )
+    }
+
     /// The name Kafka knows the listener by: `<NAME-UPPERCASE>-<port>`, as Strimzi names it
     /// (so per-listener options such as `listener.name.plain-9092.max.connections` carry over).
     pub fn config_name(&self) -> String {
@@ -287,9 +300,12 @@ pub enum QuorumMode {
 /// Why a user listener is not configured on the brokers yet, if it is not.
 pub(crate) fn unserved_because(listener: &Listener) -> Option<&'static str> {
     match listener.kind {
-        ListenerKind::Internal | ListenerKind::ClusterIp | ListenerKind::NodePort => None,
-        ListenerKind::LoadBalancer | ListenerKind::Route | ListenerKind::Ingress => {
-            Some("only internal, cluster-ip and nodeport listeners are served yet")
+        ListenerKind::Internal
+        | ListenerKind::ClusterIp
+        | ListenerKind::NodePort
+        | ListenerKind::LoadBalancer => None,
+        ListenerKind::Route | ListenerKind::Ingress => {
+            Some("only internal, cluster-ip, nodeport and loadbalancer listeners are served yet")
         }
     }
 }

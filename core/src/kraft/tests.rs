@@ -440,7 +440,6 @@ fn unsupported_listener_kinds_are_left_out_with_a_warning() {
     c.listeners = vec![
         listener("plain", 9092, ListenerKind::Internal, false),
         listener("cip", 9095, ListenerKind::ClusterIp, false),
-        listener("lb", 9096, ListenerKind::LoadBalancer, false),
         listener("route", 9097, ListenerKind::Route, false),
         listener("ingress", 9098, ListenerKind::Ingress, false),
     ];
@@ -455,18 +454,21 @@ fn unsupported_listener_kinds_are_left_out_with_a_warning() {
         .filter(|w| w.contains(" is left out: "))
         .map(|w| w.split(' ').nth(1).unwrap_or_default())
         .collect();
-    assert_eq!(left_out, ["lb", "route", "ingress"]);
-    assert!(
-        rendered.warnings[0]
-            .ends_with("only internal, cluster-ip and nodeport listeners are served yet")
-    );
+    assert_eq!(left_out, ["route", "ingress"]);
+    assert!(rendered.warnings[0].ends_with(
+        "only internal, cluster-ip, nodeport and loadbalancer listeners are served yet"
+    ));
 }
 
 #[test]
 fn a_nodeport_listener_is_advertised_where_each_broker_is_reached_from_outside() {
     let mut c = one_controller_three_brokers();
     let mut external = listener("external", 9094, ListenerKind::NodePort, false);
-    let at = |host: AdvertisedHost, port: u16| Advertised { host, port };
+    let at = |host: AdvertisedHost, port: u16| Advertised {
+        host,
+        port,
+        names: Default::default(),
+    };
     let node_address = || AdvertisedHost::NodeAddress {
         candidates: BTreeSet::from(["10.0.0.1".to_owned(), "10.0.0.2".to_owned()]),
     };
@@ -540,6 +542,51 @@ fn a_nodeport_listener_is_advertised_where_each_broker_is_reached_from_outside()
     c.listeners[0].tls = true;
     assert!(names(&c, 1).contains("10.0.0.1") && names(&c, 1).contains("10.0.0.2"));
     assert!(!names(&c, 2).contains("10.0.0.1"));
+}
+
+#[test]
+fn a_loadbalancer_listener_is_advertised_at_its_service_address_which_certificates_name() {
+    let mut c = one_controller_three_brokers();
+    let mut lb = listener("external", 9094, ListenerKind::LoadBalancer, true);
+    lb.advertised = (1..=3)
+        .map(|id| {
+            let own = format!("10.250.0.20{id}");
+            let advertised = Advertised {
+                host: AdvertisedHost::Fixed(own.clone()),
+                port: 9094,
+                names: BTreeSet::from([own, "10.250.0.200".to_owned()]),
+            };
+            (id, advertised)
+        })
+        .collect();
+    c.listeners = vec![lb];
+    let rendered = render(&c).unwrap();
+    let broker = &rendered.nodes[&2];
+    assert!(
+        broker
+            .get("advertised.listeners")
+            .unwrap()
+            .ends_with(",EXTERNAL-9094://10.250.0.202:9094")
+    );
+    assert!(
+        !broker
+            .get("config.providers")
+            .unwrap()
+            .contains("kstretchnode")
+    );
+    // The bootstrap's address too: a TLS client verifies it where it bootstraps.
+    let names = node_hostnames(&c, c.node(2).unwrap()).unwrap();
+    assert!(names.contains("10.250.0.202") && names.contains("10.250.0.200"));
+    assert!(!names.contains("10.250.0.201"));
+    // Without its Service's address a broker has no configuration.
+    c.listeners[0].advertised.remove(&3);
+    assert_eq!(
+        render(&c).unwrap_err(),
+        ConfigError::PortPending {
+            node: 3,
+            listener: "EXTERNAL-9094".into()
+        }
+    );
 }
 
 #[test]

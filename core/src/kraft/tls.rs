@@ -163,17 +163,24 @@ pub fn node_hostnames(
             .filter(|l| super::model::unserved_because(l).is_none());
         for l in served {
             match l.kind {
-                // The broker's node is known only once its pod runs: a TLS listener's
-                // certificate names the address of every node of its cluster it may run on.
-                ListenerKind::NodePort => match l.advertised.get(&node.id).map(|a| &a.host) {
-                    Some(AdvertisedHost::Fixed(host)) => {
-                        names.insert(host.clone());
+                ListenerKind::NodePort | ListenerKind::LoadBalancer => {
+                    let Some(advertised) = l.advertised.get(&node.id) else {
+                        continue;
+                    };
+                    names.extend(advertised.names.iter().cloned());
+                    match &advertised.host {
+                        AdvertisedHost::Fixed(host) => {
+                            names.insert(host.clone());
+                        }
+                        // The broker's node is known only once its pod runs: a TLS listener's
+                        // certificate names the address of every node of its cluster it may
+                        // run on.
+                        AdvertisedHost::NodeAddress { candidates } if l.tls => {
+                            names.extend(candidates.iter().cloned());
+                        }
+                        AdvertisedHost::NodeAddress { .. } => {}
                     }
-                    Some(AdvertisedHost::NodeAddress { candidates }) if l.tls => {
-                        names.extend(candidates.iter().cloned());
-                    }
-                    _ => {}
-                },
+                }
                 _ => listeners.push((l.config_name(), l.port)),
             }
         }

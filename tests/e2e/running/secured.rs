@@ -7,14 +7,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kstretch_api::Kafka;
 use kstretch_tests::clients::{
-    client_config, client_dir, external_tls_listener_is_verified_at_node_addresses, full_isr,
-    no_loss, produced, reads, refused, tls_client_config, wait_for_acks,
+    brokers_as, client_config, client_dir, external_tls_listener_is_verified_at_node_addresses,
+    full_isr, no_loss, produced, reads, refused, tls_client_config, wait_for_acks,
 };
 use kstretch_tests::kafka::{broker_ids, create_topic, kafka_tool, run_kafka_tool};
 use kstretch_tests::live::{
-    ONE_AT_A_TIME, START_TIMEOUT, all_brokers, kafka_persistent_shape, listener_at, live_kafka_of,
-    live_kafka_of_with_secret, persistent, pod_states, real_node_ip, rolled_one_at_a_time,
-    secret_text,
+    ONE_AT_A_TIME, START_TIMEOUT, all_brokers, kafka_persistent_shape, listener_at, listener_in,
+    live_kafka_of, live_kafka_of_with_secret, persistent, pod_states, real_node_ip,
+    rolled_one_at_a_time, secret_text,
 };
 use kstretch_tests::load::Load;
 use kstretch_tests::ready::{kafka_ready as is_ready, ready_condition};
@@ -380,6 +380,16 @@ fn secured_kafka() -> Value {
         json!({"name": "mtls", "port": 9095, "type": "internal", "tls": true,
         "authentication": {"type": "tls"}}),
     );
+    // The same two from outside the clusters: SCRAM over TLS through load balancers, mutual
+    // TLS through node ports.
+    listeners.push(
+        json!({"name": "lbscram", "port": 9098, "type": "loadbalancer", "tls": true,
+        "authentication": {"type": "scram-sha-512"}}),
+    );
+    listeners.push(
+        json!({"name": "npmtls", "port": 9099, "type": "nodeport", "tls": true,
+        "authentication": {"type": "tls"}}),
+    );
     spec["spec"]["kafka"]["authorization"] = json!({"type": "simple", "superUsers": ["ANONYMOUS"]});
     spec
 }
@@ -491,6 +501,43 @@ async fn users_are_authenticated_and_authorized(stretch: &Stretch, k: &Kafka) {
     assert!(out.contains("20 records sent"), "{out}");
     reads(&scram, &bob, "bob-topic", 20);
 
+    // Both again from outside the clusters, as clients verifying host names with only the
+    // cluster CA: bob through each cluster's load balancers, alice through its node ports.
+    let mut bob_lines = vec![
+        ("security.protocol", "SASL_SSL".to_owned()),
+        ("sasl.mechanism", "SCRAM-SHA-512".to_owned()),
+        (
+            "sasl.jaas.config",
+            secret_text(&bob_secret, "sasl.jaas.config"),
+        ),
+    ];
+    bob_lines.extend(trust.clone());
+    let bob_outside = client_config(&dir, "bob-outside", &bob_lines);
+    let balanced = [
+        listener_in(k, "lbscram", ALPHA),
+        listener_in(k, "lbscram", BETA),
+    ];
+    external_brokers_are_at(&balanced, &bob_outside, 9098, |host| {
+        // MetalLB's pool of each cluster's network, not its node.
+        host.rsplit_once('.')
+            .and_then(|(_, last)| last.parse::<u8>().ok())
+            .is_some_and(|last| (200..240).contains(&last))
+    });
+    let out = produced(&balanced[0], &bob_outside, "bob-topic", 20);
+    assert!(out.contains("20 records sent"), "{out}");
+    reads(&balanced[1], &bob_outside, "bob-topic", 40);
+    let node_ports = [
+        listener_at(k, "npmtls", &real_node_ip(ALPHA)),
+        listener_at(k, "npmtls", &real_node_ip(BETA)),
+    ];
+    let nodes = [real_node_ip(ALPHA), real_node_ip(BETA)];
+    external_brokers_are_at(&node_ports, &alice, 0, |host| {
+        nodes.iter().any(|n| n == host)
+    });
+    let out = produced(&node_ports[1], &alice, "alice-topic", 20);
+    assert!(out.contains("20 records sent"), "{out}");
+    reads(&node_ports[0], &alice, "alice-topic", 40);
+
     // The ACLs: neither reads the other's topic.
     refused(&mtls, &alice, "bob-topic", "TopicAuthorization");
     refused(&scram, &bob, "alice-topic", "TopicAuthorization");
@@ -531,6 +578,36 @@ async fn users_are_authenticated_and_authorized(stretch: &Stretch, k: &Kafka) {
     .await;
     refused(&scram, &bob, "bob-topic", "Authentication failed");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The metadata each of `bootstraps` returns (read with the client properties `config`) names
+/// every broker of both clusters, each at a host `at_host` allows and a port of its own
+/// (`port`, or any when 0), different for each broker.
+fn external_brokers_are_at(
+    bootstraps: &[String],
+    config: &str,
+    port: u16,
+    at_host: impl Fn(&str) -> bool,
+) {
+    for bootstrap in bootstraps {
+        let brokers = brokers_as(bootstrap, config);
+        // Two brokers in alpha, one in beta.
+        assert_eq!(brokers.len(), 3, "through {bootstrap}: {brokers:?}");
+        let addresses: std::collections::BTreeSet<(&str, u16)> =
+            brokers.iter().map(|(_, h, p)| (h.as_str(), *p)).collect();
+        assert_eq!(addresses.len(), 3, "one address each: {brokers:?}");
+        let networks: std::collections::BTreeSet<&str> = brokers
+            .iter()
+            .filter_map(|(_, h, _)| h.rsplit_once('.').map(|(n, _)| n))
+            .collect();
+        assert_eq!(networks.len(), 2, "brokers of both clusters: {brokers:?}");
+        for (id, host, p) in &brokers {
+            assert!(
+                at_host(host) && (port == 0 || *p == port),
+                "broker {id} at {host}:{p} through {bootstrap}"
+            );
+        }
+    }
 }
 
 /// A `KafkaConnect` of the secured cluster whose workers trust the cluster CA and authenticate

@@ -162,7 +162,7 @@ pub(super) fn advertise_external(
     ids: &PoolIdsByName,
     reports: &AgentReports,
 ) -> Vec<String> {
-    if effective.node_ports.is_empty() {
+    if effective.external.is_empty() {
         return Vec::new();
     }
     let brokers = build::brokers(effective, ids);
@@ -174,7 +174,7 @@ pub(super) fn advertise_external(
     external::advertise(
         &kafka.name_any(),
         &kafka.namespace().unwrap_or_default(),
-        &effective.node_ports,
+        &effective.external,
         &mut effective.listeners,
         &brokers,
         reports.reports(),

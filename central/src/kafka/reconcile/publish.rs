@@ -81,12 +81,12 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
 /// The listeners' Services that an apiserver refused in the snapshot now published to its
 /// cluster (a report of an earlier snapshot does not count: the user may have fixed it).
 fn refused_services(ctx: &Context, kafka: &Kafka, plan: &Plan) -> Vec<String> {
-    if plan.resolved.node_ports.is_empty() {
+    if plan.resolved.external.is_empty() {
         return Vec::new();
     }
     let names = external::service_listeners(
         &kafka.name_any(),
-        &plan.resolved.node_ports,
+        &plan.resolved.external,
         &build::brokers(&plan.resolved, &plan.ids),
     );
     let reports: BTreeMap<String, _> = plan
@@ -123,7 +123,7 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
         Some(per_node) => address_nodes(ctx, kafka, &mut plan.resolved, &plan.ids, &per_node),
         None => Vec::new(),
     };
-    if !plan.resolved.node_ports.is_empty() {
+    if !plan.resolved.external.is_empty() {
         plan.agent_reports = AgentReports::read(ctx);
     }
     let listeners = advertise_external(kafka, &mut plan.resolved, &plan.ids, &plan.agent_reports);

@@ -398,7 +398,7 @@ fn listener_statuses(pass: &Pass<'_>, plan: &Plan, built: &Built) -> Vec<Listene
     let external = external::statuses(
         &pass.kafka.name_any(),
         &pass.kafka.namespace().unwrap_or_default(),
-        &plan.resolved.node_ports,
+        &plan.resolved.external,
         &build::brokers(&plan.resolved, &plan.ids),
         plan.agent_reports.reports(),
     );
@@ -406,7 +406,7 @@ fn listener_statuses(pass: &Pass<'_>, plan: &Plan, built: &Built) -> Vec<Listene
         .cluster
         .listeners
         .iter()
-        .filter(|l| l.kind != kraft::ListenerKind::NodePort)
+        .filter(|l| !l.advertised_per_broker())
         .filter_map(|l| {
             let servers = kraft::bootstrap_servers(&built.cluster, &l.name).ok()?;
             let addresses = servers
