@@ -80,6 +80,24 @@ add_package_of() {
   dpkg-query -s "$pkg" >"$work/status-$pkg" && files+=(--file "$work/status-$pkg:/var/lib/dpkg/status.d/$pkg")
 }
 
+# The JMX Prometheus exporter for Kafka pods' metrics, as images/Dockerfile pins it, from Maven
+# Central (cached, checked against its SHA-256).
+metrics_agent_jar() {
+  local version sha jar url
+  version=$(sed -n 's/^ARG JMX_EXPORTER_VERSION=//p' images/Dockerfile)
+  sha=$(sed -n 's/^ARG JMX_EXPORTER_SHA256=//p' images/Dockerfile)
+  [[ -n $version && -n $sha ]] || { echo "[images] images/Dockerfile pins no JMX exporter" >&2; exit 1; }
+  jar=${KSTRETCH_CACHE:-$HOME/.cache/kstretch}/jars/jmx_prometheus_javaagent-$version.jar
+  if ! sha256sum -c --status <<<"$sha  $jar" 2>/dev/null; then
+    mkdir -p "$(dirname "$jar")"
+    url=https://repo1.maven.org/maven2/io/prometheus/jmx/jmx_prometheus_javaagent/$version/jmx_prometheus_javaagent-$version.jar
+    curl -fsSL --retry 3 -o "$jar.part" "$url" || { echo "[images] cannot download $url" >&2; exit 1; }
+    sha256sum -c --status <<<"$sha  $jar.part" || { echo "[images] $url does not match its pinned SHA-256" >&2; exit 1; }
+    mv "$jar.part" "$jar"
+  fi
+  echo "$jar"
+}
+
 for component in "${components[@]}"; do
   case $component in
     central | agent) bin=kstretch-$component ;;
@@ -121,6 +139,10 @@ for component in "${components[@]}"; do
     echo "[images] could not read the libraries of $src from ldd:" >&2
     echo "$ldd_out" >&2
     exit 1
+  fi
+
+  if [[ $component == agent ]]; then
+    files+=(--file "$(metrics_agent_jar):/opt/kstretch/metrics/jmx_prometheus_javaagent.jar")
   fi
 
   name=$registry/kstretch-$component:$version

@@ -7,6 +7,7 @@ use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 
 mod link;
+mod metrics_agent;
 mod podset;
 mod recover;
 
@@ -43,8 +44,10 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    if std::env::args().nth(1).as_deref() == Some(recover::COMMAND) {
-        return recover::main(std::env::args_os().skip(1));
+    match std::env::args().nth(1).as_deref() {
+        Some(recover::COMMAND) => return recover::main(std::env::args_os().skip(1)),
+        Some(metrics_agent::COMMAND) => return metrics_agent::main(std::env::args_os().skip(1)),
+        _ => {}
     }
     let args = Args::parse();
     kstretch_runtime::telemetry::init(args.observability.log_format, &args.observability.log)?;

@@ -1,4 +1,5 @@
-//! Types shared by several kinds: JVM options, free-form configuration maps and opaque objects.
+//! Types shared by several kinds: JVM options, metrics, free-form configuration maps and opaque
+//! objects.
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,51 @@ pub struct SystemProperty {
     /// Property value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
+}
+
+/// `metricsConfig`: how the nodes' metrics are served to Prometheus (port 9404,
+/// `tcp-prometheus`, as Strimzi serves them).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsConfig {
+    /// `jmxPrometheusExporter` (the JMX Prometheus exporter with the rules of `valueFrom`) or
+    /// `strimziMetricsReporter`.
+    #[serde(rename = "type")]
+    pub type_: MetricsType,
+    /// `jmxPrometheusExporter`: the ConfigMap key holding the exporter's rules (YAML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<MetricsConfigSource>,
+    /// `strimziMetricsReporter`: its settings (`allowList`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::opaque_object")]
+    pub values: Option<OpaqueObject>,
+}
+
+/// The kinds of `metricsConfig`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MetricsType {
+    #[serde(rename = "jmxPrometheusExporter")]
+    JmxPrometheusExporter,
+    #[serde(rename = "strimziMetricsReporter")]
+    StrimziMetricsReporter,
+}
+
+/// Where a `metricsConfig`'s rules are kept.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsConfigSource {
+    pub config_map_key_ref: ConfigMapKeyRef,
+}
+
+/// A key of a ConfigMap in the resource's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapKeyRef {
+    pub name: String,
+    pub key: String,
+    /// Kubernetes' `optional`; the rules are required whatever it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
 }
 
 #[cfg(test)]

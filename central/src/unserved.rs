@@ -8,7 +8,7 @@
 //! nothing here: kstretch acts on every field of it.
 
 use crate::kafka::external::{bootstrap_keys, broker_keys, served_configuration};
-use kstretch_api::common::{JvmOptions, OpaqueObject};
+use kstretch_api::common::{JvmOptions, MetricsType, OpaqueObject};
 use kstretch_api::connect::KafkaConnectSpec;
 use kstretch_api::kafka::{KafkaClusterSpec, KafkaListenerType, KafkaSpec};
 use kstretch_api::node_pool::KafkaNodePoolSpec;
@@ -30,10 +30,6 @@ const KAFKA_SPEC: &[(&str, &str)] = &[
     ),
 ];
 const KAFKA_CLUSTER: &[(&str, &str)] = &[
-    (
-        "metricsConfig",
-        "no metrics exporter or reporter runs in the Kafka pods and port 9404 is not served",
-    ),
     (
         "logging",
         "the nodes log as the Kafka image's own log4j2 configuration says",
@@ -157,6 +153,14 @@ pub fn kafka(spec: &KafkaSpec, template: Applied) -> Vec<String> {
 fn cluster(spec: &KafkaClusterSpec, template: Applied) -> Vec<String> {
     let path = ".spec.kafka";
     let mut out = unmodelled(path, &spec.unmodelled, KAFKA_CLUSTER);
+    if let Some(metrics) = &spec.metrics_config
+        && metrics.type_ == MetricsType::StrimziMetricsReporter
+    {
+        out.push(not_acted_on(
+            &format!("{path}.metricsConfig"),
+            "type strimziMetricsReporter is not served yet: no reporter runs and port 9404 is not served (jmxPrometheusExporter is)",
+        ));
+    }
     if spec.storage.is_some() {
         out.push(not_acted_on(
             &format!("{path}.storage"),
@@ -379,7 +383,7 @@ mod tests {
                     {"name": "ext", "port": 9094, "type": "nodeport", "tls": false,
                      "configuration": {"bootstrap": {"nodePort": 32100}}}
                 ],
-                "metricsConfig": {"type": "jmxPrometheusExporter"},
+                "metricsConfig": {"type": "strimziMetricsReporter"},
                 "logging": {"type": "inline"}, "quotas": {"type": "kafka"},
                 "tieredStorage": {"type": "custom"}, "livenessProbe": {}, "readinessProbe": {},
                 "jmxOptions": {}, "brokerRackInitImage": "i", "madeUp": 1,

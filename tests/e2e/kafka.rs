@@ -1131,8 +1131,9 @@ async fn invalid_layouts_are_refused_with_every_problem_named() {
     stretch.finish().await;
 }
 
-/// Authentication and authorization that kstretch cannot configure (`oauth`, `opa`), and a
-/// listener certificate whose Secret is missing, are refused: `Ready=False` with the reason,
+/// Authentication and authorization that kstretch cannot configure (`oauth`, `opa`), a
+/// listener certificate whose Secret is missing, and a `metricsConfig` whose rules are not named
+/// or whose ConfigMap is missing, are refused: `Ready=False` with the reason,
 /// naming the field, and the running cluster is kept as it was (same pods, configuration without the listener). Before, a `scram-sha-512` listener
 /// was served as `PLAINTEXT`. (TLS, `tls`, `scram-sha-512`, `custom` and `simple` are served.)
 #[tokio::test]
@@ -1171,6 +1172,17 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
                     {"secretName": "absent", "certificate": "tls.crt", "key": "tls.key"}}}]}),
             "names Secret absent key tls.crt, which does not exist",
             "SecretNotFound",
+        ),
+        (
+            json!({"listeners": [plain.clone()], "metricsConfig": {"type": "jmxPrometheusExporter"}}),
+            "needs valueFrom.configMapKeyRef",
+            "InvalidMetricsConfig",
+        ),
+        (
+            json!({"listeners": [plain.clone()], "metricsConfig": {"type": "jmxPrometheusExporter",
+                "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "rules.yml"}}}}),
+            "names ConfigMap absent, which does not exist",
+            "InvalidMetricsConfig",
         ),
     ];
     for (change, field, reason) in cases {
@@ -1570,10 +1582,8 @@ async fn fields_of_strimzi_examples_kstretch_does_not_act_on_are_named() {
             .collect()
     };
     let kafkas = [
-        (
-            "metrics",
-            &[".spec.kafka.metricsConfig", ".spec.kafkaExporter"][..],
-        ),
+        // Its JMX exporter is served.
+        ("metrics", &[".spec.kafkaExporter"][..]),
         (
             "reporter",
             &[".spec.kafka.metricsConfig", ".spec.kafkaExporter"],

@@ -23,7 +23,11 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// Applies every fixture of `version` with strict field validation in a fresh namespace of each
 /// cluster and checks the apiserver stored every field the manifest had.
 async fn fixtures_apply_in_every_cluster(version: &str) {
-    let manifests = fixtures::load(version);
+    // The Strimzi kinds (an example's ConfigMap is Kubernetes' own).
+    let manifests: Vec<Manifest> = fixtures::load(version)
+        .into_iter()
+        .filter(|m| m.api_version().contains('/'))
+        .collect();
     let kinds: std::collections::BTreeSet<&str> = manifests.iter().map(Manifest::kind).collect();
     for kind in [
         "Kafka",

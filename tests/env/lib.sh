@@ -203,7 +203,8 @@ is_ours_exe() {
   exe=$(readlink "/proc/$1/exe" 2>/dev/null || true)
   case ${exe##*/} in
     etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kwok | java | \
-      containerd | containerd-shim-runc-v2 | kubelet | kube-proxy | socat | local-path-provisioner) is_ours "$1" ;;
+      containerd | containerd-shim-runc-v2 | kubelet | kube-proxy | socat | local-path-provisioner | \
+      prometheus) is_ours "$1" ;;
     *) return 1 ;;
   esac
 }
@@ -277,5 +278,6 @@ apiserver_port() { cluster_port "$KSTRETCH_APISERVER_BASE_PORT" "$1"; }
 apiproxy_check() { (exec 3<>"/dev/tcp/$(host_ip "$CUR_I")/$(apiserver_port "$CUR_I")") 2>/dev/null; }
 containerd_check() { ctr --address "$(node_dir "$CUR_C")/containerd.sock" version >/dev/null 2>&1; }
 kubelet_check() { in_node curl -sf -m 2 http://127.0.0.1:10248/healthz | grep -qx ok; }
+prometheus_check() { curl -sf "http://127.0.0.1:$KSTRETCH_PROMETHEUS_PORT/-/ready" >/dev/null; }
 local_path_check() { "$KUBECTL" --kubeconfig "$STATE/$CUR_C/kubeconfig" get storageclass local-path -o name >/dev/null 2>&1; }
 kube_proxy_check() { in_node curl -s -m 2 -o /dev/null http://127.0.0.1:10256/healthz; }

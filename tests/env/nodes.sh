@@ -38,6 +38,7 @@ IMAGE_DIRS=("$CACHE/pause-image-$IMAGE_HASH" "$CACHE/metallb-image-$KSTRETCH_MET
   "$CACHE/kafka-image-$KSTRETCH_KAFKA_VERSION-$IMAGE_HASH"
   "$CACHE/kafka-image-$KSTRETCH_KAFKA_NEXT_VERSION-$IMAGE_HASH")
 FORWARD_SAVED=$STATE/nodes/ip_forward.before
+ISOLATION=kstretch-test-pods
 
 ctr_node() { ctr --address "$(node_dir "$CUR_C")/containerd.sock" --namespace k8s.io "$@"; }
 
@@ -375,6 +376,11 @@ make_network() {
   in_node ip link set eth0 up
   in_node ip route replace default via "$(host_ip "$CUR_I")"
   in_node sysctl -qw net.ipv4.ip_forward=1
+  # The host reaches the cluster's pods (Prometheus scrapes them); other clusters' nodes and
+  # pods do not: the host forwards nothing to them.
+  ip route replace "$(pod_cidr "$CUR_I")" via "$(node_ip "$CUR_I")" dev "$hv"
+  iptables -C FORWARD -d "$(pod_cidr "$CUR_I")" -m comment --comment "$ISOLATION" -j DROP 2>/dev/null ||
+    iptables -I FORWARD -d "$(pod_cidr "$CUR_I")" -m comment --comment "$ISOLATION" -j DROP
   # Nodes of different clusters reach each other through the host.
   mkdir -p "$STATE/nodes"
   [[ -s $FORWARD_SAVED ]] || cat /proc/sys/net/ipv4/ip_forward >"$FORWARD_SAVED"
@@ -517,6 +523,7 @@ leftovers() {
     c=${CLUSTERS[$i]} root=$(cgroup_root "${CLUSTERS[$i]}")
     [[ -e /run/netns/$(netns "$c") ]] && echo "network namespace $(netns "$c")"
     ip link show "ksv$i" >/dev/null 2>&1 && echo "network device ksv$i"
+    iptables -S FORWARD 2>/dev/null | grep -q -- "-d $(pod_cidr "$i") .*$ISOLATION" && echo "iptables FORWARD rule for $(pod_cidr "$i")"
     for ctrl in /sys/fs/cgroup/*/; do [[ -d $ctrl$root ]] && echo "cgroup $ctrl$root"; done
     mounts_under "$(node_dir "$c")" | sed 's/^/mount /'
     { pgrep -f -- "-address $(node_dir "$c")/containerd.sock" || true; } | sed "s/^/container shim pid /"
@@ -584,6 +591,7 @@ node_down() {
     while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done < <(mounts_under "$NODE_DIR")
   done
   remove_cgroups
+  while iptables -D FORWARD -d "$(pod_cidr "$CUR_I")" -m comment --comment "$ISOLATION" -j DROP 2>/dev/null; do :; done
   ip link del "ksv$CUR_I" 2>/dev/null || true
   if [[ -e /run/netns/$ns ]]; then ip netns del "$ns"; fi
   rm -f /var/lib/cni/results/"kstretch-$CUR_C"-* 2>/dev/null || true

@@ -38,5 +38,6 @@ for KAFKA_N in "${KAFKA_NODES[@]}"; do
 done
 row "$KAFKA_NODELETE" kafka_nodelete_check kafka.Kafka
 row connect connect_check ConnectDistributed
+row prometheus prometheus_check "$STATE/prometheus/prometheus.yml"
 [[ -f $STATE/env ]] && echo "env file: $STATE/env"
 exit "$bad"

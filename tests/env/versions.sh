@@ -11,6 +11,7 @@ KSTRETCH_KAFKA_VERSION=4.1.2      # org.apache.kafka (Maven Central), see kafka/
 KSTRETCH_KAFKA_NEXT_VERSION=4.3.1 # the version Kafka upgrades are tested to (its image only)
 KSTRETCH_LOCAL_PATH_VERSION=v0.0.30  # github.com/rancher/local-path-provisioner (real nodes' claims)
 KSTRETCH_METALLB_VERSION=v0.15.2     # go.universe.tf/metallb (real nodes' LoadBalancer Services)
+KSTRETCH_PROMETHEUS_VERSION=v0.316.0 # github.com/prometheus/prometheus (scrapes the real pods)
 
 KSTRETCH_CACHE=${KSTRETCH_CACHE:-$HOME/.cache/kstretch}
 KSTRETCH_STATE_DIR=${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}
@@ -26,13 +27,14 @@ KSTRETCH_SCHED_BASE_PORT=17100       # kube-scheduler secure port (healthz)
 KSTRETCH_KWOK_BASE_PORT=17200        # kwok server (healthz, fake kubelet port)
 KSTRETCH_KAFKA_BASE_PORT=19090       # Kafka node n -> 19090+n (0 = controller, 1..3 brokers)
 KSTRETCH_CONNECT_PORT=18083          # Kafka Connect REST
+KSTRETCH_PROMETHEUS_PORT=19191       # Prometheus, scraping the real nodes' pods
 # The second, independent Kafka cluster: one combined node with delete.topic.enable=false.
 KSTRETCH_KAFKA_NODELETE_PORT=19095             # its broker listener (PLAINTEXT)
 KSTRETCH_KAFKA_NODELETE_CONTROLLER_PORT=19096  # its controller listener
 
 export KSTRETCH_K8S_VERSION KSTRETCH_ETCD_VERSION KSTRETCH_KWOK_VERSION \
   KSTRETCH_HELM_VERSION KSTRETCH_KAFKA_VERSION KSTRETCH_KAFKA_NEXT_VERSION \
-  KSTRETCH_LOCAL_PATH_VERSION KSTRETCH_METALLB_VERSION KSTRETCH_CACHE KSTRETCH_STATE_DIR KSTRETCH_CLUSTERS
+  KSTRETCH_LOCAL_PATH_VERSION KSTRETCH_METALLB_VERSION KSTRETCH_PROMETHEUS_VERSION KSTRETCH_CACHE KSTRETCH_STATE_DIR KSTRETCH_CLUSTERS
 
 # Real nodes (one per cluster, beside the kwok nodes): the sandbox image containerd uses.
 KSTRETCH_PAUSE_IMAGE=registry.k8s.io/pause:3.10

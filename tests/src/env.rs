@@ -28,6 +28,8 @@ pub struct TestEnv {
     pub kafka_broker_ids: Vec<i32>,
     pub kafka_cluster_id: String,
     pub connect_url: String,
+    /// `KSTRETCH_PROMETHEUS_URL`: the Prometheus that scrapes the real nodes' pods.
+    pub prometheus_url: String,
     /// `KSTRETCH_KAFKA_NODELETE_BOOTSTRAP`: the second, independent Kafka cluster (one
     /// combined node) whose nodes run with `delete.topic.enable=false`, so DeleteTopics is
     /// answered with TOPIC_DELETION_DISABLED.
@@ -109,6 +111,7 @@ impl TestEnv {
             kafka_broker_ids,
             kafka_cluster_id: get("KSTRETCH_KAFKA_CLUSTER_ID")?,
             connect_url: get("KSTRETCH_CONNECT_URL")?,
+            prometheus_url: get("KSTRETCH_PROMETHEUS_URL")?,
             kafka_nodelete_bootstrap: get("KSTRETCH_KAFKA_NODELETE_BOOTSTRAP")?,
             kafka_nodelete_cluster_id: get("KSTRETCH_KAFKA_NODELETE_CLUSTER_ID")?,
             log_dir: PathBuf::from(get("KSTRETCH_LOG_DIR")?),

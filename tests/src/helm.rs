@@ -258,6 +258,12 @@ pub fn agent_image() -> String {
     )
 }
 
+/// [`import_images`], once per test process.
+pub fn import_images_once() {
+    static IMPORTED: std::sync::Once = std::sync::Once::new();
+    IMPORTED.call_once(import_images);
+}
+
 /// Packs this build's binaries as the charts' images and imports them into every real node,
 /// so the pods run exactly what was built (with the images' tag, the chart's appVersion).
 pub fn import_images() {

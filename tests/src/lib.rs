@@ -26,6 +26,7 @@ pub mod live;
 pub mod load;
 pub mod moves;
 pub mod process;
+pub mod prometheus;
 pub mod rawlink;
 pub mod ready;
 pub mod rotation;

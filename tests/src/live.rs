@@ -248,10 +248,50 @@ pub async fn live_kafka_of_with_secret(
     storage: Value,
     secret: Value,
 ) -> (Stretch, Kafka) {
+    live_kafka_after(test, secret, kafka, storage).await
+}
+
+/// [`live_kafka_of`] of `kafka`, with `first` (a Secret, a ConfigMap it names) applied before.
+pub async fn live_kafka_after(
+    test: &str,
+    first: Value,
+    kafka: Value,
+    storage: Value,
+) -> (Stretch, Kafka) {
     let mut stretch = Stretch::start(test, &[]).await;
     stretch.delete_namespaces_on_panic();
-    stretch.apply(secret).await;
+    stretch.apply(first).await;
     ready_kafka(stretch, kafka, storage, Vec::new()).await
+}
+
+/// The JMX Prometheus exporter's rules, as Strimzi's `kafka-metrics.yaml` example keeps them
+/// (ConfigMap `kafka-metrics`, key `kafka-metrics-config.yml`; the rules of its brokers' and
+/// controllers' gauges).
+pub fn metrics_rules() -> Value {
+    let rules = [
+        "lowercaseOutputName: true",
+        "rules:",
+        "- pattern: kafka.server<type=(.+), name=(.+)><>Value",
+        "  name: kafka_server_$1_$2",
+        "  type: GAUGE",
+        "- pattern: kafka.controller<type=(.+), name=(.+)><>Value",
+        "  name: kafka_controller_$1_$2",
+        "  type: GAUGE",
+    ]
+    .join("\n");
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kafka-metrics"},
+        "data": {"kafka-metrics-config.yml": rules}
+    })
+}
+
+/// `kafka` serving metrics with the JMX exporter and [`metrics_rules`], as Strimzi's example.
+pub fn with_metrics(mut kafka: Value) -> Value {
+    kafka["spec"]["kafka"]["metricsConfig"] = json!({
+        "type": "jmxPrometheusExporter",
+        "valueFrom": {"configMapKeyRef": {"name": "kafka-metrics", "key": "kafka-metrics-config.yml"}}
+    });
+    kafka
 }
 
 /// Every broker's `plain` address, from the status.

@@ -28,6 +28,7 @@ use kube::api::{DynamicObject, TypeMeta};
 use serde_json::{Map, Value, json};
 
 use super::external;
+use super::jmx_exporter;
 use super::resolve::{PerNode, Resolved, ResolvedPool};
 use crate::budget;
 use crate::objects;
@@ -215,6 +216,7 @@ pub fn build(
     cluster: KafkaCluster,
     certs: &NodeCerts,
     initial_voters: &BTreeMap<i32, u128>,
+    metrics_rules: Option<&str>,
 ) -> Result<Built, ConfigError> {
     let name = kafka.name_any();
     let namespace = kafka.namespace().unwrap_or_default();
@@ -244,6 +246,7 @@ pub fn build(
             .collect(),
         quorum: cluster.quorum,
         node_address_reads: node_address_reads(resolved),
+        metrics: metrics_rules.is_some(),
     };
 
     let inputs = NodeInputs {
@@ -272,6 +275,13 @@ pub fn build(
         objects.entry(alias).or_default().extend(services);
     }
     add_node_tables(&ctx, resolved, &built_nodes, &mut objects);
+    if let Some(rules) = metrics_rules {
+        let aliases: BTreeSet<&str> = built_nodes.values().map(|n| n.alias.as_str()).collect();
+        for alias in aliases {
+            let rules = jmx_exporter::config_map(&name, &namespace, &ctx.labels(), rules);
+            objects.entry(alias.to_owned()).or_default().push(rules);
+        }
+    }
     add_cluster_services(&ctx, &cluster.addressing, &mut objects);
     Ok(Built {
         cluster,
@@ -512,6 +522,8 @@ struct Ctx<'a> {
     /// Per broker, the `nodeport` listeners whose host it finds at start, each with the kind
     /// of node address it reads ([`external::start_script`]).
     node_address_reads: BTreeMap<i32, Vec<(String, String)>>,
+    /// Every node serves metrics with the JMX exporter ([`jmx_exporter`]).
+    metrics: bool,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -692,6 +704,10 @@ fn pod(
     if ctx.node_address_reads.contains_key(&node.id) {
         add_node_address_reads(ctx, &mut env, &mut mounts, &mut volumes);
     }
+    let mut ports = container_ports(ctx, node);
+    if ctx.metrics {
+        jmx_exporter::add_to_node(ctx.kafka, &mut env, &mut ports, &mut mounts, &mut volumes);
+    }
     let probe = |initial_delay_seconds, period_seconds| Probe {
         tcp_socket: Some(TCPSocketAction {
             port: IntOrString::Int(probe_port.into()),
@@ -710,7 +726,7 @@ fn pod(
             start_script(ctx, node),
         ]),
         env: Some(env),
-        ports: Some(container_ports(ctx, node)),
+        ports: Some(ports),
         volume_mounts: Some(mounts),
         readiness_probe: Some(probe(5, 5)),
         liveness_probe: Some(probe(60, 10)),
@@ -1137,7 +1153,7 @@ mod tests {
         cluster_id: &str,
     ) -> Result<Built, ConfigError> {
         let model = cluster_model(k, r, ids, cluster_id, kraft::QuorumMode::Static);
-        super::build(k, r, ids, model, &certs(k, r, ids), &BTreeMap::new())
+        super::build(k, r, ids, model, &certs(k, r, ids), &BTreeMap::new(), None)
     }
 
     fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -1241,7 +1257,8 @@ mod tests {
             .values_mut()
             .for_each(|p| p.cert = "RENEWED".into());
         let model = cluster_model(&k, &resolved, &ids, "abc", kraft::QuorumMode::Static);
-        let after = super::build(&k, &resolved, &ids, model, &renewed, &BTreeMap::new()).unwrap();
+        let after =
+            super::build(&k, &resolved, &ids, model, &renewed, &BTreeMap::new(), None).unwrap();
         assert_ne!(base, after.nodes[&0].revision);
     }
 
@@ -1261,6 +1278,7 @@ mod tests {
                 model,
                 &certs(&k, &resolved, &ids),
                 &BTreeMap::new(),
+                None,
             )
             .unwrap();
             built
@@ -1293,6 +1311,7 @@ mod tests {
                 model,
                 &certs(&k, &resolved, &ids),
                 initial,
+                None,
             )
             .unwrap()
         };
@@ -1485,6 +1504,7 @@ mod tests {
             model,
             &NodeCerts::default(),
             &BTreeMap::new(),
+            None,
         );
         assert!(none.is_err());
     }
@@ -1546,6 +1566,7 @@ mod tests {
             listener_ports: vec![("plain".to_owned(), 9092)],
             node_address_reads: BTreeMap::new(),
             quorum: kraft::QuorumMode::Static,
+            metrics: false,
         }
     }
 

@@ -10,6 +10,7 @@ pub mod checks;
 pub mod context;
 pub mod external;
 pub mod forget;
+pub mod jmx_exporter;
 pub mod metrics;
 pub mod move_drains;
 pub mod moving;

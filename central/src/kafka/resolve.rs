@@ -150,6 +150,8 @@ pub struct Resolved {
     /// What of the `Kafka` and its pools is not acted on ([`crate::unserved`]), the pools'
     /// named by pool.
     pub not_acted_on: Vec<String>,
+    /// `metricsConfig: jmxPrometheusExporter`: the ConfigMap key with the exporter's rules.
+    pub metrics: Option<kstretch_api::common::ConfigMapKeyRef>,
 }
 
 /// Why the resources cannot be used as they are; reported as `Ready=False`.
@@ -177,6 +179,8 @@ pub enum Invalid {
         value: String,
         problem: String,
     },
+    #[error("{0}")]
+    Metrics(String),
     #[error("listener {name} has port {port}, which is not a valid TCP port")]
     InvalidListenerPort { name: String, port: i32 },
     #[error(
@@ -232,6 +236,7 @@ impl Invalid {
             | Self::ClusterDnsAcrossClusters { .. }
             | Self::InvalidNodePortHosts { .. } => "InvalidAddressing",
             Self::InvalidListenerPort { .. } => "InvalidListener",
+            Self::Metrics(_) => super::jmx_exporter::REASON,
             Self::NegativeReplicas { .. } => "InvalidReplicas",
             Self::PoolMoveInProgress { .. } => "PoolMoveInProgress",
             Self::MoveNeedsDynamicQuorum { .. } => "MoveNeedsDynamicQuorum",
@@ -299,6 +304,10 @@ pub fn resolve(
         invalid.extend(problems);
         Listeners::default()
     });
+    let metrics = super::jmx_exporter::source(spec.metrics_config.as_ref()).unwrap_or_else(|r| {
+        invalid.push(Invalid::Metrics(r.message));
+        None
+    });
     let kstretch_principals = crate::pki::kstretch_principals(&kafka_name);
     let authorization = security::authorization(spec.authorization.as_ref(), &kstretch_principals)
         .unwrap_or_else(|problem| {
@@ -332,6 +341,7 @@ pub fn resolve(
         per_node,
         warnings: rack_warnings(spec),
         not_acted_on,
+        metrics,
     })
 }
 

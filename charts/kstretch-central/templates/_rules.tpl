@@ -1,7 +1,7 @@
 {{/*
 What central does against its own cluster's apiserver (read from central/src): it watches the
 Strimzi kinds, writes their status, adds and removes the topic and user operators' finalizers (a
-JSON patch of metadata.finalizers), keeps Kafka Connect offsets in ConfigMaps, keeps each Kafka's
+JSON patch of metadata.finalizers), keeps Kafka Connect offsets in ConfigMaps (and reads the one a Kafka's metricsConfig names), keeps each Kafka's
 cluster and clients CAs (Strimzi's `<cluster>-cluster-ca` / `-cluster-ca-cert`, the same for
 clients) and node certificates in Secrets, writes each KafkaUser's Secret (and reads the Secret
 a user's password is taken from) and records Events. It deletes only the Secrets it generated

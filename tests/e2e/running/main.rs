@@ -34,11 +34,12 @@ use kstretch_tests::kafka::{
     run_kafka_tool,
 };
 use kstretch_tests::live::{
-    ONE_AT_A_TIME, START_TIMEOUT, all_brokers, live_kafka, pod_ready, pod_states, pool,
-    running_pods, shown_quorum_is_kafkas, shown_voters,
+    ONE_AT_A_TIME, START_TIMEOUT, all_brokers, kafka, live_kafka_after, metrics_rules, pod_ready,
+    pod_states, pool, running_pods, shown_quorum_is_kafkas, shown_voters, with_metrics,
 };
 use kstretch_tests::load::{Load, Reader};
 use kstretch_tests::moves::{Interruption, pool_moved};
+use kstretch_tests::prometheus::series_from;
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::api::{ListParams, LogParams, Patch, PatchParams};
@@ -54,7 +55,15 @@ use serde_json::json;
 #[tokio::test]
 async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_clusters() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let (mut stretch, k) = live_kafka("running-stretch", json!({"type": "ephemeral"})).await;
+    // Its nodes serve metrics: the JMX exporter comes from the agent's image.
+    kstretch_tests::helm::import_images_once();
+    let (mut stretch, k) = live_kafka_after(
+        "running-stretch",
+        metrics_rules(),
+        with_metrics(kafka()),
+        json!({"type": "ephemeral"}),
+    )
+    .await;
 
     let alpha_pods = running_pods(&stretch, ALPHA, 2).await;
     running_pods(&stretch, BETA, 1).await;
@@ -65,6 +74,7 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
     assert!(log.contains("Kafka Server started"), "{name}'s log:\n{log}");
 
     serves_across_clusters(&k).await;
+    every_node_serves_metrics_to_prometheus(&stretch).await;
     external_listener_serves_clients_outside(&k, "outside").await;
     racks_are_clusters(&k).await;
     the_dynamic_quorum_is_shown_and_a_controller_that_lost_its_disk_is_replaced(&stretch, &k).await;
@@ -76,6 +86,37 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
     let k = kafkas.get("live").await.unwrap();
     external_listener_serves_clients_outside(&k, "outside-after-moves").await;
     stretch.finish().await;
+}
+
+/// Strimzi's `metricsConfig` (the JMX exporter with the user's rules): Prometheus, which finds
+/// pods by their `tcp-prometheus` port through each cluster's apiserver, has the brokers'
+/// gauges from the nodes in alpha and in beta, and the controllers' (one active controller).
+async fn every_node_serves_metrics_to_prometheus(stretch: &Stretch) {
+    let ns = &stretch.ns;
+    let brokers = series_from(
+        &format!("kafka_server_replicamanager_underreplicatedpartitions{{namespace=\"{ns}\"}}"),
+        &[ALPHA, BETA],
+    )
+    .await;
+    let pods: BTreeSet<&str> = brokers
+        .iter()
+        .filter_map(|(labels, _)| labels.get("kubernetes_pod_name").map(String::as_str))
+        .collect();
+    assert_eq!(pods.len(), 3, "a series of each broker: {brokers:?}");
+    wait_for(
+        "one active controller in Prometheus",
+        START_TIMEOUT,
+        || async {
+            let expr = format!(
+                "sum(kafka_controller_kafkacontroller_activecontrollercount{{namespace=\"{ns}\"}})"
+            );
+            match kstretch_tests::prometheus::query(&expr).await {
+                Ok(series) if series.first().is_some_and(|(_, v)| *v == 1.0) => Seen::Done(()),
+                other => Seen::NotYet(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
 }
 
 /// The `Kafka` status shows the controller quorum as Kafka's own

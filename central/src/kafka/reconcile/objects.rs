@@ -32,6 +32,9 @@ pub(super) struct Inputs<'a> {
     /// The listeners' own certificates (`brokerCertChainAndKey`) as read from the user's
     /// Secrets, or why they cannot be used.
     pub(super) listener_certs: Result<BTreeMap<String, Pem>, Refusal>,
+    /// The JMX exporter's rules (`metricsConfig`) as read from the user's ConfigMap, or why
+    /// they cannot be used.
+    pub(super) metrics_rules: Result<Option<String>, Refusal>,
     pub(super) now: OffsetDateTime,
 }
 
@@ -44,7 +47,7 @@ pub(super) struct Decided {
 
 /// Every object of the `Kafka`, with the certificates its nodes need; or why it cannot be
 /// built, in the order the user would fix it (names, the CA, the listeners' certificates,
-/// the configuration).
+/// the metrics' rules, the configuration).
 pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
     let refusal = |e: kraft::ConfigError| Refusal::new(e.reason(), e.to_string());
     let model = build::cluster_model(
@@ -68,6 +71,7 @@ pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
     )?;
     let mut certs = node_certs.certs;
     certs.listeners = inputs.listener_certs?;
+    let metrics_rules = inputs.metrics_rules?;
     let built = build::build(
         inputs.kafka,
         inputs.resolved,
@@ -75,6 +79,7 @@ pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
         model,
         &certs,
         inputs.initial_voters,
+        metrics_rules.as_deref(),
     )
     .map_err(refusal)?;
     Ok(Decided {
@@ -119,6 +124,7 @@ mod tests {
             clients_ca: &clients_ca,
             stored_certs,
             listener_certs,
+            metrics_rules: Ok(None),
             now: OffsetDateTime::now_utc(),
         };
         let three = ids(&[0, 1, 2]);

@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::kafka::build::{self, Built};
 use crate::kafka::context::Context;
 use crate::kafka::external;
+use crate::kafka::jmx_exporter;
 use crate::kafka::quorum;
 use crate::kafka::recover;
 use crate::kafka::resolve::Resolved;
@@ -59,6 +60,16 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
     );
     if let Some(r) = &plan.recovering {
         recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
+    }
+    if plan.resolved.metrics.is_some() {
+        let images = built
+            .objects
+            .keys()
+            .filter_map(|alias| Some((alias.clone(), pass.ctx.agents.get(alias)?.image)))
+            .collect();
+        if let Err(r) = jmx_exporter::equip(&mut built.objects, &images) {
+            return pass.refused(r.reason, &r.message);
+        }
     }
     let disrupted = disrupted_clusters(pass.ctx, pass.kafka, &built);
     let unsettled = pass
@@ -189,6 +200,10 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
         Err(CertError::Refused(r)) => Err(r),
         Err(CertError::Kube(e)) => return Err(e.into()),
     };
+    let metrics_rules = match metrics_rules(client, kafka, plan.resolved.metrics.as_ref()).await {
+        Ok(rules) => rules,
+        Err(e) => return Err(e.into()),
+    };
     let decided = objects::decide(Inputs {
         kafka,
         resolved: &plan.resolved,
@@ -200,6 +215,7 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
         clients_ca: &plan.clients_ca,
         stored_certs,
         listener_certs,
+        metrics_rules,
         now: time::OffsetDateTime::now_utc(),
     });
     let decided = match decided {
@@ -214,6 +230,24 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
         }
     }
     Ok(ControlFlow::Continue(decided.built))
+}
+
+/// The JMX exporter's rules from the ConfigMap `source` names in the `Kafka`'s namespace, or
+/// why they cannot be used.
+async fn metrics_rules(
+    client: &kube::Client,
+    kafka: &Kafka,
+    source: Option<&kstretch_api::common::ConfigMapKeyRef>,
+) -> Result<Result<Option<String>, crate::status::Refusal>, kube::Error> {
+    let Some(source) = source else {
+        return Ok(Ok(None));
+    };
+    let namespace = kafka.namespace().unwrap_or_default();
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), &namespace);
+    let found = config_maps.get_opt(&source.name).await?;
+    let data = found.as_ref().map(|c| c.data.clone().unwrap_or_default());
+    Ok(jmx_exporter::rules(source, data.as_ref()).map(Some))
 }
 
 /// While per-node addresses are pending, the per-node Services must exist (their addresses go
