@@ -574,7 +574,7 @@ pub fn refused_message(refused: &[String]) -> String {
 pub fn refused(
     services: &BTreeMap<String, String>,
     namespace: &str,
-    reports: &BTreeMap<String, ApplyReport>,
+    reports: &[(&str, &ApplyReport)],
 ) -> Vec<String> {
     let mut out = Vec::new();
     for (alias, report) in reports {
@@ -1030,19 +1030,17 @@ mod tests {
         };
         let taken =
             "spec.ports[0].nodePort: Invalid value: 32100: provided port is already allocated";
-        let reports = BTreeMap::from([(
-            "alpha".to_owned(),
-            ApplyReport {
-                results: vec![
-                    result("Service", "k-kafka-ext-bootstrap", Outcome::Rejected, taken),
-                    result("Service", "k-a-ext-0", Outcome::Applied, ""),
-                    // Not a listener's Service, or not refused: not a listener's refusal.
-                    result("ConfigMap", "k-a-ext-0", Outcome::Rejected, "no"),
-                    result("Service", "other", Outcome::Rejected, "no"),
-                ],
-                ..Default::default()
-            },
-        )]);
+        let report = ApplyReport {
+            results: vec![
+                result("Service", "k-kafka-ext-bootstrap", Outcome::Rejected, taken),
+                result("Service", "k-a-ext-0", Outcome::Applied, ""),
+                // Not a listener's Service, or not refused: not a listener's refusal.
+                result("ConfigMap", "k-a-ext-0", Outcome::Rejected, "no"),
+                result("Service", "other", Outcome::Rejected, "no"),
+            ],
+            ..Default::default()
+        };
+        let reports = [("alpha", &report)];
         assert_eq!(
             refused(&names, "ns", &reports),
             [format!(

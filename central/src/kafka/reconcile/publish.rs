@@ -100,12 +100,12 @@ fn refused_services(ctx: &Context, kafka: &Kafka, plan: &Plan) -> Vec<String> {
         &plan.resolved.external,
         &build::brokers(&plan.resolved, &plan.ids),
     );
-    let reports: BTreeMap<String, _> = plan
+    let reports: Vec<(&str, _)> = plan
         .agent_reports
         .last_apply
         .iter()
         .filter(|(alias, a)| ctx.owners.published_hash(alias).as_ref() == Some(&a.hash))
-        .map(|(alias, a)| (alias.clone(), a.clone()))
+        .map(|(alias, a)| (alias.as_str(), a))
         .collect();
     external::refused(&names, &kafka.namespace().unwrap_or_default(), &reports)
 }
