@@ -1226,8 +1226,8 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
 }
 
 /// `loadbalancer` addressing: every node gets a LoadBalancer Service in its cluster first; its
-/// configuration waits (`AddressPending`) until the load balancer has an address — here set on
-/// the Service's status the way a cloud controller does — and then advertises it.
+/// configuration waits (`AddressPending`) until the load balancer has an address — here given
+/// by the test environment's MetalLB, from each cluster's own network — and then advertises it.
 #[tokio::test]
 async fn per_node_load_balancers_are_created_first_and_their_addresses_configured() {
     let stretch = Stretch::start("kafka-lb", &[]).await;
@@ -1240,57 +1240,50 @@ async fn per_node_load_balancers_are_created_first_and_their_addresses_configure
     stretch
         .apply(pool("brokers", &["broker"], 1, Some(BETA), json!({})))
         .await;
-    let k = wait_kafka(&stretch, "AddressPending", |k| {
-        ready_reason(k).as_deref() == Some("AddressPending")
-    })
-    .await;
-    let message = ready_message(&k);
-    assert!(message.contains("per-node Services"), "{message}");
-
     // Brokers pool sorts first: brokers-0 in beta, dual-1 in alpha.
-    for (alias, name, ip) in [
-        (BETA, "my-cluster-brokers-0", "192.0.2.10"),
-        (ALPHA, "my-cluster-dual-1", "192.0.2.11"),
-    ] {
+    let mut addresses = Vec::new();
+    for (alias, name) in [(BETA, "my-cluster-brokers-0"), (ALPHA, "my-cluster-dual-1")] {
         let services: Api<Service> = stretch.api(alias);
-        let svc = wait_for(&format!("Service {name} in {alias}"), TIMEOUT, || async {
-            match services.get_opt(name).await {
-                Ok(Some(s)) => Seen::Done(s),
-                other => Seen::NotYet(format!("{other:?}\n{}", stretch.logs())),
-            }
-        })
+        let (spec, ip) = wait_for(
+            &format!("Service {name} in {alias} with an address"),
+            TIMEOUT,
+            || async {
+                let svc = services.get_opt(name).await;
+                let ip = svc
+                    .as_ref()
+                    .ok()
+                    .and_then(Option::as_ref)
+                    .and_then(|s| s.status.as_ref()?.load_balancer.as_ref()?.ingress.clone())
+                    .and_then(|i| i.first()?.ip.clone());
+                match (svc, ip) {
+                    (Ok(Some(s)), Some(ip)) => Seen::Done((s.spec.unwrap(), ip)),
+                    (other, _) => Seen::NotYet(format!("{other:?}\n{}", stretch.logs())),
+                }
+            },
+        )
         .await;
-        let spec = svc.spec.unwrap();
         assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
         assert_eq!(spec.selector.unwrap()["strimzi.io/pod-name"], name);
-        let pods: Api<Pod> = stretch.api(alias);
-        assert!(
-            pods.get_opt(name).await.unwrap().is_none(),
-            "no pod before its address is known"
-        );
-        services
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}})),
-            )
-            .await
-            .unwrap();
+        addresses.push((alias, name, ip));
     }
     wait_kafka(&stretch, "ready with load balancer addresses", is_deployed).await;
-    let cms: Api<ConfigMap> = stretch.api(ALPHA);
-    let config =
-        cms.get("my-cluster-dual-1").await.unwrap().data.unwrap()["server.properties"].clone();
-    assert!(
-        config.contains("REPLICATION-9091\\://192.0.2.11\\:9091")
-            || config.contains("REPLICATION-9091://192.0.2.11:9091"),
-        "{config}"
-    );
-    assert!(
-        config.contains("controller.quorum.bootstrap.servers=192.0.2.11:9090")
-            || config.contains("controller.quorum.bootstrap.servers=192.0.2.11\\:9090"),
-        "{config}"
-    );
+    // The one controller, in alpha.
+    let controller = addresses[1].2.clone();
+    for (alias, name, ip) in addresses {
+        let cms: Api<ConfigMap> = stretch.api(alias);
+        let config = cms.get(name).await.unwrap().data.unwrap()["server.properties"].clone();
+        let config = config.replace('\\', "");
+        assert!(
+            config.contains(&format!("REPLICATION-9091://{ip}:9091")),
+            "{name} advertises its Service's address {ip}: {config}"
+        );
+        assert!(
+            config.contains(&format!(
+                "controller.quorum.bootstrap.servers={controller}:9090"
+            )),
+            "{config}"
+        );
+    }
     stretch.finish().await;
 }
 
