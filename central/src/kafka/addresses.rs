@@ -39,19 +39,6 @@ pub struct NodeRef {
     pub alias: String,
 }
 
-/// Service `namespace/name` of member cluster `alias`, as its agent reported it.
-pub fn reported_service<'a>(
-    reported: &'a BTreeMap<String, Vec<ServiceStatus>>,
-    alias: &str,
-    namespace: &str,
-    name: &str,
-) -> Option<&'a ServiceStatus> {
-    reported
-        .get(alias)?
-        .iter()
-        .find(|s| s.namespace == namespace && s.name == name)
-}
-
 /// The addresses known, and one line per node still waiting for its Service.
 pub fn node_addresses(
     kafka: &str,
@@ -65,7 +52,10 @@ pub fn node_addresses(
     let mut pending = Vec::new();
     for node in nodes {
         let name = kraft::per_node_service_name(kafka, &node.pool, node.id);
-        let Some(service) = reported_service(reported, &node.alias, namespace, &name) else {
+        let Some(service) = reported.get(&node.alias).and_then(|s| {
+            s.iter()
+                .find(|s| s.namespace == namespace && s.name == name)
+        }) else {
             pending.push(format!(
                 "node {}: Service {name} not reported by cluster {} yet",
                 node.id, node.alias

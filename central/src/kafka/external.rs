@@ -17,7 +17,6 @@ use kstretch_core::kraft::{self, Advertised, AdvertisedHost, Listener};
 use kstretch_proto::agent::v1::{ApplyReport, NodeStatus, Outcome, PodSetStatus, ServiceStatus};
 use serde_json::Value;
 
-use crate::kafka::addresses::reported_service;
 use crate::objects;
 
 /// The kinds of node address a `nodeport` listener may prefer, as Kubernetes names them, in
@@ -597,14 +596,11 @@ pub fn refused(
     out
 }
 
-/// The node port of the one port of Service `name` in cluster `alias`, as its agent reported.
-fn reported_node_port(
-    reports: Reports<'_>,
-    alias: &str,
-    namespace: &str,
-    name: &str,
-) -> Option<u16> {
-    reported_service(reports.services, alias, namespace, name)?
+/// The node port of the one port of Service `name`, as the agent of its cluster reported it.
+fn reported_node_port(services: &[ServiceStatus], namespace: &str, name: &str) -> Option<u16> {
+    services
+        .iter()
+        .find(|s| s.namespace == namespace && s.name == name)?
         .ports
         .first()
         .and_then(|p| u16::try_from(p.node_port).ok())
@@ -620,14 +616,15 @@ pub struct Reports<'a> {
     pub podsets: &'a BTreeMap<String, Vec<PodSetStatus>>,
 }
 
-/// The load balancer addresses of Service `name` in cluster `alias`, as its agent reported.
+/// The load balancer addresses of Service `name`, as the agent of its cluster reported them.
 fn reported_ingress<'a>(
-    reports: Reports<'a>,
-    alias: &str,
+    services: &'a [ServiceStatus],
     namespace: &str,
     name: &str,
 ) -> &'a [String] {
-    reported_service(reports.services, alias, namespace, name)
+    services
+        .iter()
+        .find(|s| s.namespace == namespace && s.name == name)
         .map(|s| s.ingress.as_slice())
         .unwrap_or_default()
 }
@@ -655,11 +652,13 @@ pub fn advertise(
         for b in brokers {
             let settings = l.brokers.get(&b.id).cloned().unwrap_or_default();
             let service = l.broker_service_name(kafka, &b.pool, b.id);
+            let services = reports.services.get(&b.alias).map(Vec::as_slice);
+            let services = services.unwrap_or_default();
             let advertised = match &l.exposure {
                 Exposure::NodePort { preferred } => {
                     let Some(port) = settings
                         .advertised_port
-                        .or_else(|| reported_node_port(reports, &b.alias, namespace, &service))
+                        .or_else(|| reported_node_port(services, namespace, &service))
                     else {
                         pending.push(format!(
                             "listener {}: Service {service} in cluster {} has no node port yet",
@@ -695,9 +694,9 @@ pub fn advertise(
                 Exposure::LoadBalancer { .. } => {
                     // A TLS client verifies the broker's name both where it bootstraps and
                     // where the broker sends it: both addresses go into the certificate.
-                    let own = reported_ingress(reports, &b.alias, namespace, &service);
+                    let own = reported_ingress(services, namespace, &service);
                     let bootstrap = l.bootstrap_name(kafka);
-                    let bootstrap = reported_ingress(reports, &b.alias, namespace, &bootstrap);
+                    let bootstrap = reported_ingress(services, namespace, &bootstrap);
                     let waiting = match own.first() {
                         None => Err(service.clone()),
                         Some(_) if l.tls && bootstrap.is_empty() => Err(l.bootstrap_name(kafka)),
@@ -835,16 +834,17 @@ pub fn statuses(
             let mut addresses = BTreeSet::new();
             let bootstrap = l.bootstrap_name(kafka);
             for b in brokers {
+                let services = reports.services.get(&b.alias).map(Vec::as_slice);
+                let services = services.unwrap_or_default();
                 let preferred = match &l.exposure {
                     Exposure::NodePort { preferred } => preferred.as_deref(),
                     Exposure::LoadBalancer { .. } => {
-                        let ingress = reported_ingress(reports, &b.alias, namespace, &bootstrap);
+                        let ingress = reported_ingress(services, namespace, &bootstrap);
                         addresses.extend(ingress.iter().map(|h| (h.clone(), l.port)));
                         continue;
                     }
                 };
-                let Some(port) = reported_node_port(reports, &b.alias, namespace, &bootstrap)
-                else {
+                let Some(port) = reported_node_port(services, namespace, &bootstrap) else {
                     continue;
                 };
                 let settings = l.brokers.get(&b.id);
