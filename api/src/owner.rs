@@ -48,6 +48,27 @@ pub const MANAGED_KINDS: &[ManagedKind] = &[
         optional: false,
     },
     ManagedKind {
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "Ingress",
+        plural: "ingresses",
+        optional: false,
+    },
+    ManagedKind {
+        group: "route.openshift.io",
+        version: "v1",
+        kind: "Route",
+        plural: "routes",
+        optional: true,
+    },
+    ManagedKind {
+        group: "gateway.networking.k8s.io",
+        version: "v1",
+        kind: "TLSRoute",
+        plural: "tlsroutes",
+        optional: true,
+    },
+    ManagedKind {
         group: "multicluster.x-k8s.io",
         version: "v1alpha1",
         kind: "ServiceExport",

@@ -10,7 +10,7 @@
 use crate::kafka::external::{bootstrap_keys, broker_keys, served_configuration};
 use kstretch_api::common::{JvmOptions, MetricsType, OpaqueObject};
 use kstretch_api::connect::KafkaConnectSpec;
-use kstretch_api::kafka::{KafkaClusterSpec, KafkaListenerType, KafkaSpec};
+use kstretch_api::kafka::{KafkaClusterSpec, KafkaSpec};
 use kstretch_api::node_pool::KafkaNodePoolSpec;
 use serde_json::Value;
 
@@ -179,27 +179,18 @@ fn cluster(spec: &KafkaClusterSpec, template: Applied) -> Vec<String> {
     for (i, listener) in spec.listeners.iter().enumerate() {
         let at = format!("{path}.listeners[{i}]");
         out.extend(unmodelled(&at, &listener.unmodelled, LISTENER));
-        // A listener of a type kstretch does not serve is left out whole, and says so.
-        let node_port = listener.type_ == KafkaListenerType::NodePort;
-        let external = node_port || listener.type_ == KafkaListenerType::LoadBalancer;
-        let served = external
-            || matches!(
-                listener.type_,
-                KafkaListenerType::Internal | KafkaListenerType::ClusterIp
-            );
-        let known = |k: &str| {
-            LISTENER_CONFIGURATION.contains(&k)
-                || (external && served_configuration(node_port).contains(&k))
-        };
+        let t = listener.type_;
+        let known =
+            |k: &str| LISTENER_CONFIGURATION.contains(&k) || served_configuration(t).contains(&k);
         let configuration = listener.configuration.iter().flatten();
-        for (key, value) in configuration.filter(|_| served) {
+        for (key, value) in configuration {
             let at = format!("{at}.configuration.{key}");
             if !known(key) {
                 out.push(not_acted_on(&at, "the listener is served without it"));
                 continue;
             }
             let (parts, served_keys) = match key.as_str() {
-                "bootstrap" => (vec![(at.clone(), value)], bootstrap_keys(node_port)),
+                "bootstrap" => (vec![(at.clone(), value)], &bootstrap_keys(t)[..]),
                 "brokers" => (
                     value
                         .as_array()
@@ -208,7 +199,7 @@ fn cluster(spec: &KafkaClusterSpec, template: Applied) -> Vec<String> {
                         .enumerate()
                         .map(|(i, b)| (format!("{at}[{i}]"), b))
                         .collect(),
-                    broker_keys(node_port),
+                    &broker_keys(t)[..],
                 ),
                 _ => continue,
             };

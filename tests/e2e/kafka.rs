@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::networking::v1::Ingress;
 use kstretch_api::{Kafka, KafkaNodePool, StrimziPodSet};
 use kstretch_tests::events::{describe, wait_event};
 use kstretch_tests::ready::kafka_deployed as is_deployed;
@@ -1184,6 +1185,31 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
             "names ConfigMap absent, which does not exist",
             "InvalidMetricsConfig",
         ),
+        // The routing objects go to the member cluster first; neither API is served here.
+        (
+            json!({"listeners": [plain.clone(), {"name": "external", "port": 9094,
+                "type": "route", "tls": true, "configuration": {
+                    "bootstrap": {"host": "bootstrap.apps.example.com"},
+                    "hostTemplate": "broker-{nodeId}.apps.example.com"}}]}),
+            "listener external: cluster alpha does not serve route.openshift.io/v1 Route",
+            "ListenerApiNotServed",
+        ),
+        (
+            json!({"listeners": [plain.clone(), {"name": "gateway", "port": 9094,
+                "type": "tlsroute", "tls": true, "configuration": {
+                    "parentRefs": [{"name": "kafka-gateway", "sectionName": "tls"}],
+                    "bootstrap": {"host": "bootstrap.example.com"},
+                    "hostTemplate": "broker-{nodeId}.example.com"}}]}),
+            "listener gateway: cluster alpha does not serve gateway.networking.k8s.io/v1 TLSRoute",
+            "ListenerApiNotServed",
+        ),
+        (
+            json!({"listeners": [plain.clone(), {"name": "ingress", "port": 9094,
+                "type": "ingress", "tls": false, "configuration": {
+                    "bootstrap": {"host": "bootstrap.example.com"}}}]}),
+            ".spec.kafka.listeners[1].tls must be true",
+            "InvalidListener",
+        ),
     ];
     for (change, field, reason) in cases {
         let mut k = kafka(json!({}));
@@ -1222,6 +1248,62 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
         before,
         "nothing rolled"
     );
+
+    // Ingress is served by every apiserver: Strimzi's Ingresses (TLS passed through) in front
+    // of ClusterIP Services, each broker advertised at its host on 443.
+    let mut k = kafka(json!({}));
+    k["spec"]["kafka"]["listeners"] = json!([plain, {"name": "external", "port": 9094,
+        "type": "ingress", "tls": true, "configuration": {"class": "nginx",
+            "bootstrap": {"host": "bootstrap.kafka.example.com"},
+            "hostTemplate": "broker-{nodeId}.kafka.example.com"}}]);
+    stretch.apply(k).await;
+    // (The pods would roll next; kwok's pods run no Kafka to check the roll is safe with.)
+    wait_kafka(
+        &stretch,
+        "the ingress listener's bootstrap in status",
+        |k| {
+            k.status.as_ref().is_some_and(|s| {
+                s.listeners.iter().any(|l| {
+                    l.bootstrap_servers.as_deref() == Some("bootstrap.kafka.example.com:443")
+                })
+            })
+        },
+    )
+    .await;
+    let ingresses: Api<Ingress> = stretch.api(ALPHA);
+    let bootstrap = ingresses.get("my-cluster-kafka-bootstrap").await.unwrap();
+    let rules = bootstrap.spec.unwrap().rules.unwrap();
+    assert_eq!(
+        rules[0].host.as_deref(),
+        Some("bootstrap.kafka.example.com")
+    );
+    assert_eq!(
+        bootstrap.metadata.annotations.unwrap()["nginx.ingress.kubernetes.io/ssl-passthrough"],
+        "true"
+    );
+    let node = ingresses.get("my-cluster-dual-1").await.unwrap();
+    let spec = node.spec.unwrap();
+    assert_eq!(spec.ingress_class_name.as_deref(), Some("nginx"));
+    assert_eq!(
+        spec.rules.unwrap()[0].host.as_deref(),
+        Some("broker-1.kafka.example.com")
+    );
+    let services: Api<Service> = stretch.api(ALPHA);
+    let service = services.get("my-cluster-dual-1").await.unwrap();
+    assert_eq!(service.spec.unwrap().type_.as_deref(), Some("ClusterIP"));
+    wait_for(
+        "broker 0 advertised at its host on 443",
+        TIMEOUT,
+        || async {
+            let now = config().await;
+            if now.contains("EXTERNAL-9094://broker-0.kafka.example.com:443") {
+                Seen::Done(())
+            } else {
+                Seen::NotYet(now)
+            }
+        },
+    )
+    .await;
     stretch.finish().await;
 }
 

@@ -347,7 +347,8 @@ pub fn brokers(
         .collect()
 }
 
-/// The Services of the `nodeport` listeners, by member cluster.
+/// The Services of the external listeners and the routing objects of the routed ones, by
+/// member cluster.
 pub fn external_services(
     kafka: &str,
     namespace: &str,
@@ -355,13 +356,14 @@ pub fn external_services(
     ids: &BTreeMap<String, BTreeSet<i32>>,
 ) -> BTreeMap<String, Vec<Value>> {
     let names = Names { kafka, namespace };
-    external::services(
-        kafka,
-        namespace,
-        &resolved.external,
-        &brokers(resolved, ids),
-        &names.labels(),
-    )
+    let brokers = brokers(resolved, ids);
+    let labels = names.labels();
+    let mut out = external::services(kafka, namespace, &resolved.external, &brokers, &labels);
+    let routes = super::routes::routes(kafka, namespace, &resolved.external, &brokers, &labels);
+    for (alias, objects) in routes {
+        out.entry(alias).or_default().extend(objects);
+    }
+    out
 }
 
 /// The table of node addresses in each member cluster where a broker reads one at start.

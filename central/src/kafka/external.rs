@@ -1,9 +1,11 @@
-//! External listeners of type `nodeport` and `loadbalancer`, with Strimzi's object names: in
-//! every member cluster that runs brokers, a bootstrap Service over its brokers and one Service
-//! per broker; where each broker advertises the listener (`nodeport`: the node port of its
-//! Service, on the address of the Kubernetes node its pod runs on, which the pod finds at start
-//! in a table of its cluster's node addresses; `loadbalancer`: its Service's load balancer
-//! address); and the addresses `status.listeners` shows. Pure.
+//! External listeners (`nodeport`, `loadbalancer`, `ingress`, `route`, `tlsroute`), with
+//! Strimzi's object names: in every member cluster that runs brokers, a bootstrap Service over
+//! its brokers and one Service per broker; where each broker advertises the listener
+//! (`nodeport`: the node port of its Service, on the address of the Kubernetes node its pod runs
+//! on, which the pod finds at start in a table of its cluster's node addresses; `loadbalancer`:
+//! its Service's load balancer address; the routed types: its `host` on 443, once its cluster
+//! has taken the routing objects of [`crate::kafka::routes`]); and the addresses
+//! `status.listeners` shows. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,15 +38,17 @@ pub const NODE_TABLE_KEY: &str = "addresses";
 /// The pod's environment variable with the node it runs on.
 pub const NODE_NAME_ENV: &str = "KSTRETCH_NODE_NAME";
 
-/// Why an external listener's `configuration` cannot be served as written.
+/// The port clients reach a routed listener (`ingress`, `route`, `tlsroute`) on, as Strimzi.
+pub const ROUTED_PORT: u16 = 443;
+
+/// Why an external listener cannot be served as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "listener {name} (port {port}): .spec.kafka.listeners[{index}].configuration.{field} {problem}"
-)]
+#[error("listener {name} (port {port}): .spec.kafka.listeners[{index}].{field} {problem}")]
 pub struct ExternalProblem {
     pub name: String,
     pub port: i32,
     pub index: usize,
+    /// The field below the listener (`configuration.bootstrap.host`, `tls`).
     pub field: String,
     pub problem: String,
 }
@@ -62,6 +66,8 @@ pub struct ServiceSettings {
     pub node_port: Option<i32>,
     /// `loadBalancerIP` (`loadbalancer` listeners).
     pub load_balancer_ip: Option<String>,
+    /// `host` (the routed types): the name clients reach it by.
+    pub host: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
 }
@@ -85,6 +91,9 @@ pub struct ExternalListener {
     pub traffic_policy: String,
     pub bootstrap: ServiceSettings,
     pub brokers: BTreeMap<i32, BrokerSettings>,
+    /// `hostTemplate` (the routed types): a broker's host where `brokers[]` names none, with
+    /// `{nodeId}` and `{nodePodName}` replaced.
+    pub host_template: Option<String>,
     /// Strimzi's historical names for `external` on 9094 (a broker's Service named like its
     /// pod, port `tcp-external`); off where kstretch's per-node addressing has that name.
     pub legacy_names: bool,
@@ -109,19 +118,39 @@ pub enum Exposure {
         /// `allocateLoadBalancerNodePorts`.
         allocate_node_ports: Option<bool>,
     },
+    /// `ingress`: an Ingress per Service, TLS passed through to the broker.
+    Ingress {
+        /// `class`: the Ingresses' `ingressClassName`.
+        class: Option<String>,
+    },
+    /// `route`: an OpenShift Route per Service, TLS passed through.
+    Route,
+    /// `tlsroute`: a Gateway API TLSRoute per Service, attached to `parentRefs`.
+    TlsRoute { parent_refs: Vec<Value> },
 }
 
-/// The keys of an external listener's `configuration` that are served, by its type.
-pub fn served_configuration(node_port: bool) -> &'static [&'static str] {
-    if node_port {
-        &[
+impl Exposure {
+    /// Whether clients reach the brokers through routing objects at their `host` on 443.
+    pub fn routed(&self) -> bool {
+        matches!(
+            self,
+            Exposure::Ingress { .. } | Exposure::Route | Exposure::TlsRoute { .. }
+        )
+    }
+}
+
+/// The keys of an external listener's `configuration` that are served, by its type (none for
+/// a type that is not external).
+pub fn served_configuration(t: KafkaListenerType) -> &'static [&'static str] {
+    use KafkaListenerType as T;
+    match t {
+        T::NodePort => &[
             "bootstrap",
             "brokers",
             "preferredNodePortAddressType",
             "externalTrafficPolicy",
-        ]
-    } else {
-        &[
+        ],
+        T::LoadBalancer => &[
             "bootstrap",
             "brokers",
             "externalTrafficPolicy",
@@ -129,38 +158,38 @@ pub fn served_configuration(node_port: bool) -> &'static [&'static str] {
             "class",
             "finalizers",
             "allocateLoadBalancerNodePorts",
-        ]
+        ],
+        T::Ingress => &["bootstrap", "brokers", "hostTemplate", "class"],
+        T::Route => &["bootstrap", "brokers", "hostTemplate"],
+        T::TlsRoute => &["bootstrap", "brokers", "hostTemplate", "parentRefs"],
+        T::Internal | T::ClusterIp => &[],
     }
 }
+
+/// The key of a Service's settings that only its listener's type has.
+fn own_key(t: KafkaListenerType) -> &'static str {
+    match t {
+        KafkaListenerType::NodePort => "nodePort",
+        KafkaListenerType::LoadBalancer => "loadBalancerIP",
+        _ => "host",
+    }
+}
+
 /// The keys of `configuration.bootstrap` that are served, by the listener's type.
-pub fn bootstrap_keys(node_port: bool) -> &'static [&'static str] {
-    if node_port {
-        &["nodePort", "labels", "annotations"]
-    } else {
-        &["loadBalancerIP", "labels", "annotations"]
-    }
+pub fn bootstrap_keys(t: KafkaListenerType) -> [&'static str; 3] {
+    [own_key(t), "labels", "annotations"]
 }
+
 /// The keys of `configuration.brokers[]` that are served, by the listener's type.
-pub fn broker_keys(node_port: bool) -> &'static [&'static str] {
-    if node_port {
-        &[
-            "broker",
-            "nodePort",
-            "labels",
-            "annotations",
-            "advertisedHost",
-            "advertisedPort",
-        ]
-    } else {
-        &[
-            "broker",
-            "loadBalancerIP",
-            "labels",
-            "annotations",
-            "advertisedHost",
-            "advertisedPort",
-        ]
-    }
+pub fn broker_keys(t: KafkaListenerType) -> [&'static str; 6] {
+    [
+        "broker",
+        own_key(t),
+        "labels",
+        "annotations",
+        "advertisedHost",
+        "advertisedPort",
+    ]
 }
 
 impl ExternalListener {
@@ -184,8 +213,32 @@ impl ExternalListener {
         format!("{kafka}-kafka-{}-bootstrap", self.name)
     }
 
+    /// The bootstrap Ingress, Route or TLSRoute: Strimzi's `<kafka>-kafka-bootstrap` for
+    /// `external` on 9094, else the bootstrap Service's name.
+    pub fn bootstrap_route_name(&self, kafka: &str) -> String {
+        if self.legacy_names {
+            format!("{kafka}-kafka-bootstrap")
+        } else {
+            self.bootstrap_name(kafka)
+        }
+    }
+
+    /// Where clients reach broker `b` of a routed listener: its `brokers[].host`, else the
+    /// `hostTemplate` with its node ID and pod name.
+    pub fn broker_host(&self, kafka: &str, b: &Broker) -> Option<String> {
+        let given = self.brokers.get(&b.id).and_then(|s| s.service.host.clone());
+        given.or_else(|| {
+            let template = self.host_template.as_ref()?;
+            Some(
+                template
+                    .replace("{nodeId}", &b.id.to_string())
+                    .replace("{nodePodName}", &kraft::pod_name(kafka, &b.pool, b.id)),
+            )
+        })
+    }
+
     /// `<kafka>-<pool>-<listener>-<id>`, or Strimzi's `<kafka>-<pool>-<id>` for `external` on
-    /// 9094.
+    /// 9094: a broker's Service, and its Ingress, Route or TLSRoute.
     pub fn broker_service_name(&self, kafka: &str, pool: &str, id: i32) -> String {
         if self.legacy_names {
             kraft::pod_name(kafka, pool, id)
@@ -195,23 +248,31 @@ impl ExternalListener {
     }
 }
 
-/// Listener `index`'s `nodeport` or `loadbalancer` settings; `None` for another type.
+/// Listener `index`'s external settings; `None` for a type that is not external.
 pub fn external(
     index: usize,
     listener: &GenericKafkaListener,
 ) -> Result<Option<ExternalListener>, ExternalProblem> {
-    let node_port = match listener.type_ {
-        KafkaListenerType::NodePort => true,
-        KafkaListenerType::LoadBalancer => false,
-        _ => return Ok(None),
-    };
-    let problem = |field: &str, problem: &str| ExternalProblem {
+    use KafkaListenerType as T;
+    let t = listener.type_;
+    if matches!(t, T::Internal | T::ClusterIp) {
+        return Ok(None);
+    }
+    let at_listener = |field: &str, problem: &str| ExternalProblem {
         name: listener.name.clone(),
         port: listener.port,
         index,
         field: field.to_owned(),
         problem: problem.to_owned(),
     };
+    let problem =
+        |field: &str, problem: &str| at_listener(&format!("configuration.{field}"), problem);
+    if matches!(t, T::Route | T::Ingress) && !listener.tls {
+        return Err(at_listener(
+            "tls",
+            "must be true: route and ingress listeners pass TLS through to the brokers",
+        ));
+    }
     let empty = serde_json::Map::new();
     let config = listener.configuration.as_ref().unwrap_or(&empty);
     let text = |field: &str| -> Result<Option<String>, ExternalProblem> {
@@ -221,19 +282,37 @@ pub fn external(
             Some(_) => Err(problem(field, "must be a string")),
         }
     };
-    let exposure = if node_port {
-        let preferred = text("preferredNodePortAddressType")?;
-        if let Some(p) = &preferred
-            && !ADDRESS_TYPES.contains(&p.as_str())
-        {
-            return Err(problem(
-                "preferredNodePortAddressType",
-                &format!("is {p:?}; it must be one of {}", ADDRESS_TYPES.join(", ")),
-            ));
+    let exposure = match t {
+        T::NodePort => {
+            let preferred = text("preferredNodePortAddressType")?;
+            if let Some(p) = &preferred
+                && !ADDRESS_TYPES.contains(&p.as_str())
+            {
+                return Err(problem(
+                    "preferredNodePortAddressType",
+                    &format!("is {p:?}; it must be one of {}", ADDRESS_TYPES.join(", ")),
+                ));
+            }
+            Exposure::NodePort { preferred }
         }
-        Exposure::NodePort { preferred }
-    } else {
-        load_balancer(config, &problem)?
+        T::LoadBalancer => load_balancer(config, &problem)?,
+        T::Ingress => Exposure::Ingress {
+            class: text("class")?,
+        },
+        T::Route => Exposure::Route,
+        _ => match config.get("parentRefs") {
+            Some(Value::Array(refs)) if !refs.is_empty() && refs.iter().all(Value::is_object) => {
+                Exposure::TlsRoute {
+                    parent_refs: refs.clone(),
+                }
+            }
+            _ => {
+                return Err(problem(
+                    "parentRefs",
+                    "must list the Gateways (parent references) the TLSRoutes attach to",
+                ));
+            }
+        },
     };
     let traffic_policy = text("externalTrafficPolicy")?.unwrap_or_else(|| "Cluster".to_owned());
     if !["Cluster", "Local"].contains(&traffic_policy.as_str()) {
@@ -244,8 +323,16 @@ pub fn external(
     }
     let bootstrap = match config.get("bootstrap") {
         None | Some(Value::Null) => ServiceSettings::default(),
-        Some(value) => service_settings(value, "bootstrap", node_port, &problem)?,
+        Some(value) => service_settings(value, "bootstrap", t, &problem)?,
     };
+    if exposure.routed() && bootstrap.host.is_none() {
+        // Strimzi lets OpenShift name a Route; kstretch does not read that name back (yet).
+        return Err(problem(
+            "bootstrap.host",
+            "is required: clients bootstrap through this host name, and every broker needs one too (brokers[].host or hostTemplate)",
+        ));
+    }
+    let host_template = text("hostTemplate")?;
     let mut brokers = BTreeMap::new();
     let listed = match config.get("brokers") {
         None | Some(Value::Null) => &[][..],
@@ -281,7 +368,7 @@ pub fn external(
             }
         };
         let settings = BrokerSettings {
-            service: service_settings(item, &at, node_port, &problem)?,
+            service: service_settings(item, &at, t, &problem)?,
             advertised_host,
             advertised_port,
         };
@@ -301,6 +388,7 @@ pub fn external(
         traffic_policy,
         bootstrap,
         brokers,
+        host_template,
         legacy_names: listener.name == "external" && port == 9094,
     }))
 }
@@ -369,10 +457,14 @@ fn is_cidr(range: &str) -> bool {
 fn service_settings(
     value: &Value,
     at: &str,
-    node_port: bool,
+    t: KafkaListenerType,
     problem: &impl Fn(&str, &str) -> ExternalProblem,
 ) -> Result<ServiceSettings, ExternalProblem> {
-    let load_balancer_ip = match value.get("loadBalancerIP").filter(|_| !node_port) {
+    let node_port = t == KafkaListenerType::NodePort;
+    let load_balancer_ip = match value
+        .get("loadBalancerIP")
+        .filter(|_| t == KafkaListenerType::LoadBalancer)
+    {
         None | Some(Value::Null) => None,
         Some(Value::String(ip)) if ip.parse::<std::net::IpAddr>().is_ok() => Some(ip.clone()),
         Some(_) => {
@@ -404,6 +496,11 @@ fn service_settings(
             Some(_) => Err(problem(&format!("{at}.{key}"), "must be a map of strings")),
         }
     };
+    let host = match value.get("host").filter(|_| own_key(t) == "host") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(h)) if is_host(h) => Some(h.clone()),
+        Some(_) => return Err(problem(&format!("{at}.host"), "must be a host name")),
+    };
     let labels = strings("labels")?;
     if let Some(key) = labels
         .keys()
@@ -417,6 +514,7 @@ fn service_settings(
     Ok(ServiceSettings {
         node_port,
         load_balancer_ip,
+        host,
         labels,
         annotations: strings("annotations")?,
     })
@@ -472,16 +570,19 @@ pub fn services(
         let service = |name: String, settings: &ServiceSettings, selector| {
             let mut all = labels.clone();
             all.extend(settings.labels.clone());
-            // The agent reports the node ports and load balancer addresses of these Services.
-            all.insert(names::NODE_SERVICE.to_owned(), "true".to_owned());
+            let routed = l.exposure.routed();
+            if !routed {
+                // The agent reports the node ports and load balancer addresses of these.
+                all.insert(names::NODE_SERVICE.to_owned(), "true".to_owned());
+            }
             let mut metadata = objects::meta(&name, namespace, all);
             if !settings.annotations.is_empty() {
                 metadata.annotations = Some(settings.annotations.clone());
             }
             let mut spec = ServiceSpec {
-                type_: Some("NodePort".to_owned()),
+                type_: Some(if routed { "ClusterIP" } else { "NodePort" }.to_owned()),
                 selector: Some(selector),
-                external_traffic_policy: Some(l.traffic_policy.clone()),
+                external_traffic_policy: (!routed).then(|| l.traffic_policy.clone()),
                 ports: Some(vec![ServicePort {
                     name: Some(l.port_name()),
                     port: l.port.into(),
@@ -614,6 +715,45 @@ pub struct Reports<'a> {
     /// `None` for a cluster whose agent has not listed its nodes.
     pub nodes: &'a BTreeMap<String, Option<Vec<NodeStatus>>>,
     pub podsets: &'a BTreeMap<String, Vec<PodSetStatus>>,
+    /// What each cluster's apiserver said of the objects of its agent's last snapshot.
+    pub applied: &'a BTreeMap<String, ApplyReport>,
+}
+
+/// Why a broker does not advertise an external listener yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unadvertised {
+    /// Waiting for what a member cluster has not reported yet.
+    Pending(String),
+    /// The listener asks for what cannot be served as written.
+    Invalid(String),
+    /// A member cluster does not serve the API of the listener's routing objects.
+    ApiNotServed(String),
+}
+
+impl Unadvertised {
+    /// The sentence that says why.
+    pub fn message(&self) -> &str {
+        match self {
+            Self::Pending(m) | Self::Invalid(m) | Self::ApiNotServed(m) => m,
+        }
+    }
+}
+
+/// Why the `Kafka` is not ready while a member cluster does not serve a listener's API.
+pub const API_NOT_SERVED: &str = "ListenerApiNotServed";
+
+/// What a member cluster's apiserver said when its agent last applied object `kind`/`name`.
+fn applied_outcome<'a>(
+    report: Option<&'a ApplyReport>,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Option<&'a kstretch_proto::agent::v1::ObjectResult> {
+    report?.results.iter().find(|r| {
+        r.r#ref
+            .as_ref()
+            .is_some_and(|o| o.kind == kind && o.namespace == namespace && o.name == name)
+    })
 }
 
 /// The load balancer addresses of Service `name`, as the agent of its cluster reported them.
@@ -632,9 +772,10 @@ fn reported_ingress<'a>(
 /// Fills in where each broker advertises each external listener of `listeners` (core's
 /// listeners, matched by name): the user's `advertisedHost`/`advertisedPort`, else for
 /// `nodeport` the node address the pod finds at start and its Service's node port, for
-/// `loadbalancer` its Service's load balancer address and the listener's port. Returns one line
-/// per broker still waiting for its Service's port or address, or per cluster whose nodes are
-/// not listed.
+/// `loadbalancer` its Service's load balancer address and the listener's port, for the routed
+/// types its host on 443. Returns why each broker that does not advertise a listener does not
+/// (its Service's port or address not reported, its routing objects not applied or their API
+/// not served, no host), and each cluster whose nodes are not listed.
 pub fn advertise(
     kafka: &str,
     namespace: &str,
@@ -642,7 +783,7 @@ pub fn advertise(
     listeners: &mut [Listener],
     brokers: &[Broker],
     reports: Reports<'_>,
-) -> Vec<String> {
+) -> Vec<Unadvertised> {
     let mut pending = Vec::new();
     let mut unlisted = BTreeSet::new();
     for l in external {
@@ -660,10 +801,10 @@ pub fn advertise(
                         .advertised_port
                         .or_else(|| reported_node_port(services, namespace, &service))
                     else {
-                        pending.push(format!(
+                        pending.push(Unadvertised::Pending(format!(
                             "listener {}: Service {service} in cluster {} has no node port yet",
                             l.name, b.alias
-                        ));
+                        )));
                         continue;
                     };
                     let host = match settings.advertised_host {
@@ -705,10 +846,10 @@ pub fn advertise(
                     let first = match waiting {
                         Ok(first) => first,
                         Err(waiting) => {
-                            pending.push(format!(
+                            pending.push(Unadvertised::Pending(format!(
                                 "listener {}: Service {waiting} in cluster {} has no load balancer address yet",
                                 l.name, b.alias
-                            ));
+                            )));
                             continue;
                         }
                     };
@@ -719,16 +860,98 @@ pub fn advertise(
                         names: own.iter().chain(bootstrap).cloned().collect(),
                     }
                 }
+                _ => match routed(kafka, namespace, l, b, reports) {
+                    Ok(host) => Advertised {
+                        host: AdvertisedHost::Fixed(
+                            settings.advertised_host.unwrap_or(host.clone()),
+                        ),
+                        port: settings.advertised_port.unwrap_or(ROUTED_PORT),
+                        names: [host].into_iter().chain(l.bootstrap.host.clone()).collect(),
+                    },
+                    Err(why) => {
+                        pending.push(why);
+                        continue;
+                    }
+                },
             };
             listener.advertised.insert(b.id, advertised);
         }
     }
     pending.extend(unlisted.into_iter().map(|alias| {
-        format!(
+        Unadvertised::Pending(format!(
             "the agent of cluster {alias} has not listed its nodes' addresses (its role needs get, list and watch on nodes)"
-        )
+        ))
     }));
     pending
+}
+
+/// The host broker `b` is reached at through a routed listener, once its cluster's apiserver
+/// has taken the listener's routing objects (bootstrap and the broker's own).
+fn routed(
+    kafka: &str,
+    namespace: &str,
+    l: &ExternalListener,
+    b: &Broker,
+    reports: Reports<'_>,
+) -> Result<String, Unadvertised> {
+    let host = l.broker_host(kafka, b).ok_or_else(|| {
+        Unadvertised::Invalid(format!(
+            "listener {}: broker {} has no host: set configuration.brokers[].host for it or configuration.hostTemplate (kstretch does not read the host a Route is given)",
+            l.name, b.id
+        ))
+    })?;
+    if !is_host(&host) {
+        return Err(Unadvertised::Invalid(format!(
+            "listener {}: broker {}'s host {host:?} is not a host name",
+            l.name, b.id
+        )));
+    }
+    let (api_version, kind, what) = routing_kind(&l.exposure);
+    let report = reports.applied.get(&b.alias);
+    for name in [
+        l.bootstrap_route_name(kafka),
+        l.broker_service_name(kafka, &b.pool, b.id),
+    ] {
+        let Some(result) = applied_outcome(report, kind, namespace, &name) else {
+            return Err(Unadvertised::Pending(format!(
+                "listener {}: {kind} {name} is not applied in cluster {} yet",
+                l.name, b.alias
+            )));
+        };
+        match result.outcome() {
+            Outcome::Applied => {}
+            Outcome::Rejected if result.code == 404 => {
+                return Err(Unadvertised::ApiNotServed(format!(
+                    "listener {}: cluster {} does not serve {api_version} {kind} ({what}); install it there or give the listener a type the cluster serves",
+                    l.name, b.alias
+                )));
+            }
+            _ => {
+                return Err(Unadvertised::Invalid(format!(
+                    "listener {}: the apiserver of cluster {} refused {kind} {name}: {}",
+                    l.name, b.alias, result.message
+                )));
+            }
+        }
+    }
+    Ok(host)
+}
+
+/// The API version, kind and a word on what serves it, of a routed listener's objects.
+pub fn routing_kind(exposure: &Exposure) -> (&'static str, &'static str, &'static str) {
+    match exposure {
+        Exposure::Route => ("route.openshift.io/v1", "Route", "OpenShift routes"),
+        Exposure::TlsRoute { .. } => (
+            "gateway.networking.k8s.io/v1",
+            "TLSRoute",
+            "Gateway API TLS routes",
+        ),
+        _ => (
+            "networking.k8s.io/v1",
+            "Ingress",
+            "Ingress, TLS passed through by its controller",
+        ),
+    }
 }
 
 /// The address of a node with `addresses` (type, address) as Strimzi picks it: the preferred
@@ -820,7 +1043,7 @@ pub fn table_type(listener: &ExternalListener) -> String {
 /// `status.listeners` of each external listener: in every member cluster with brokers, for
 /// `nodeport` the bootstrap Service's node port on the address of each node a broker runs on
 /// (a broker's `advertisedHost` instead, when set), for `loadbalancer` the bootstrap Service's
-/// load balancer address and the listener's port.
+/// load balancer address and the listener's port, for the routed types `bootstrap.host` on 443.
 pub fn statuses(
     kafka: &str,
     namespace: &str,
@@ -833,12 +1056,15 @@ pub fn statuses(
         .map(|l| {
             let mut addresses = BTreeSet::new();
             let bootstrap = l.bootstrap_name(kafka);
-            for b in brokers {
+            if let Some(host) = l.bootstrap.host.clone().filter(|_| l.exposure.routed()) {
+                addresses.insert((host, ROUTED_PORT));
+            }
+            for b in brokers.iter().filter(|_| !l.exposure.routed()) {
                 let services = reports.services.get(&b.alias).map(Vec::as_slice);
                 let services = services.unwrap_or_default();
                 let preferred = match &l.exposure {
                     Exposure::NodePort { preferred } => preferred.as_deref(),
-                    Exposure::LoadBalancer { .. } => {
+                    _ => {
                         let ingress = reported_ingress(services, namespace, &bootstrap);
                         addresses.extend(ingress.iter().map(|h| (h.clone(), l.port)));
                         continue;
@@ -981,7 +1207,7 @@ mod tests {
             ),
         ] {
             let e = parsed(json!({"configuration": configuration})).unwrap_err();
-            assert_eq!(e.field, field, "{e}");
+            assert_eq!(e.field, format!("configuration.{field}"), "{e}");
             assert!(
                 e.to_string().starts_with(&format!(
                     "listener external (port 9094): .spec.kafka.listeners[2].configuration.{field} "
@@ -1147,6 +1373,7 @@ mod tests {
         ]);
         let podsets = BTreeMap::new();
         let reports = Reports {
+            applied: &BTreeMap::new(),
             services: &services,
             nodes: &nodes,
             podsets: &podsets,
@@ -1162,7 +1389,9 @@ mod tests {
         );
         assert_eq!(
             pending,
-            ["listener external: Service k-b-1 in cluster beta has no node port yet"]
+            [Unadvertised::Pending(
+                "listener external: Service k-b-1 in cluster beta has no node port yet".into()
+            )]
         );
         assert_eq!(
             listeners[0].advertised[&0],
@@ -1181,6 +1410,7 @@ mod tests {
             ("beta".to_owned(), vec![reported("k-b-1", 31001)]),
         ]);
         let reports = Reports {
+            applied: &BTreeMap::new(),
             services: &services,
             nodes: &nodes,
             podsets: &podsets,
@@ -1212,7 +1442,9 @@ mod tests {
         let pending = advertise("k", "ns", &[plain], &mut listeners, &brokers(), reports);
         assert_eq!(pending.len(), 1);
         assert!(
-            pending[0].contains("cluster beta has not listed its nodes"),
+            pending[0]
+                .message()
+                .contains("cluster beta has not listed its nodes"),
             "{pending:?}"
         );
     }
@@ -1288,6 +1520,7 @@ mod tests {
             ("beta".to_owned(), vec![podset("k-b-1", "b1")]),
         ]);
         let reports = Reports {
+            applied: &BTreeMap::new(),
             services: &services,
             nodes: &nodes,
             podsets: &podsets,
@@ -1371,7 +1604,7 @@ mod tests {
             ),
         ] {
             let e = lb(configuration).unwrap_err();
-            assert_eq!(e.field, field, "{e}");
+            assert_eq!(e.field, format!("configuration.{field}"), "{e}");
             assert_eq!(e.reason(), "InvalidListener");
         }
         // A node port means nothing to a load balancer: it is not read (a warning names it).
@@ -1417,6 +1650,7 @@ mod tests {
         let advertise_with = |services: BTreeMap<String, Vec<ServiceStatus>>| {
             let (nodes, podsets) = (BTreeMap::new(), BTreeMap::new());
             let reports = Reports {
+                applied: &BTreeMap::new(),
                 services: &services,
                 nodes: &nodes,
                 podsets: &podsets,
@@ -1434,6 +1668,7 @@ mod tests {
                 &brokers(),
                 reports,
             );
+            let pending: Vec<String> = pending.iter().map(|p| p.message().to_owned()).collect();
             (pending, listeners.remove(0).advertised)
         };
         // Alpha's broker has its address but not the bootstrap's, which TLS clients verify;
@@ -1508,6 +1743,7 @@ mod tests {
         ]);
         let (nodes, podsets) = (BTreeMap::new(), BTreeMap::new());
         let reports = Reports {
+            applied: &BTreeMap::new(),
             services: &services,
             nodes: &nodes,
             podsets: &podsets,
@@ -1518,5 +1754,297 @@ mod tests {
             Some("10.250.0.200:9094")
         );
         assert_eq!(status[0].addresses.len(), 1);
+    }
+
+    fn routed(t: &str, configuration: Value) -> Result<Option<ExternalListener>, ExternalProblem> {
+        external(
+            4,
+            &listener(json!({"type": t, "tls": true, "configuration": configuration})),
+        )
+    }
+
+    #[test]
+    fn routed_listeners_need_hosts_tls_and_for_tlsroute_gateways_as_strimzi_validates() {
+        let hosts = json!({"bootstrap": {"host": "bootstrap.example.com"},
+                           "hostTemplate": "broker-{nodeId}.example.com",
+                           "class": "nginx"});
+        let l = routed("ingress", hosts.clone()).unwrap().unwrap();
+        assert_eq!(
+            l.exposure,
+            Exposure::Ingress {
+                class: Some("nginx".into())
+            }
+        );
+        assert_eq!(l.bootstrap.host.as_deref(), Some("bootstrap.example.com"));
+        let b = &brokers()[1];
+        assert_eq!(
+            l.broker_host("k", b).as_deref(),
+            Some("broker-1.example.com")
+        );
+        // The legacy `external` on 9094 keeps Strimzi's bootstrap route name.
+        assert_eq!(l.bootstrap_route_name("k"), "k-kafka-bootstrap");
+        assert_eq!(l.bootstrap_name("k"), "k-kafka-external-bootstrap");
+
+        let problem = |t: &str, tls: bool, configuration: Value| {
+            external(
+                4,
+                &listener(json!({"type": t, "tls": tls, "configuration": configuration})),
+            )
+            .unwrap_err()
+        };
+        let e = problem("ingress", false, hosts.clone());
+        assert_eq!(e.field, "tls");
+        assert!(
+            e.to_string()
+                .contains(".spec.kafka.listeners[4].tls must be true"),
+            "{e}"
+        );
+        assert_eq!(problem("route", false, hosts.clone()).field, "tls");
+        for t in ["ingress", "route", "tlsroute"] {
+            let e = problem(t, true, json!({"parentRefs": [{"name": "gw"}]}));
+            assert_eq!(e.field, "configuration.bootstrap.host", "{t}: {e}");
+        }
+        let e = problem("tlsroute", true, hosts.clone());
+        assert_eq!(e.field, "configuration.parentRefs");
+        let e = problem(
+            "ingress",
+            true,
+            json!({"bootstrap": {"host": "not a host"}}),
+        );
+        assert_eq!(e.field, "configuration.bootstrap.host");
+        let tls_route = routed(
+            "tlsroute",
+            json!({"parentRefs": [{"name": "gw", "sectionName": "tls"}],
+                   "bootstrap": {"host": "b.example.com"}}),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            tls_route.exposure,
+            Exposure::TlsRoute {
+                parent_refs: vec![json!({"name": "gw", "sectionName": "tls"})]
+            }
+        );
+    }
+
+    fn applied(results: &[(&str, &str, i32)]) -> ApplyReport {
+        ApplyReport {
+            results: results
+                .iter()
+                .map(
+                    |(kind, name, code)| kstretch_proto::agent::v1::ObjectResult {
+                        r#ref: Some(kstretch_proto::agent::v1::ObjectRef {
+                            api_version: String::new(),
+                            kind: (*kind).into(),
+                            namespace: "ns".into(),
+                            name: (*name).into(),
+                        }),
+                        outcome: if *code == 0 {
+                            Outcome::Applied
+                        } else {
+                            Outcome::Rejected
+                        }
+                        .into(),
+                        message: "the server could not find the requested resource".into(),
+                        reason: "NotFound".into(),
+                        code: u32::try_from(*code).unwrap(),
+                    },
+                )
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn routed_brokers_advertise_their_host_on_443_once_their_cluster_took_the_routes() {
+        let l = routed(
+            "ingress",
+            json!({"bootstrap": {"host": "bootstrap.example.com"},
+                   "brokers": [{"broker": 0, "host": "b0.example.com"},
+                               {"broker": 1, "host": "b1.example.com", "advertisedPort": 8443}]}),
+        )
+        .unwrap()
+        .unwrap();
+        let advertise_with = |applied: BTreeMap<String, ApplyReport>| {
+            let (services, nodes, podsets) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+            let reports = Reports {
+                services: &services,
+                nodes: &nodes,
+                podsets: &podsets,
+                applied: &applied,
+            };
+            let mut listeners = vec![core("external")];
+            listeners[0].kind = ListenerKind::Ingress;
+            let why = advertise(
+                "k",
+                "ns",
+                std::slice::from_ref(&l),
+                &mut listeners,
+                &brokers(),
+                reports,
+            );
+            (why, listeners.remove(0).advertised)
+        };
+        let alpha = applied(&[("Ingress", "k-kafka-bootstrap", 0), ("Ingress", "k-a-0", 0)]);
+        let (why, advertised) =
+            advertise_with(BTreeMap::from([("alpha".to_owned(), alpha.clone())]));
+        assert_eq!(
+            why,
+            [Unadvertised::Pending(
+                "listener external: Ingress k-kafka-bootstrap is not applied in cluster beta yet"
+                    .into()
+            )]
+        );
+        assert_eq!(
+            advertised[&0],
+            Advertised {
+                host: AdvertisedHost::Fixed("b0.example.com".into()),
+                port: 443,
+                names: BTreeSet::from(["b0.example.com".into(), "bootstrap.example.com".into()]),
+            }
+        );
+        let beta = applied(&[("Ingress", "k-kafka-bootstrap", 0), ("Ingress", "k-b-1", 0)]);
+        let (why, advertised) = advertise_with(BTreeMap::from([
+            ("alpha".to_owned(), alpha.clone()),
+            ("beta".to_owned(), beta),
+        ]));
+        assert!(why.is_empty(), "{why:?}");
+        assert_eq!(advertised[&1].port, 8443);
+
+        // A cluster that does not serve the kind answers 404: named, with its API.
+        let beta = applied(&[("Ingress", "k-kafka-bootstrap", 404)]);
+        let (why, _) = advertise_with(BTreeMap::from([
+            ("alpha".to_owned(), alpha),
+            ("beta".to_owned(), beta),
+        ]));
+        assert_eq!(
+            why,
+            [Unadvertised::ApiNotServed(
+                "listener external: cluster beta does not serve networking.k8s.io/v1 Ingress (Ingress, TLS passed through by its controller); install it there or give the listener a type the cluster serves".into()
+            )]
+        );
+
+        // A broker without a host (no hostTemplate either) cannot be advertised.
+        let mut l2 = l.clone();
+        l2.brokers.remove(&1);
+        let (services, nodes, podsets, none) = (
+            BTreeMap::new(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        );
+        let reports = Reports {
+            services: &services,
+            nodes: &nodes,
+            podsets: &podsets,
+            applied: &none,
+        };
+        let mut listeners = vec![core("external")];
+        let why = advertise("k", "ns", &[l2], &mut listeners, &brokers(), reports);
+        assert!(
+            matches!(&why[1], Unadvertised::Invalid(m) if m.contains("broker 1 has no host")),
+            "{why:?}"
+        );
+    }
+
+    #[test]
+    fn routing_objects_have_strimzis_shapes() {
+        let l = routed(
+            "ingress",
+            json!({"class": "nginx", "bootstrap": {"host": "bootstrap.example.com", "annotations": {"a": "b"}},
+                   "hostTemplate": "{nodePodName}.example.com"}),
+        )
+        .unwrap()
+        .unwrap();
+        let labels = BTreeMap::from([("strimzi.io/cluster".to_owned(), "k".to_owned())]);
+        let objects =
+            crate::kafka::routes::routes("k", "ns", std::slice::from_ref(&l), &brokers(), &labels);
+        let alpha = &objects["alpha"];
+        assert_eq!(alpha.len(), 2);
+        assert_eq!(
+            alpha[0],
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                   "metadata": {"name": "k-kafka-bootstrap", "namespace": "ns",
+                                "labels": {"strimzi.io/cluster": "k"},
+                                "annotations": {"a": "b",
+                                    "ingress.kubernetes.io/ssl-passthrough": "true",
+                                    "nginx.ingress.kubernetes.io/ssl-passthrough": "true",
+                                    "nginx.ingress.kubernetes.io/backend-protocol": "HTTPS"}},
+                   "spec": {"ingressClassName": "nginx",
+                            "rules": [{"host": "bootstrap.example.com", "http": {"paths": [{
+                                "path": "/", "pathType": "Prefix",
+                                "backend": {"service": {"name": "k-kafka-external-bootstrap",
+                                                        "port": {"number": 9094}}}}]}}],
+                            "tls": [{"hosts": ["bootstrap.example.com"]}]}})
+        );
+        assert_eq!(alpha[1]["spec"]["rules"][0]["host"], "k-a-0.example.com");
+        assert_eq!(
+            alpha[1]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"],
+            "k-a-0"
+        );
+        // The Services behind them are ClusterIP, with no external traffic policy.
+        let services = services("k", "ns", &[l], &brokers(), &labels);
+        assert_eq!(services["beta"][1]["spec"]["type"], "ClusterIP");
+        assert!(
+            services["beta"][1]["spec"]
+                .get("externalTrafficPolicy")
+                .is_none()
+        );
+
+        let route = routed(
+            "route",
+            json!({"bootstrap": {"host": "b.apps.example.com"}}),
+        )
+        .unwrap()
+        .unwrap();
+        let objects = crate::kafka::routes::routes("k", "ns", &[route], &brokers(), &labels);
+        assert_eq!(
+            objects["beta"][0]["spec"],
+            json!({"to": {"kind": "Service", "name": "k-kafka-external-bootstrap"},
+                   "port": {"targetPort": 9094}, "tls": {"termination": "passthrough"},
+                   "host": "b.apps.example.com"})
+        );
+        assert!(objects["beta"][1]["spec"].get("host").is_none());
+        let tls_route = routed(
+            "tlsroute",
+            json!({"parentRefs": [{"name": "gw"}], "bootstrap": {"host": "b.example.com"},
+                   "hostTemplate": "kafka-{nodeId}.example.com"}),
+        )
+        .unwrap()
+        .unwrap();
+        let objects = crate::kafka::routes::routes("k", "ns", &[tls_route], &brokers(), &labels);
+        assert_eq!(
+            objects["beta"][1]["apiVersion"],
+            "gateway.networking.k8s.io/v1"
+        );
+        assert_eq!(
+            objects["beta"][1]["spec"],
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["kafka-1.example.com"],
+                   "rules": [{"backendRefs": [{"name": "k-b-1", "port": 9094}]}]})
+        );
+    }
+
+    #[test]
+    fn the_status_lists_a_routed_listeners_bootstrap_host_on_443() {
+        let l = routed("ingress", json!({"bootstrap": {"host": "bootstrap.example.com"}, "hostTemplate": "b{nodeId}.example.com"}))
+            .unwrap()
+            .unwrap();
+        let (services, nodes, podsets, applied) = (
+            BTreeMap::new(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        );
+        let reports = Reports {
+            services: &services,
+            nodes: &nodes,
+            podsets: &podsets,
+            applied: &applied,
+        };
+        let status = statuses("k", "ns", &[l], &brokers(), reports);
+        assert_eq!(
+            status[0].bootstrap_servers.as_deref(),
+            Some("bootstrap.example.com:443")
+        );
     }
 }

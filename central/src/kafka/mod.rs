@@ -20,6 +20,7 @@ pub mod reconcile;
 pub mod recover;
 pub mod resolve;
 pub mod roll;
+pub mod routes;
 pub mod security;
 pub mod status;
 pub mod version;

@@ -2,8 +2,8 @@
 What the agent does against its cluster's apiserver (read from agent/src): the StrimziPodSet
 controller watches podsets and pods, creates, patches and deletes pods and writes podset status;
 the link server-side applies, lists (to prune) and deletes the kinds central sends (agent/src/link/objects.rs:
-ConfigMap, Secret, Service, PersistentVolumeClaim, ServiceExport, StrimziPodSet,
-PodDisruptionBudget), watches the
+ConfigMap, Secret, Service, Ingress, Route, TLSRoute, PersistentVolumeClaim, ServiceExport,
+StrimziPodSet, PodDisruptionBudget), watches the
 per-node Services and records Events. Nothing else: no Strimzi user kinds. (It also reads the
 cluster's nodes, cluster-wide and read only, in rbac.yaml: where `nodeport` listeners are reached.)
 */}}
@@ -22,6 +22,15 @@ cluster's nodes, cluster-wide and read only, in rbac.yaml: where `nodeport` list
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["route.openshift.io"]
+  resources: ["routes"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["tlsroutes"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 - apiGroups: ["multicluster.x-k8s.io"]
   resources: ["serviceexports"]

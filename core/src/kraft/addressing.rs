@@ -151,15 +151,6 @@ pub fn node_endpoint(
 /// controller listener is not behind the bootstrap service: it lists the controllers.
 pub fn bootstrap_servers(cluster: &KafkaCluster, listener: &str) -> Result<String, ConfigError> {
     let (name, port) = resolve_listener(cluster, listener)?;
-    if let Some(l) = cluster.listeners.iter().find(|l| l.config_name() == name)
-        && let Some(why) = super::model::unserved_because(l)
-    {
-        return Err(ConfigError::ListenerNotServed {
-            kafka: cluster.name.clone(),
-            listener: listener.to_owned(),
-            why: why.to_owned(),
-        });
-    }
     let service = bootstrap_service_name(&cluster.name);
     let ns = &cluster.namespace;
     let nodes = if name == CONTROLPLANE_LISTENER {
@@ -362,23 +353,10 @@ mod tests {
     }
 
     #[test]
-    fn bootstrap_of_unknown_or_unserved_listener_is_an_error() {
+    fn bootstrap_of_unknown_listener_is_an_error() {
         let c = cluster(Addressing::ClusterDns);
         let err = bootstrap_servers(&c, "external").unwrap_err();
         assert_eq!(err.reason(), "UnknownListener");
-        // Routes are not served yet.
-        let mut c = c;
-        c.listeners.push(Listener {
-            name: "external".into(),
-            port: 9094,
-            kind: ListenerKind::Route,
-            tls: true,
-            authentication: Default::default(),
-            custom_certificate: false,
-            advertised: BTreeMap::new(),
-        });
-        let err = bootstrap_servers(&c, "external").unwrap_err();
-        assert_eq!(err.reason(), "ListenerNotServed");
         assert_eq!(
             bootstrap_servers(&c, "tls").unwrap(),
             "my-cluster-kafka-bootstrap.kafka.svc:9093"

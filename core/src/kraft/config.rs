@@ -82,16 +82,7 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
     check_listeners(&cluster.listeners)?;
     let mut warnings = Vec::new();
 
-    let mut served = Vec::new();
-    for listener in &cluster.listeners {
-        match super::model::unserved_because(listener) {
-            None => served.push(listener),
-            Some(why) => warnings.push(format!(
-                "listener {} (port {}) is left out: {why}",
-                listener.name, listener.port
-            )),
-        }
-    }
+    let served: Vec<&Listener> = cluster.listeners.iter().collect();
 
     let mut user = BTreeMap::new();
     for (key, value) in &cluster.config {

@@ -71,12 +71,6 @@ pub enum ConfigError {
     CertificateWithoutTls { listener: String },
     #[error("Kafka {kafka} has no listener {listener}")]
     UnknownListener { kafka: String, listener: String },
-    #[error("listener {listener} of Kafka {kafka} is not served: {why}")]
-    ListenerNotServed {
-        kafka: String,
-        listener: String,
-        why: String,
-    },
 }
 
 impl ConfigError {
@@ -100,7 +94,6 @@ impl ConfigError {
             | Self::CertificateAuthenticationWithoutTls { .. }
             | Self::CertificateWithoutTls { .. } => "InvalidListener",
             Self::UnknownListener { .. } => "UnknownListener",
-            Self::ListenerNotServed { .. } => "ListenerNotServed",
         }
     }
 }

@@ -164,7 +164,10 @@ impl Listener {
     pub fn advertised_per_broker(&self) -> bool {
         matches!(
             self.kind,
-            ListenerKind::NodePort | ListenerKind::LoadBalancer
+            ListenerKind::NodePort
+                | ListenerKind::LoadBalancer
+                | ListenerKind::Route
+                | ListenerKind::Ingress
         )
     }
 
@@ -295,17 +298,4 @@ pub enum QuorumMode {
     /// AddRaftVoter/RemoveRaftVoter; nodes find the quorum through
     /// `controller.quorum.bootstrap.servers`.
     Dynamic,
-}
-
-/// Why a user listener is not configured on the brokers yet, if it is not.
-pub(crate) fn unserved_because(listener: &Listener) -> Option<&'static str> {
-    match listener.kind {
-        ListenerKind::Internal
-        | ListenerKind::ClusterIp
-        | ListenerKind::NodePort
-        | ListenerKind::LoadBalancer => None,
-        ListenerKind::Route | ListenerKind::Ingress => {
-            Some("only internal, cluster-ip, nodeport and loadbalancer listeners are served yet")
-        }
-    }
 }

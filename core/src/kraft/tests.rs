@@ -435,29 +435,38 @@ fn forbidden_keys_are_dropped_with_a_warning_each() {
 }
 
 #[test]
-fn unsupported_listener_kinds_are_left_out_with_a_warning() {
+fn a_routed_listener_is_advertised_at_each_brokers_host_on_443_and_named_in_its_certificate() {
     let mut c = one_controller_three_brokers();
+    let mut ingress = listener("ingress", 9098, ListenerKind::Ingress, true);
+    for id in [1, 2, 3] {
+        let advertised = Advertised {
+            host: AdvertisedHost::Fixed(format!("b{id}.kafka.example.com")),
+            port: 443,
+            names: BTreeSet::from(["bootstrap.kafka.example.com".to_owned()]),
+        };
+        ingress.advertised.insert(id, advertised);
+    }
     c.listeners = vec![
         listener("plain", 9092, ListenerKind::Internal, false),
-        listener("cip", 9095, ListenerKind::ClusterIp, false),
-        listener("route", 9097, ListenerKind::Route, false),
-        listener("ingress", 9098, ListenerKind::Ingress, false),
+        ingress,
     ];
     let rendered = render(&c).unwrap();
+    let broker = &rendered.nodes[&2];
     assert_eq!(
-        rendered.nodes[&1].get("listeners"),
-        Some("REPLICATION-9091://0.0.0.0:9091,PLAIN-9092://0.0.0.0:9092,CIP-9095://0.0.0.0:9095")
+        broker.get("listeners"),
+        Some(
+            "REPLICATION-9091://0.0.0.0:9091,PLAIN-9092://0.0.0.0:9092,INGRESS-9098://0.0.0.0:9098"
+        )
     );
-    let left_out: Vec<&str> = rendered
-        .warnings
-        .iter()
-        .filter(|w| w.contains(" is left out: "))
-        .map(|w| w.split(' ').nth(1).unwrap_or_default())
-        .collect();
-    assert_eq!(left_out, ["route", "ingress"]);
-    assert!(rendered.warnings[0].ends_with(
-        "only internal, cluster-ip, nodeport and loadbalancer listeners are served yet"
-    ));
+    let advertised = broker.get("advertised.listeners").unwrap();
+    assert!(
+        advertised.ends_with(",INGRESS-9098://b2.kafka.example.com:443"),
+        "{advertised}"
+    );
+    let names = node_hostnames(&c, c.node(2).unwrap()).unwrap();
+    assert!(names.contains("b2.kafka.example.com"), "{names:?}");
+    assert!(names.contains("bootstrap.kafka.example.com"), "{names:?}");
+    assert!(!names.contains("b1.kafka.example.com"), "{names:?}");
 }
 
 #[test]

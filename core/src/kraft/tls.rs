@@ -8,8 +8,7 @@ use super::addressing::{bootstrap_service_name, headless_service_name, node_endp
 use super::error::ConfigError;
 use super::model::{
     Addressing, AdvertisedHost, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster,
-    ListenerKind, NODE_ADDRESS_DIR, NODE_ADDRESS_PROVIDER, Node, REPLICATION_LISTENER,
-    REPLICATION_PORT,
+    NODE_ADDRESS_DIR, NODE_ADDRESS_PROVIDER, Node, REPLICATION_LISTENER, REPLICATION_PORT,
 };
 
 /// Where the node's Secret (certificate, key, cluster CA certificates) is mounted.
@@ -157,31 +156,26 @@ pub fn node_hostnames(
     }
     if node.is_broker() {
         listeners.push((REPLICATION_LISTENER.to_owned(), REPLICATION_PORT));
-        let served = cluster
-            .listeners
-            .iter()
-            .filter(|l| super::model::unserved_because(l).is_none());
-        for l in served {
-            match l.kind {
-                ListenerKind::NodePort | ListenerKind::LoadBalancer => {
-                    let Some(advertised) = l.advertised.get(&node.id) else {
-                        continue;
-                    };
-                    names.extend(advertised.names.iter().cloned());
-                    match &advertised.host {
-                        AdvertisedHost::Fixed(host) => {
-                            names.insert(host.clone());
-                        }
-                        // The broker's node is known only once its pod runs: a TLS listener's
-                        // certificate names the address of every node of its cluster it may
-                        // run on.
-                        AdvertisedHost::NodeAddress { candidates } if l.tls => {
-                            names.extend(candidates.iter().cloned());
-                        }
-                        AdvertisedHost::NodeAddress { .. } => {}
-                    }
+        for l in &cluster.listeners {
+            if !l.advertised_per_broker() {
+                listeners.push((l.config_name(), l.port));
+                continue;
+            }
+            let Some(advertised) = l.advertised.get(&node.id) else {
+                continue;
+            };
+            names.extend(advertised.names.iter().cloned());
+            match &advertised.host {
+                AdvertisedHost::Fixed(host) => {
+                    names.insert(host.clone());
                 }
-                _ => listeners.push((l.config_name(), l.port)),
+                // The broker's node is known only once its pod runs: a TLS listener's
+                // certificate names the address of every node of its cluster it may
+                // run on.
+                AdvertisedHost::NodeAddress { candidates } if l.tls => {
+                    names.extend(candidates.iter().cloned());
+                }
+                AdvertisedHost::NodeAddress { .. } => {}
             }
         }
     }

@@ -150,18 +150,19 @@ impl AgentReports {
             services: &self.services,
             nodes: &self.nodes,
             podsets: &self.podsets,
+            applied: &self.last_apply,
         }
     }
 }
 
-/// Fills in where each broker advertises each `nodeport` listener and the node addresses of
-/// its cluster; returns the brokers and clusters still waiting.
+/// Fills in where each broker advertises each external listener and the node addresses of
+/// its cluster; returns why brokers and clusters do not advertise one yet.
 pub(super) fn advertise_external(
     kafka: &Kafka,
     effective: &mut Resolved,
     ids: &PoolIdsByName,
     reports: &AgentReports,
-) -> Vec<String> {
+) -> Vec<external::Unadvertised> {
     if effective.external.is_empty() {
         return Vec::new();
     }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
 use kstretch_api::Kafka;
+use kstretch_api::condition::Condition;
 use kube::ResourceExt;
 
 use super::objects::{self, Inputs};
@@ -19,7 +20,7 @@ use crate::budget;
 use crate::error::Error;
 use crate::kafka::build::{self, Built};
 use crate::kafka::context::Context;
-use crate::kafka::external;
+use crate::kafka::external::{self, Unadvertised};
 use crate::kafka::jmx_exporter;
 use crate::kafka::quorum;
 use crate::kafka::recover;
@@ -148,14 +149,7 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
             .all(|p| p.status.as_ref().is_none_or(|s| s.node_ids.is_empty()));
     publish_services_first(ctx, kafka, &pass.owner, &plan.resolved, &plan.ids, fresh)?;
     let refused = refused_services(ctx, kafka, plan);
-    let condition = if refused.is_empty() {
-        status::not_ready("AddressPending", pending_message(per_node, listeners))
-    } else {
-        status::not_ready(
-            external::SERVICE_REFUSED,
-            external::refused_message(&refused),
-        )
-    };
+    let condition = waiting_condition(per_node, listeners, &refused);
     pass.status.conditions = status::conditions(
         &pass.status.conditions,
         condition,
@@ -167,14 +161,49 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     )))
 }
 
+/// The `Ready` condition while brokers wait to advertise: a listener a member cluster cannot
+/// serve (its API, a host, a Service the apiserver refused) first, as only the user can mend
+/// it; else what is still to be reported.
+fn waiting_condition(
+    per_node: Vec<String>,
+    listeners: Vec<Unadvertised>,
+    refused: &[String],
+) -> Condition {
+    let (mut pending, mut invalid, mut not_served) = (Vec::new(), Vec::new(), Vec::new());
+    for l in listeners {
+        match l {
+            Unadvertised::Pending(line) => pending.push(line),
+            Unadvertised::Invalid(line) => invalid.push(line),
+            Unadvertised::ApiNotServed(line) => not_served.push(line),
+        }
+    }
+    let kept = "the rest of the Kafka runs as before";
+    let dedup = |mut lines: Vec<String>| {
+        lines.dedup();
+        lines.join("; ")
+    };
+    if !not_served.is_empty() {
+        status::not_ready(
+            external::API_NOT_SERVED,
+            format!("{}: {kept}", dedup(not_served)),
+        )
+    } else if !invalid.is_empty() {
+        status::not_ready("InvalidListener", format!("{}: {kept}", dedup(invalid)))
+    } else if !refused.is_empty() {
+        status::not_ready(
+            external::SERVICE_REFUSED,
+            external::refused_message(refused),
+        )
+    } else {
+        status::not_ready("AddressPending", pending_message(per_node, pending))
+    }
+}
+
 /// What the `Ready` condition says while addresses are pending.
 fn pending_message(per_node: Vec<String>, listeners: Vec<String>) -> String {
     let message = [
         ("the addresses of the per-node Services", per_node),
-        (
-            "the node ports and node addresses of the listeners",
-            listeners,
-        ),
+        ("the addresses of the external listeners", listeners),
     ]
     .into_iter()
     .filter(|(_, pending)| !pending.is_empty())
