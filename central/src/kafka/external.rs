@@ -237,6 +237,12 @@ impl ExternalListener {
         })
     }
 
+    /// What `brokers[]` sets for broker `id`'s Service (and routing object).
+    pub fn broker_service(&self, id: i32) -> ServiceSettings {
+        let settings = self.brokers.get(&id).map(|s| s.service.clone());
+        settings.unwrap_or_default()
+    }
+
     /// `<kafka>-<pool>-<listener>-<id>`, or Strimzi's `<kafka>-<pool>-<id>` for `external` on
     /// 9094: a broker's Service, and its Ingress, Route or TLSRoute.
     pub fn broker_service_name(&self, kafka: &str, pool: &str, id: i32) -> String {
@@ -546,6 +552,23 @@ pub struct Broker {
     pub alias: String,
 }
 
+/// Adds to `out`, by alias, one object of `bootstrap` in every member cluster that runs
+/// brokers and one of `own` per broker.
+pub fn per_cluster_and_broker(
+    brokers: &[Broker],
+    out: &mut BTreeMap<String, Vec<Value>>,
+    bootstrap: impl Fn() -> Value,
+    own: impl Fn(&Broker) -> Value,
+) {
+    let aliases: BTreeSet<&str> = brokers.iter().map(|b| b.alias.as_str()).collect();
+    for alias in aliases {
+        out.entry(alias.to_owned()).or_default().push(bootstrap());
+    }
+    for b in brokers {
+        out.entry(b.alias.clone()).or_default().push(own(b));
+    }
+}
+
 /// Each member cluster's Services of `listeners`, by alias: a bootstrap Service where brokers
 /// run, and one per broker. `labels` are the Kafka's own.
 pub fn services(
@@ -556,7 +579,6 @@ pub fn services(
     labels: &BTreeMap<String, String>,
 ) -> BTreeMap<String, Vec<Value>> {
     let mut out: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    let aliases: BTreeSet<&str> = brokers.iter().map(|b| b.alias.as_str()).collect();
     let selector = |extra: &[(&str, String)]| {
         let mut s = BTreeMap::from([
             (names::CLUSTER.to_owned(), kafka.to_owned()),
@@ -614,28 +636,25 @@ pub fn services(
                 status: None,
             })
         };
-        for alias in &aliases {
-            let bootstrap = service(
-                l.bootstrap_name(kafka),
-                &l.bootstrap,
-                selector(&[(names::BROKER_ROLE, "true".to_owned())]),
-            );
-            out.entry((*alias).to_owned()).or_default().push(bootstrap);
-        }
-        for b in brokers {
-            let settings = l
-                .brokers
-                .get(&b.id)
-                .map(|s| s.service.clone())
-                .unwrap_or_default();
-            let pod = kraft::pod_name(kafka, &b.pool, b.id);
-            let own = service(
-                l.broker_service_name(kafka, &b.pool, b.id),
-                &settings,
-                selector(&[(names::POOL_NAME, b.pool.clone()), (names::POD_NAME, pod)]),
-            );
-            out.entry(b.alias.clone()).or_default().push(own);
-        }
+        per_cluster_and_broker(
+            brokers,
+            &mut out,
+            || {
+                service(
+                    l.bootstrap_name(kafka),
+                    &l.bootstrap,
+                    selector(&[(names::BROKER_ROLE, "true".to_owned())]),
+                )
+            },
+            |b| {
+                let pod = kraft::pod_name(kafka, &b.pool, b.id);
+                service(
+                    l.broker_service_name(kafka, &b.pool, b.id),
+                    &l.broker_service(b.id),
+                    selector(&[(names::POOL_NAME, b.pool.clone()), (names::POD_NAME, pod)]),
+                )
+            },
+        );
     }
     out
 }
@@ -1756,6 +1775,26 @@ mod tests {
         assert_eq!(status[0].addresses.len(), 1);
     }
 
+    /// What the agents reported, owned, for [`Reports`] to borrow.
+    #[derive(Default)]
+    struct Reported {
+        services: BTreeMap<String, Vec<ServiceStatus>>,
+        nodes: BTreeMap<String, Option<Vec<NodeStatus>>>,
+        podsets: BTreeMap<String, Vec<PodSetStatus>>,
+        applied: BTreeMap<String, ApplyReport>,
+    }
+
+    impl Reported {
+        fn reports(&self) -> Reports<'_> {
+            Reports {
+                services: &self.services,
+                nodes: &self.nodes,
+                podsets: &self.podsets,
+                applied: &self.applied,
+            }
+        }
+    }
+
     fn routed(t: &str, configuration: Value) -> Result<Option<ExternalListener>, ExternalProblem> {
         external(
             4,
@@ -1866,13 +1905,11 @@ mod tests {
         .unwrap()
         .unwrap();
         let advertise_with = |applied: BTreeMap<String, ApplyReport>| {
-            let (services, nodes, podsets) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
-            let reports = Reports {
-                services: &services,
-                nodes: &nodes,
-                podsets: &podsets,
-                applied: &applied,
+            let reported = Reported {
+                applied,
+                ..Default::default()
             };
+            let reports = reported.reports();
             let mut listeners = vec![core("external")];
             listeners[0].kind = ListenerKind::Ingress;
             let why = advertise(
@@ -1927,18 +1964,8 @@ mod tests {
         // A broker without a host (no hostTemplate either) cannot be advertised.
         let mut l2 = l.clone();
         l2.brokers.remove(&1);
-        let (services, nodes, podsets, none) = (
-            BTreeMap::new(),
-            BTreeMap::new(),
-            BTreeMap::new(),
-            BTreeMap::new(),
-        );
-        let reports = Reports {
-            services: &services,
-            nodes: &nodes,
-            podsets: &podsets,
-            applied: &none,
-        };
+        let nothing = Reported::default();
+        let reports = nothing.reports();
         let mut listeners = vec![core("external")];
         let why = advertise("k", "ns", &[l2], &mut listeners, &brokers(), reports);
         assert!(
@@ -2029,18 +2056,8 @@ mod tests {
         let l = routed("ingress", json!({"bootstrap": {"host": "bootstrap.example.com"}, "hostTemplate": "b{nodeId}.example.com"}))
             .unwrap()
             .unwrap();
-        let (services, nodes, podsets, applied) = (
-            BTreeMap::new(),
-            BTreeMap::new(),
-            BTreeMap::new(),
-            BTreeMap::new(),
-        );
-        let reports = Reports {
-            services: &services,
-            nodes: &nodes,
-            podsets: &podsets,
-            applied: &applied,
-        };
+        let nothing = Reported::default();
+        let reports = nothing.reports();
         let status = statuses("k", "ns", &[l], &brokers(), reports);
         assert_eq!(
             status[0].bootstrap_servers.as_deref(),

@@ -4,11 +4,13 @@
 //! `parentRefs`; one bootstrap object in every member cluster that runs brokers and one per
 //! broker, each in front of the Service of the same role. Pure.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::external::{Broker, Exposure, ExternalListener, ServiceSettings, routing_kind};
+use super::external::{
+    Broker, Exposure, ExternalListener, ServiceSettings, per_cluster_and_broker, routing_kind,
+};
 use crate::objects;
 
 /// Each member cluster's routing objects of `listeners`, by alias. `labels` are the Kafka's own.
@@ -20,42 +22,41 @@ pub fn routes(
     labels: &BTreeMap<String, String>,
 ) -> BTreeMap<String, Vec<Value>> {
     let mut out: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    let aliases: BTreeSet<&str> = brokers.iter().map(|b| b.alias.as_str()).collect();
     for l in listeners.iter().filter(|l| l.exposure.routed()) {
-        let object =
-            |name: String, service: String, host: Option<String>, settings: &ServiceSettings| {
-                routing_object(
-                    l,
-                    namespace,
-                    labels,
-                    settings,
-                    Target {
-                        name,
-                        service,
-                        host,
-                    },
+        let object = |name: String, service: String, host: Option<String>, settings| {
+            routing_object(
+                l,
+                namespace,
+                labels,
+                settings,
+                Target {
+                    name,
+                    service,
+                    host,
+                },
+            )
+        };
+        per_cluster_and_broker(
+            brokers,
+            &mut out,
+            || {
+                object(
+                    l.bootstrap_route_name(kafka),
+                    l.bootstrap_name(kafka),
+                    l.bootstrap.host.clone(),
+                    l.bootstrap.clone(),
                 )
-            };
-        for alias in &aliases {
-            let bootstrap = object(
-                l.bootstrap_route_name(kafka),
-                l.bootstrap_name(kafka),
-                l.bootstrap.host.clone(),
-                &l.bootstrap,
-            );
-            out.entry((*alias).to_owned()).or_default().push(bootstrap);
-        }
-        for b in brokers {
-            let name = l.broker_service_name(kafka, &b.pool, b.id);
-            let settings = l.brokers.get(&b.id).map(|s| s.service.clone());
-            let own = object(
-                name.clone(),
-                name,
-                l.broker_host(kafka, b),
-                &settings.unwrap_or_default(),
-            );
-            out.entry(b.alias.clone()).or_default().push(own);
-        }
+            },
+            |b| {
+                let name = l.broker_service_name(kafka, &b.pool, b.id);
+                object(
+                    name.clone(),
+                    name,
+                    l.broker_host(kafka, b),
+                    l.broker_service(b.id),
+                )
+            },
+        );
     }
     out
 }
@@ -83,17 +84,17 @@ fn routing_object(
     l: &ExternalListener,
     namespace: &str,
     labels: &BTreeMap<String, String>,
-    settings: &ServiceSettings,
+    settings: ServiceSettings,
     target: Target,
 ) -> Value {
     let (api_version, kind, _) = routing_kind(&l.exposure);
     let mut all_labels = labels.clone();
-    all_labels.extend(settings.labels.clone());
+    all_labels.extend(settings.labels);
     let mut annotations = match l.exposure {
         Exposure::Ingress { .. } => passthrough(),
         _ => BTreeMap::new(),
     };
-    annotations.extend(settings.annotations.clone());
+    annotations.extend(settings.annotations);
     let port = i64::from(l.port);
     let spec = match &l.exposure {
         Exposure::Ingress { class } => {
