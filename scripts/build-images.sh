@@ -80,22 +80,24 @@ add_package_of() {
   dpkg-query -s "$pkg" >"$work/status-$pkg" && files+=(--file "$work/status-$pkg:/var/lib/dpkg/status.d/$pkg")
 }
 
-# The JMX Prometheus exporter for Kafka pods' metrics, as images/Dockerfile pins it, from Maven
-# Central (cached, checked against its SHA-256).
-metrics_agent_jar() {
-  local version sha jar url
-  version=$(sed -n 's/^ARG JMX_EXPORTER_VERSION=//p' images/Dockerfile)
-  sha=$(sed -n 's/^ARG JMX_EXPORTER_SHA256=//p' images/Dockerfile)
-  [[ -n $version && -n $sha ]] || { echo "[images] images/Dockerfile pins no JMX exporter" >&2; exit 1; }
-  jar=${KSTRETCH_CACHE:-$HOME/.cache/kstretch}/jars/jmx_prometheus_javaagent-$version.jar
-  if ! sha256sum -c --status <<<"$sha  $jar" 2>/dev/null; then
-    mkdir -p "$(dirname "$jar")"
-    url=https://repo1.maven.org/maven2/io/prometheus/jmx/jmx_prometheus_javaagent/$version/jmx_prometheus_javaagent-$version.jar
-    curl -fsSL --retry 3 -o "$jar.part" "$url" || { echo "[images] cannot download $url" >&2; exit 1; }
-    sha256sum -c --status <<<"$sha  $jar.part" || { echo "[images] $url does not match its pinned SHA-256" >&2; exit 1; }
-    mv "$jar.part" "$jar"
-  fi
-  echo "$jar"
+# The jars for Kafka pods' metrics, as images/Dockerfile pins them (its `ADD --checksum` lines
+# into /opt/kstretch/metrics), from Maven Central (cached, checked against their SHA-256): one
+# `--file` argument each.
+metrics_jar_files() {
+  local sha url dest jar count=0
+  while read -r sha url dest; do
+    jar=${KSTRETCH_CACHE:-$HOME/.cache/kstretch}/jars/${url##*/}
+    if ! sha256sum -c --status <<<"$sha  $jar" 2>/dev/null; then
+      mkdir -p "$(dirname "$jar")"
+      curl -fsSL --retry 3 -o "$jar.part" "$url" || { echo "[images] cannot download $url" >&2; exit 1; }
+      sha256sum -c --status <<<"$sha  $jar.part" || { echo "[images] $url does not match its pinned SHA-256" >&2; exit 1; }
+      mv "$jar.part" "$jar"
+    fi
+    echo "--file"
+    echo "$jar:$dest"
+    count=$((count + 1))
+  done < <(sed -nE 's#^ADD --chmod=0644 --checksum=sha256:([0-9a-f]{64}) (https://\S+) (/opt/kstretch/metrics/\S+)$#\1 \2 \3#p' images/Dockerfile)
+  ((count > 0)) || { echo "[images] images/Dockerfile pins no metrics jar" >&2; exit 1; }
 }
 
 for component in "${components[@]}"; do
@@ -142,7 +144,9 @@ for component in "${components[@]}"; do
   fi
 
   if [[ $component == agent ]]; then
-    files+=(--file "$(metrics_agent_jar):/opt/kstretch/metrics/jmx_prometheus_javaagent.jar")
+    metrics_jar_files >"$work/metrics-files"
+    mapfile -t metrics_files <"$work/metrics-files"
+    files+=("${metrics_files[@]}")
   fi
 
   name=$registry/kstretch-$component:$version

@@ -1,5 +1,6 @@
-//! `kstretch-agent install-metrics-agent`: copies the Java agents the agent's image carries for
-//! Kafka's metrics (the JMX Prometheus exporter) into a directory a Kafka container mounts. Run
+//! `kstretch-agent install-metrics-agent`: copies the jars the agent's image carries for Kafka's
+//! metrics (the JMX Prometheus exporter, Strimzi's metrics reporter and its dependencies) into a
+//! directory a Kafka container mounts. Run
 //! as an init container of the Kafka pods, whose own image lacks them; the agent's image has
 //! no shell, so the copy is a command of its own.
 
@@ -32,15 +33,38 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow::Resul
     Ok(())
 }
 
-/// Copies every `.jar` of `from` into `to`; fails when there is none, so a pod never starts a
-/// Java agent that is not there.
+/// Copies every `.jar` of `from` into `to`, and those of each directory of `from` into a
+/// directory of the same name (the reporter's jars stay apart from the exporter's, which
+/// bundles other versions of the same classes); fails when there is none, so a pod never starts
+/// a Java agent or reporter that is not there.
 fn install(from: &Path, to: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut copied = copy_jars(from, to)?;
+    let entries =
+        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?;
+    for entry in entries {
+        let path = entry?.path();
+        if let (true, Some(name)) = (path.is_dir(), path.file_name()) {
+            let target = to.join(name);
+            std::fs::create_dir_all(&target)
+                .with_context(|| format!("cannot create {}", target.display()))?;
+            copied.extend(copy_jars(&path, &target)?);
+        }
+    }
+    if copied.is_empty() {
+        bail!("{} has no jar to install", from.display());
+    }
+    copied.sort();
+    Ok(copied)
+}
+
+/// Copies the `.jar` files of `from` (not of its directories) into `to`.
+fn copy_jars(from: &Path, to: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let entries =
         std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?;
     let mut copied = Vec::new();
     for entry in entries {
         let path = entry?.path();
-        if path.extension().is_none_or(|e| e != "jar") {
+        if path.extension().is_none_or(|e| e != "jar") || !path.is_file() {
             continue;
         }
         let Some(name) = path.file_name() else {
@@ -51,10 +75,6 @@ fn install(from: &Path, to: &Path) -> anyhow::Result<Vec<PathBuf>> {
             .with_context(|| format!("cannot copy {} to {}", path.display(), target.display()))?;
         copied.push(target);
     }
-    if copied.is_empty() {
-        bail!("{} has no jar to install", from.display());
-    }
-    copied.sort();
     Ok(copied)
 }
 
@@ -78,6 +98,17 @@ mod tests {
         assert_eq!(install(&from, &to).unwrap(), [to.join("agent.jar")]);
         assert_eq!(std::fs::read(to.join("agent.jar")).unwrap(), b"jar");
         assert!(!to.join("README").exists());
+        // A directory's jars keep their directory.
+        std::fs::create_dir_all(from.join("reporter")).unwrap();
+        std::fs::write(from.join("reporter/reporter.jar"), b"r").unwrap();
+        assert_eq!(
+            install(&from, &to).unwrap(),
+            [to.join("agent.jar"), to.join("reporter/reporter.jar")]
+        );
+        assert_eq!(
+            std::fs::read(to.join("reporter/reporter.jar")).unwrap(),
+            b"r"
+        );
         let err = install(&dir.join("missing"), &to).unwrap_err().to_string();
         assert!(err.starts_with("cannot read"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();

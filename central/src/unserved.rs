@@ -8,7 +8,7 @@
 //! nothing here: kstretch acts on every field of it.
 
 use crate::kafka::external::{bootstrap_keys, broker_keys, served_configuration};
-use kstretch_api::common::{JvmOptions, MetricsType, OpaqueObject};
+use kstretch_api::common::{JvmOptions, OpaqueObject};
 use kstretch_api::connect::KafkaConnectSpec;
 use kstretch_api::kafka::{KafkaClusterSpec, KafkaSpec};
 use kstretch_api::node_pool::KafkaNodePoolSpec;
@@ -153,14 +153,6 @@ pub fn kafka(spec: &KafkaSpec, template: Applied) -> Vec<String> {
 fn cluster(spec: &KafkaClusterSpec, template: Applied) -> Vec<String> {
     let path = ".spec.kafka";
     let mut out = unmodelled(path, &spec.unmodelled, KAFKA_CLUSTER);
-    if let Some(metrics) = &spec.metrics_config
-        && metrics.type_ == MetricsType::StrimziMetricsReporter
-    {
-        out.push(not_acted_on(
-            &format!("{path}.metricsConfig"),
-            "type strimziMetricsReporter is not served yet: no reporter runs and port 9404 is not served (jmxPrometheusExporter is)",
-        ));
-    }
     if spec.storage.is_some() {
         out.push(not_acted_on(
             &format!("{path}.storage"),
@@ -397,7 +389,6 @@ mod tests {
         for path in [
             ".spec.kafka.listeners[0].configuration.useServiceDnsDomain",
             ".spec.kafka.listeners[0].networkPolicyPeers",
-            ".spec.kafka.metricsConfig",
             ".spec.kafka.logging",
             ".spec.kafka.quotas",
             ".spec.kafka.tieredStorage",
@@ -423,8 +414,11 @@ mod tests {
         ] {
             assert!(named(&w, path), "{path} not named in {w:#?}");
         }
-        assert_eq!(w.len(), 25, "nothing else: {w:#?}");
-        assert!(named(&w, ".spec.kafka.metricsConfig"));
+        assert_eq!(w.len(), 24, "nothing else: {w:#?}");
+        assert!(
+            !named(&w, ".spec.kafka.metricsConfig"),
+            "the reporter is served"
+        );
         assert!(
             w.iter()
                 .any(|m| m.contains("madeUp is not acted on: kstretch does not know this field"))

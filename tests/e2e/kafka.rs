@@ -1185,6 +1185,12 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
             "names ConfigMap absent, which does not exist",
             "InvalidMetricsConfig",
         ),
+        (
+            json!({"listeners": [plain.clone()], "metricsConfig": {"type": "strimziMetricsReporter",
+                "values": {"allowList": []}}}),
+            ".spec.kafka.metricsConfig.values.allowList is empty",
+            "InvalidMetricsConfig",
+        ),
         // The routing objects go to the member cluster first; neither API is served here.
         (
             json!({"listeners": [plain.clone(), {"name": "external", "port": 9094,
@@ -1657,12 +1663,9 @@ async fn fields_of_strimzi_examples_kstretch_does_not_act_on_are_named() {
             .collect()
     };
     let kafkas = [
-        // Its JMX exporter is served.
+        // Its JMX exporter is served, and the other's reporter.
         ("metrics", &[".spec.kafkaExporter"][..]),
-        (
-            "reporter",
-            &[".spec.kafka.metricsConfig", ".spec.kafkaExporter"],
-        ),
+        ("reporter", &[".spec.kafkaExporter"]),
         ("balanced", &[".spec.cruiseControl"]),
         (
             "oauth",

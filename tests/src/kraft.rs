@@ -579,6 +579,7 @@ pub fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
         nodes,
         authorization: None,
         quorum: QuorumMode::Static,
+        metrics_reporter: None,
     }
 }
 

@@ -28,7 +28,7 @@ use kube::api::{DynamicObject, TypeMeta};
 use serde_json::{Map, Value, json};
 
 use super::external;
-use super::jmx_exporter;
+use super::jmx_exporter::{self, NodeMetrics};
 use super::resolve::{PerNode, Resolved, ResolvedPool};
 use crate::budget;
 use crate::objects;
@@ -188,6 +188,7 @@ pub fn cluster_model(
         nodes,
         authorization: resolved.authorization.clone(),
         quorum,
+        metrics_reporter: resolved.metrics_reporter.clone(),
     }
 }
 
@@ -246,7 +247,11 @@ pub fn build(
             .collect(),
         quorum: cluster.quorum,
         node_address_reads: node_address_reads(resolved),
-        metrics: metrics_rules.is_some(),
+        metrics: match (metrics_rules, &resolved.metrics_reporter) {
+            (Some(_), _) => Some(NodeMetrics::Exporter),
+            (None, Some(_)) => Some(NodeMetrics::Reporter),
+            (None, None) => None,
+        },
     };
 
     let inputs = NodeInputs {
@@ -524,8 +529,8 @@ struct Ctx<'a> {
     /// Per broker, the `nodeport` listeners whose host it finds at start, each with the kind
     /// of node address it reads ([`external::start_script`]).
     node_address_reads: BTreeMap<i32, Vec<(String, String)>>,
-    /// Every node serves metrics with the JMX exporter ([`jmx_exporter`]).
-    metrics: bool,
+    /// How every node serves metrics ([`jmx_exporter`]), if it does.
+    metrics: Option<NodeMetrics>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -707,8 +712,15 @@ fn pod(
         add_node_address_reads(ctx, &mut env, &mut mounts, &mut volumes);
     }
     let mut ports = container_ports(ctx, node);
-    if ctx.metrics {
-        jmx_exporter::add_to_node(ctx.kafka, &mut env, &mut ports, &mut mounts, &mut volumes);
+    if let Some(how) = ctx.metrics {
+        jmx_exporter::add_to_node(
+            ctx.kafka,
+            how,
+            &mut env,
+            &mut ports,
+            &mut mounts,
+            &mut volumes,
+        );
     }
     let probe = |initial_delay_seconds, period_seconds| Probe {
         tcp_socket: Some(TCPSocketAction {
@@ -1568,7 +1580,7 @@ mod tests {
             listener_ports: vec![("plain".to_owned(), 9092)],
             node_address_reads: BTreeMap::new(),
             quorum: kraft::QuorumMode::Static,
-            metrics: false,
+            metrics: None,
         }
     }
 

@@ -1,9 +1,11 @@
-//! `metricsConfig` of type `jmxPrometheusExporter` on a `Kafka`'s nodes, as Strimzi serves it:
-//! the JMX Prometheus exporter as a Java agent in every node (controllers too) on port 9404
-//! (`tcp-prometheus`), with the rules of the user's ConfigMap. The exporter's jar comes from
-//! the agent's image (an init container copies it out: the Kafka image lacks it), and each
-//! member cluster gets the rules in a ConfigMap of its own, which the exporter reads again when
-//! it changes: a change of rules rolls nothing. Pure.
+//! `metricsConfig` on a `Kafka`'s nodes, as Strimzi serves it, on port 9404
+//! (`tcp-prometheus`) of every node (controllers too). `jmxPrometheusExporter`: the JMX
+//! Prometheus exporter as a Java agent with the rules of the user's ConfigMap, which each member
+//! cluster gets in a ConfigMap of its own that the exporter reads again when it changes (a
+//! change of rules rolls nothing). `strimziMetricsReporter`: Strimzi's metrics reporter on
+//! Kafka's class path, with the allow list of `values` (Kafka's options: core's
+//! [`kraft::MetricsReporter`]). The jars of both come from the agent's image (an init container
+//! copies them out: the Kafka image lacks them). Pure.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +14,7 @@ use k8s_openapi::api::core::v1::{
     SecurityContext, Volume, VolumeMount,
 };
 use kstretch_api::common::{ConfigMapKeyRef, MetricsConfig, MetricsType};
+use kstretch_core::kraft;
 use serde_json::{Value, json};
 
 use crate::objects;
@@ -25,6 +28,9 @@ const JAR_DIR: &str = "/opt/kstretch/metrics";
 const RULES_DIR: &str = "/opt/kstretch/metrics-config";
 const RULES_KEY: &str = "metrics-config.yml";
 const JAR: &str = "jmx_prometheus_javaagent.jar";
+/// The reporter's jars, in a directory of their own: the exporter's jar bundles other versions
+/// of the same Prometheus classes, which must not be on Kafka's class path with them.
+const REPORTER_DIR: &str = "reporter";
 /// The init container that copies the jar, and where it mounts the jar's volume (not over
 /// the image's own directory of it).
 pub const INIT_CONTAINER: &str = "metrics-agent";
@@ -47,6 +53,64 @@ pub fn source(config: Option<&MetricsConfig>) -> Result<Option<ConfigMapKeyRef>,
             ".spec.kafka.metricsConfig of type jmxPrometheusExporter needs valueFrom.configMapKeyRef naming the ConfigMap key with the exporter's rules".to_owned(),
         )),
     }
+}
+
+/// The metric names Strimzi's reporter serves when `values.allowList` does not say (Strimzi's
+/// default).
+pub const DEFAULT_ALLOW_LIST: &[&str] = &[
+    "kafka_cluster_partition.*",
+    "kafka_controller_kafkacontroller.*",
+    "kafka_controller_controllerstats_uncleanleaderelectionspersec",
+    "kafka_log_log_size",
+    "kafka_network_requestmetrics.*",
+    "kafka_network_socketserver_networkprocessoravgidlepercent",
+    "kafka_server_app_info.*",
+    "kafka_server_brokertopicmetrics.*",
+    "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+    "kafka_server_kafkaserver_brokerstate",
+    "kafka_server_kafkaserver_clusterid",
+    "kafka_server_kafkaserver_linux.*",
+    "kafka_server_raft.*",
+    "kafka_server_replicamanager.*",
+    "kafka_server_request_queue_size",
+    "kafka_server_socket_server.*",
+];
+
+/// Strimzi's metrics reporter for a `strimziMetricsReporter`; `None` without metrics or for
+/// the exporter; `Err` when `values.allowList` is not a list of patterns Kafka can read.
+pub fn reporter(config: Option<&MetricsConfig>) -> Result<Option<kraft::MetricsReporter>, Refusal> {
+    let Some(config) = config.filter(|c| c.type_ == MetricsType::StrimziMetricsReporter) else {
+        return Ok(None);
+    };
+    let refused = |why: String| {
+        Refusal::new(
+            REASON,
+            format!(".spec.kafka.metricsConfig.values.allowList {why}"),
+        )
+    };
+    let allow_list = match config.values.as_ref().and_then(|v| v.get("allowList")) {
+        None | Some(Value::Null) => DEFAULT_ALLOW_LIST.iter().map(|s| (*s).to_owned()).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| refused("must be a list of strings".to_owned()))?,
+        Some(_) => return Err(refused("must be a list of strings".to_owned())),
+    };
+    if allow_list.is_empty() {
+        return Err(refused(
+            "is empty: name at least one regular expression of the metrics to serve".to_owned(),
+        ));
+    }
+    // The patterns are Java's (the reporter compiles them); only what breaks the list is checked.
+    for pattern in &allow_list {
+        if pattern.is_empty() || pattern.contains(',') {
+            return Err(refused(format!(
+                "has {pattern:?}: Kafka reads the list comma-separated, so a pattern can be neither empty nor hold a comma"
+            )));
+        }
+    }
+    Ok(Some(kraft::MetricsReporter { allow_list }))
 }
 
 /// The rules in `data` (the ConfigMap's, `None` when it does not exist), or why they cannot be
@@ -95,12 +159,57 @@ pub fn config_map(
     })
 }
 
-/// What a node's container gets to run the exporter: the Java agent in `KAFKA_OPTS` (after the
-/// user's options), its port, the jar's and the rules' volumes.
+/// How a node serves metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeMetrics {
+    /// The JMX exporter as a Java agent.
+    Exporter,
+    /// Strimzi's reporter on Kafka's class path (its options are Kafka's).
+    Reporter,
+}
+
+/// What a node's container gets to serve metrics: the port, the jars' volume, and for the
+/// exporter the Java agent in `KAFKA_OPTS` (after the user's options) and the rules' volume,
+/// for the reporter its jars on `CLASSPATH` (which Kafka's start script adds to its class path).
 pub fn add_to_node(
     kafka: &str,
+    how: NodeMetrics,
     env: &mut Vec<EnvVar>,
     ports: &mut Vec<ContainerPort>,
+    mounts: &mut Vec<VolumeMount>,
+    volumes: &mut Vec<Volume>,
+) {
+    if how == NodeMetrics::Exporter {
+        add_exporter(kafka, env, mounts, volumes);
+    } else {
+        env.push(EnvVar {
+            name: "CLASSPATH".to_owned(),
+            value: Some(format!("{JAR_DIR}/{REPORTER_DIR}/*")),
+            value_from: None,
+        });
+    }
+    ports.push(ContainerPort {
+        name: Some(PORT_NAME.to_owned()),
+        container_port: PORT.into(),
+        ..Default::default()
+    });
+    mounts.push(VolumeMount {
+        name: JAR_VOLUME.to_owned(),
+        mount_path: JAR_DIR.to_owned(),
+        read_only: Some(true),
+        ..Default::default()
+    });
+    volumes.push(Volume {
+        name: JAR_VOLUME.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    });
+}
+
+/// The exporter's Java agent and rules.
+fn add_exporter(
+    kafka: &str,
+    env: &mut Vec<EnvVar>,
     mounts: &mut Vec<VolumeMount>,
     volumes: &mut Vec<Volume>,
 ) {
@@ -116,22 +225,10 @@ pub fn add_to_node(
             value_from: None,
         }),
     }
-    ports.push(ContainerPort {
-        name: Some(PORT_NAME.to_owned()),
-        container_port: PORT.into(),
-        ..Default::default()
-    });
-    for (name, path) in [(JAR_VOLUME, JAR_DIR), (RULES_VOLUME, RULES_DIR)] {
-        mounts.push(VolumeMount {
-            name: name.to_owned(),
-            mount_path: path.to_owned(),
-            read_only: Some(true),
-            ..Default::default()
-        });
-    }
-    volumes.push(Volume {
-        name: JAR_VOLUME.to_owned(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
+    mounts.push(VolumeMount {
+        name: RULES_VOLUME.to_owned(),
+        mount_path: RULES_DIR.to_owned(),
+        read_only: Some(true),
         ..Default::default()
     });
     volumes.push(Volume {
@@ -276,7 +373,14 @@ mod tests {
             value_from: None,
         }];
         let (mut ports, mut mounts, mut volumes) = (vec![], vec![], vec![]);
-        add_to_node("k", &mut env, &mut ports, &mut mounts, &mut volumes);
+        add_to_node(
+            "k",
+            NodeMetrics::Exporter,
+            &mut env,
+            &mut ports,
+            &mut mounts,
+            &mut volumes,
+        );
         assert_eq!(
             env[0].value.as_deref(),
             Some(
@@ -285,10 +389,8 @@ mod tests {
         );
         assert_eq!(ports[0].name.as_deref(), Some("tcp-prometheus"));
         assert_eq!(ports[0].container_port, 9404);
-        assert_eq!(
-            volumes[1].config_map.as_ref().unwrap().name,
-            "k-kstretch-metrics"
-        );
+        let rules = volumes.iter().find_map(|v| v.config_map.as_ref()).unwrap();
+        assert_eq!(rules.name, "k-kstretch-metrics");
 
         let pod = json!({"metadata": {"name": "k-a-0"},
             "spec": {"volumes": objects::value(&volumes), "containers": []}});
@@ -331,5 +433,61 @@ mod tests {
         equip(&mut objects, &images).unwrap();
         let pods = &objects["alpha"][1]["spec"]["pods"];
         assert_eq!(pods[0]["spec"]["initContainers"][1]["image"], "agent:2");
+    }
+
+    #[test]
+    fn the_reporter_serves_strimzis_allow_list_unless_told_and_refuses_what_kafka_cannot_read() {
+        let reporter = |values: Value| {
+            let mut c = json!({"type": "strimziMetricsReporter"});
+            if !values.is_null() {
+                c["values"] = values;
+            }
+            super::reporter(Some(&serde_json::from_value(c).unwrap()))
+        };
+        let default = reporter(Value::Null).unwrap().unwrap();
+        assert_eq!(default.allow_list.len(), DEFAULT_ALLOW_LIST.len());
+        assert!(
+            default
+                .allow_list
+                .contains(&"kafka_server_replicamanager.*".to_owned())
+        );
+        let chosen = reporter(json!({"allowList": ["kafka_log.*", "jvm_.*"]}))
+            .unwrap()
+            .unwrap();
+        assert_eq!(chosen.allow_list, ["kafka_log.*", "jvm_.*"]);
+        for (values, says) in [
+            (json!({"allowList": []}), "is empty"),
+            (json!({"allowList": "kafka.*"}), "must be a list of strings"),
+            (json!({"allowList": ["a{1,2}"]}), "comma-separated"),
+        ] {
+            let refused = reporter(values).unwrap_err();
+            assert_eq!(refused.reason, REASON);
+            assert!(refused.message.contains(says), "{}", refused.message);
+        }
+        // The exporter is not the reporter.
+        let exporter: MetricsConfig =
+            serde_json::from_value(json!({"type": "jmxPrometheusExporter"})).unwrap();
+        assert_eq!(super::reporter(Some(&exporter)).unwrap(), None);
+
+        // A node puts the reporter's jars on Kafka's class path and serves its port.
+        let (mut env, mut ports, mut mounts, mut volumes) = (vec![], vec![], vec![], vec![]);
+        add_to_node(
+            "k",
+            NodeMetrics::Reporter,
+            &mut env,
+            &mut ports,
+            &mut mounts,
+            &mut volumes,
+        );
+        assert_eq!(env[0].name, "CLASSPATH");
+        assert_eq!(
+            env[0].value.as_deref(),
+            Some("/opt/kstretch/metrics/reporter/*")
+        );
+        assert_eq!(ports[0].container_port, 9404);
+        assert_eq!(volumes.len(), 1, "no rules: {volumes:?}");
+        assert!(serves(
+            &json!({"spec": {"volumes": objects::value(&volumes)}})
+        ));
     }
 }

@@ -11,7 +11,7 @@ use kstretch_api::kafka::{GenericKafkaListener, KafkaClusterSpec, KafkaListenerT
 use kstretch_api::storage::Storage;
 use kstretch_api::{Kafka, KafkaNodePool, KafkaNodePoolStatus, ProcessRole, names};
 use kstretch_core::cluster::{PoolShape, Problem, validate_pools};
-use kstretch_core::kraft::{Addressing, Authorization, Listener, ListenerKind};
+use kstretch_core::kraft::{self, Addressing, Authorization, Listener, ListenerKind};
 use kstretch_core::node_ids::{PoolIds, Role};
 use kube::ResourceExt;
 
@@ -152,6 +152,8 @@ pub struct Resolved {
     pub not_acted_on: Vec<String>,
     /// `metricsConfig: jmxPrometheusExporter`: the ConfigMap key with the exporter's rules.
     pub metrics: Option<kstretch_api::common::ConfigMapKeyRef>,
+    /// `metricsConfig: strimziMetricsReporter`: Strimzi's reporter in every node.
+    pub metrics_reporter: Option<kraft::MetricsReporter>,
 }
 
 /// Why the resources cannot be used as they are; reported as `Ready=False`.
@@ -308,6 +310,11 @@ pub fn resolve(
         invalid.push(Invalid::Metrics(r.message));
         None
     });
+    let metrics_reporter = super::jmx_exporter::reporter(spec.metrics_config.as_ref())
+        .unwrap_or_else(|r| {
+            invalid.push(Invalid::Metrics(r.message));
+            None
+        });
     let kstretch_principals = crate::pki::kstretch_principals(&kafka_name);
     let authorization = security::authorization(spec.authorization.as_ref(), &kstretch_principals)
         .unwrap_or_else(|problem| {
@@ -342,6 +349,7 @@ pub fn resolve(
         warnings: rack_warnings(spec),
         not_acted_on,
         metrics,
+        metrics_reporter,
     })
 }
 

@@ -226,6 +226,7 @@ mod tests {
             ],
             authorization: None,
             quorum: Default::default(),
+            metrics_reporter: None,
         }
     }
 

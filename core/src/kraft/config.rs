@@ -12,7 +12,7 @@ use super::error::ConfigError;
 use super::forbidden;
 use super::model::{
     AdvertisedHost, Authentication, CONTROLPLANE_LISTENER, CONTROLPLANE_PORT, KafkaCluster,
-    Listener, Node, REPLICATION_LISTENER, REPLICATION_PORT,
+    Listener, METRICS_PORT, MetricsReporter, Node, REPLICATION_LISTENER, REPLICATION_PORT,
 };
 use super::properties;
 use super::security;
@@ -25,7 +25,7 @@ const RACK_AWARE_SELECTOR: &str = "org.apache.kafka.common.replica.RackAwareRepl
 
 /// Ports a user listener may not take: the operator's own listeners, metrics and JMX (Strimzi's
 /// rule), besides everything below 9092.
-const RESERVED_PORTS: &[u16] = &[CONTROLPLANE_PORT, REPLICATION_PORT, 9404, 9999];
+const RESERVED_PORTS: &[u16] = &[CONTROLPLANE_PORT, REPLICATION_PORT, METRICS_PORT, 9999];
 const LOWEST_USER_PORT: u16 = 9092;
 
 /// Options Strimzi sets when the user leaves them out.
@@ -102,6 +102,9 @@ pub fn render(cluster: &KafkaCluster) -> Result<Rendered, ConfigError> {
     user.extend(providers);
     if let Some(authorization) = &cluster.authorization {
         user.extend(security::authorizer_options(authorization));
+    }
+    if let Some(reporter) = &cluster.metrics_reporter {
+        add_metrics_reporter(&mut user, reporter);
     }
 
     let (quorum_key, quorum_value) = voters::quorum_property(cluster)?;
@@ -308,4 +311,48 @@ fn log_dirs(node: &Node) -> Result<(Vec<String>, Option<String>), ConfigError> {
         dirs.push(dir);
     }
     Ok((dirs, marked.first().map(|v| node.log_dir(v))))
+}
+
+/// The classes of Strimzi's metrics reporter (`io.strimzi:metrics-reporter`, the one Strimzi
+/// ran with Kafka 4.0 and 4.1) for Kafka's metrics and for Yammer's.
+pub const KAFKA_METRICS_REPORTER: &str = "io.strimzi.kafka.metrics.KafkaPrometheusMetricsReporter";
+pub const YAMMER_METRICS_REPORTER: &str =
+    "io.strimzi.kafka.metrics.YammerPrometheusMetricsReporter";
+
+/// Strimzi's metrics reporter in `options`: its classes after the user's reporters, its HTTP
+/// listener on [`METRICS_PORT`] and its allow list.
+fn add_metrics_reporter(options: &mut BTreeMap<String, String>, reporter: &MetricsReporter) {
+    for (key, class) in [
+        ("metric.reporters", KAFKA_METRICS_REPORTER),
+        ("kafka.metrics.reporters", YAMMER_METRICS_REPORTER),
+    ] {
+        let mut classes: Vec<&str> = options
+            .get(key)
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !classes.contains(&class) {
+            classes.push(class);
+        }
+        let joined = classes.join(",");
+        options.insert(key.to_owned(), joined);
+    }
+    let listener = format!("http://:{METRICS_PORT}");
+    for (key, value) in [
+        (
+            "prometheus.metrics.reporter.listener.enable",
+            "true".to_owned(),
+        ),
+        ("prometheus.metrics.reporter.listener", listener),
+        (
+            "prometheus.metrics.reporter.allowlist",
+            reporter.allow_list.join(","),
+        ),
+    ] {
+        options.insert(key.to_owned(), value);
+    }
 }

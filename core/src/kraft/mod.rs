@@ -23,7 +23,10 @@ pub use addressing::{
     Endpoint, bootstrap_servers, bootstrap_service_name, headless_service_name, node_endpoint,
     per_node_service_name, pod_name, resolve_listener,
 };
-pub use config::{NodeConfig, Rendered, formatted_dirs, metadata_dir, render};
+pub use config::{
+    KAFKA_METRICS_REPORTER, NodeConfig, Rendered, YAMMER_METRICS_REPORTER, formatted_dirs,
+    metadata_dir, render,
+};
 pub use error::ConfigError;
 pub use forbidden::{
     ALLOWED_PER_LISTENER_CONFIGS, FORBIDDEN_PREFIX_EXCEPTIONS, FORBIDDEN_PREFIXES, is_allowed,
@@ -31,8 +34,8 @@ pub use forbidden::{
 pub use model::{
     Addressing, Advertised, AdvertisedHost, Authentication, Authorization, CONTROLPLANE_LISTENER,
     CONTROLPLANE_PORT, DEFAULT_CLUSTERSET_DOMAIN, KafkaCluster, Listener, ListenerKind,
-    NODE_ADDRESS_DIR, NODE_ADDRESS_PROVIDER, Node, NodeAddress, QuorumMode, REPLICATION_LISTENER,
-    REPLICATION_PORT, STANDARD_AUTHORIZER, Volume,
+    METRICS_PORT, MetricsReporter, NODE_ADDRESS_DIR, NODE_ADDRESS_PROVIDER, Node, NodeAddress,
+    QuorumMode, REPLICATION_LISTENER, REPLICATION_PORT, STANDARD_AUTHORIZER, Volume,
 };
 pub use revision::revision;
 pub use tls::{

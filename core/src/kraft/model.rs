@@ -37,7 +37,20 @@ pub struct KafkaCluster {
     pub authorization: Option<Authorization>,
     /// How the nodes find the controller quorum.
     pub quorum: QuorumMode,
+    /// `metricsConfig` of type `strimziMetricsReporter`: the metrics every node serves.
+    pub metrics_reporter: Option<MetricsReporter>,
 }
+
+/// Strimzi's metrics reporter in every node: Kafka's and Yammer's metrics served for Prometheus
+/// on [`METRICS_PORT`], those matching the allow list only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsReporter {
+    /// Regular expressions of the metric names served.
+    pub allow_list: Vec<String>,
+}
+
+/// The port nodes serve metrics on (Strimzi's, `tcp-prometheus`).
+pub const METRICS_PORT: u16 = 9404;
 
 impl KafkaCluster {
     /// The node with ID `id`, if any.

@@ -65,6 +65,7 @@ fn cluster(addressing: Addressing, nodes: Vec<Node>) -> KafkaCluster {
         nodes,
         authorization: None,
         quorum: QuorumMode::Static,
+        metrics_reporter: None,
     }
 }
 
@@ -991,6 +992,7 @@ fn arb_cluster() -> impl Strategy<Value = KafkaCluster> {
                 nodes,
                 authorization: None,
                 quorum: QuorumMode::Static,
+                metrics_reporter: None,
             };
             cluster.addressing = match mode {
                 0 => Addressing::ClusterDns,
@@ -1300,4 +1302,48 @@ fn a_dynamic_quorum_is_found_through_bootstrap_servers_and_formatted_by_role() {
     // A static quorum formats with the cluster ID alone.
     cluster.quorum = QuorumMode::Static;
     assert_eq!(args(&cluster, 0), "");
+}
+
+#[test]
+fn strimzis_metrics_reporter_follows_the_users_reporters_and_serves_its_allow_list() {
+    let mut c = one_controller_three_brokers();
+    c.config
+        .insert("metric.reporters".into(), "com.example.Audit".into());
+    c.metrics_reporter = Some(MetricsReporter {
+        allow_list: vec!["kafka_server_replicamanager.*".into(), "kafka_log.*".into()],
+    });
+    let rendered = render(&c).unwrap();
+    for id in [0, 1] {
+        let node = &rendered.nodes[&id];
+        assert_eq!(
+            node.get("metric.reporters"),
+            Some("com.example.Audit,io.strimzi.kafka.metrics.KafkaPrometheusMetricsReporter")
+        );
+        assert_eq!(
+            node.get("kafka.metrics.reporters"),
+            Some(YAMMER_METRICS_REPORTER)
+        );
+        assert_eq!(
+            node.get("prometheus.metrics.reporter.listener"),
+            Some("http://:9404")
+        );
+        assert_eq!(
+            node.get("prometheus.metrics.reporter.listener.enable"),
+            Some("true")
+        );
+        assert_eq!(
+            node.get("prometheus.metrics.reporter.allowlist"),
+            Some("kafka_server_replicamanager.*,kafka_log.*")
+        );
+    }
+    // The user cannot set the reporter's own options.
+    c.config.insert(
+        "prometheus.metrics.reporter.listener".into(),
+        "http://:1".into(),
+    );
+    let rendered = render(&c).unwrap();
+    assert_eq!(
+        rendered.nodes[&1].get("prometheus.metrics.reporter.listener"),
+        Some("http://:9404")
+    );
 }

@@ -17,6 +17,7 @@ use kstretch_tests::live::{
     rolled_one_at_a_time, secret_text,
 };
 use kstretch_tests::load::Load;
+use kstretch_tests::prometheus::series_from;
 use kstretch_tests::ready::{kafka_ready as is_ready, ready_condition};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
@@ -55,6 +56,10 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
         .as_array_mut()
         .unwrap()
         .push(json!({"name": "tlsext", "port": 9097, "type": "nodeport", "tls": true}));
+    // Metrics as Strimzi's `strimzi-metrics-reporter` example serves them (its default list);
+    // the reporter's jars come from this build's agent image.
+    shape["spec"]["kafka"]["metricsConfig"] = json!({"type": "strimziMetricsReporter"});
+    kstretch_tests::helm::import_images_once();
     let (stretch, k) = live_kafka_of_with_secret(
         "running-tls",
         shape,
@@ -68,6 +73,8 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
         conditions.iter().all(|c| c.type_ != "Warning"),
         "Ready without warnings: {conditions:#?}"
     );
+
+    every_broker_reports_its_metrics_to_prometheus(&stretch).await;
 
     let secrets: Api<Secret> = stretch.api(ALPHA);
     let data = secret_text;
@@ -702,6 +709,23 @@ async fn connect_workers_reach_the_secured_kafka(stretch: &Stretch, k: &Kafka) {
 }
 
 /// A secured cluster (SCRAM and certificate listeners, simple authorization) serves its
+/// Strimzi's metrics reporter in every node serves Kafka's and Yammer's metrics on 9404, which
+/// the test environment's Prometheus scrapes in both clusters: a series of each broker.
+async fn every_broker_reports_its_metrics_to_prometheus(stretch: &Stretch) {
+    let expr = format!(
+        "kafka_server_replicamanager_leadercount{{namespace=\"{}\"}}",
+        stretch.ns
+    );
+    series_from(&expr, &[ALPHA, BETA]).await;
+    wait_for("a series of each broker", START_TIMEOUT, || async {
+        match kstretch_tests::prometheus::query(&expr).await {
+            Ok(series) if series.len() == 3 => Seen::Done(()),
+            other => Seen::NotYet(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
 /// `KafkaUser`s (see [`users_are_authenticated_and_authorized`]) and Connect workers (see
 /// [`connect_workers_reach_the_secured_kafka`]); then
 /// `strimzi.io/force-renew` on `live-cluster-ca-cert` of the running cluster while an idempotent

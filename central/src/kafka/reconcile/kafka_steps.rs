@@ -548,6 +548,7 @@ mod tests {
             nodes: Vec::new(),
             authorization: None,
             quorum: kraft::QuorumMode::Dynamic,
+            metrics_reporter: None,
         }
     }
 

@@ -390,6 +390,7 @@ fn admin_bootstrap(kafka: &Kafka, resolved: &Resolved) -> Option<String> {
         nodes: Vec::new(),
         authorization: None,
         quorum: kraft::QuorumMode::Static,
+        metrics_reporter: None,
     };
     // With per-node Services the addresses are known only once the nodes are built: none yet.
     kraft::bootstrap_servers(&cluster, REPLICATION_LISTENER)

@@ -62,7 +62,7 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
     if let Some(r) = &plan.recovering {
         recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
     }
-    if plan.resolved.metrics.is_some() {
+    if plan.resolved.metrics.is_some() || plan.resolved.metrics_reporter.is_some() {
         let images = built
             .objects
             .keys()
