@@ -265,18 +265,27 @@ connect_check() {
     curl -sf -m 3 "$CONNECT_URL/connector-plugins" | grep -q FileStreamSourceConnector
 }
 
-# The real node of cluster CUR_C (index CUR_I), see nodes.sh for the layout.
-node_name() { printf '%s-real-0' "$1"; }
-netns() { printf 'kstretch-%s' "$1"; }
-host_ip() { printf '10.250.%s.1' "$1"; }
-node_ip() { printf '10.250.%s.2' "$1"; }
-pod_cidr() { printf '10.%s.0.0/24' $((110 + $1)); }
-node_dir() { printf '%s/nodes/%s' "$STATE" "$1"; }
-cgroup_root() { printf 'kstretch-%s' "$1"; }
-in_node() { nsenter --net="/run/netns/$(netns "$CUR_C")" "$@"; }
+# The real nodes of cluster C (index I): node J=0 of every cluster, and J=1, the spare node, of
+# the clusters in KSTRETCH_SPARE_NODES; see nodes.sh for the layout. Node J's helpers take J
+# last, 0 when left out; the current node is CUR_C/CUR_I/CUR_J.
+CUR_J=0
+node_name() { printf '%s-real-%s' "$1" "${2:-0}"; }
+node_suffix() { ((${1:-0} == 0)) || printf -- '-%s' "$1"; }
+netns() { printf 'kstretch-%s%s' "$1" "$(node_suffix "${2:-0}")"; }
+host_ip() { printf '10.%s.%s.1' $((250 + ${2:-0})) "$1"; }
+node_ip() { printf '10.%s.%s.2' $((250 + ${2:-0})) "$1"; }
+pod_cidr() { printf '10.%s.%s.0/24' $((110 + $1)) "${2:-0}"; }
+node_dir() { printf '%s/nodes/%s%s' "$STATE" "$1" "$(node_suffix "${2:-0}")"; }
+cgroup_root() { printf 'kstretch-%s%s' "$1" "$(node_suffix "${2:-0}")"; }
+# node_indexes C — the indexes J of cluster C's real nodes.
+node_indexes() {
+  echo 0
+  [[ " $KSTRETCH_SPARE_NODES " != *" $1 "* ]] || echo 1
+}
+in_node() { nsenter --net="/run/netns/$(netns "$CUR_C" "$CUR_J")" "$@"; }
 apiserver_port() { cluster_port "$KSTRETCH_APISERVER_BASE_PORT" "$1"; }
 apiproxy_check() { (exec 3<>"/dev/tcp/$(host_ip "$CUR_I")/$(apiserver_port "$CUR_I")") 2>/dev/null; }
-containerd_check() { ctr --address "$(node_dir "$CUR_C")/containerd.sock" version >/dev/null 2>&1; }
+containerd_check() { ctr --address "$(node_dir "$CUR_C" "$CUR_J")/containerd.sock" version >/dev/null 2>&1; }
 kubelet_check() { in_node curl -sf -m 2 http://127.0.0.1:10248/healthz | grep -qx ok; }
 prometheus_check() { curl -sf "http://127.0.0.1:$KSTRETCH_PROMETHEUS_PORT/-/ready" >/dev/null; }
 local_path_check() { "$KUBECTL" --kubeconfig "$STATE/$CUR_C/kubeconfig" get storageclass local-path -o name >/dev/null 2>&1; }

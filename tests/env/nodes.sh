@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# tests/env/nodes.sh — owns: the real node of each simulated cluster (beside its kwok nodes):
-# a network namespace that plays the node's host, with containerd, kubelet and kube-proxy in
-# it, the local images imported, and everything they leave behind removed again.
+# tests/env/nodes.sh — owns: the real nodes of each simulated cluster (beside its kwok nodes):
+# a network namespace per node that plays the node's host, with containerd, kubelet and
+# kube-proxy in it, the local images imported, and everything they leave behind removed again.
 #   nodes.sh up     start or keep every real node, wait until each Node is Ready
 #   nodes.sh down   stop them and remove their containers, mounts, cgroups, network
 #                   namespaces and host settings (also of nodes whose processes died)
-#   nodes.sh lose C   stop cluster C's node alone, as if its machine were gone (lose.sh);
-#                   its volumes stay, so up.sh brings its pods back on their old data
+#   nodes.sh lose C   stop cluster C's nodes alone, as if its machines were gone (lose.sh);
+#                   their volumes stay, so up.sh brings its pods back on their old data
 #   nodes.sh leftovers   print what a real node left on the machine (nothing when clean)
 #   nodes.sh import ARCHIVE...   import OCI image archives into every running node
 # Run by up.sh and down.sh (which hold the environment lock); not alone while they run.
@@ -25,6 +25,13 @@
 #   LoadBalancer Services get an address in 10.250.i.200-239 from MetalLB (layer 2 mode, its
 #   controller and speaker pods on the real node): the speaker answers ARP for it on eth0 and
 #   kube-proxy forwards it, so the host, other clusters' nodes and pods reach it, as a cloud's.
+# The spare node "C-real-1" of a cluster in KSTRETCH_SPARE_NODES (a pod moved to another node
+# of its cluster lands there): netns kstretch-C-1, eth0 10.251.i.2/24, host end ksv<i>-1
+# 10.251.i.1/24, pods in 10.(110+i).1.0/24; the node reaches the apiserver's relay through
+# the host. Labelled like C-real-0 (zone C-zone-spare), also tainted
+# kstretch.test/spare-node=true:NoSchedule and kept cordoned: only a test that uncordons it
+# places pods there, and only pods that tolerate both taints. The host forwards between the
+# pods of one cluster's nodes, as the cluster's network does.
 set -euo pipefail
 LOG_TAG=nodes
 # shellcheck source=lib.sh
@@ -34,13 +41,30 @@ NODE_BIN_DIR=$CACHE/k8s-node-$KSTRETCH_K8S_VERSION
 LOCAL_PATH_BIN=$CACHE/local-path-$KSTRETCH_LOCAL_PATH_VERSION/local-path-provisioner
 IMAGE_HASH=$(image_hash "$ENV_DIR/image")
 METALLB_CRDS=$CACHE/metallb-$KSTRETCH_METALLB_VERSION/crds.yaml
-IMAGE_DIRS=("$CACHE/pause-image-$IMAGE_HASH" "$CACHE/metallb-image-$KSTRETCH_METALLB_VERSION-$IMAGE_HASH"
-  "$CACHE/kafka-image-$KSTRETCH_KAFKA_VERSION-$IMAGE_HASH"
+IMAGE_DIRS=("$CACHE/pause-image-$IMAGE_HASH" "$CACHE/kafka-image-$KSTRETCH_KAFKA_VERSION-$IMAGE_HASH"
+  "$CACHE/metallb-image-$KSTRETCH_METALLB_VERSION-$IMAGE_HASH"
   "$CACHE/kafka-image-$KSTRETCH_KAFKA_NEXT_VERSION-$IMAGE_HASH")
+# A spare node runs no MetalLB and no upgrade: the pause and Kafka images are enough.
+SPARE_IMAGES=2
 FORWARD_SAVED=$STATE/nodes/ip_forward.before
 ISOLATION=kstretch-test-pods
 
-ctr_node() { ctr --address "$(node_dir "$CUR_C")/containerd.sock" --namespace k8s.io "$@"; }
+ctr_node() { ctr --address "$(node_dir "$CUR_C" "$CUR_J")/containerd.sock" --namespace k8s.io "$@"; }
+# The current node's name for its processes and logs: C (node 0) or C-J.
+node_key() { printf '%s%s' "$CUR_C" "$(node_suffix "$CUR_J")"; }
+
+# for_nodes FUNCTION [C] — FUNCTION for every real node (of cluster C only, if given), with
+# CUR_C, CUR_I, CUR_J and NODE_DIR set.
+for_nodes() {
+  local i j
+  for i in "${!CLUSTERS[@]}"; do
+    [[ -z ${2:-} || ${CLUSTERS[$i]} == "$2" ]] || continue
+    for j in $(node_indexes "${CLUSTERS[$i]}"); do
+      CUR_C=${CLUSTERS[$i]} CUR_I=$i CUR_J=$j NODE_DIR=$(node_dir "${CLUSTERS[$i]}" "$j")
+      "$1"
+    done
+  done
+}
 
 # ------------------------------------------------------------------ certificates & configs
 # cert NAME CN O — a client certificate of the cluster's CA, for this node's components.
@@ -82,9 +106,18 @@ current-context: $CUR_C
 EOF
 }
 
+# The local-path provisioner's directories: each node of the cluster its own.
+path_map() {
+  local j sep=""
+  for j in $(node_indexes "$CUR_C"); do
+    printf '%s{"node": "%s", "paths": ["%s/volumes"]}' "$sep" "$(node_name "$CUR_C" "$j")" "$(node_dir "$CUR_C" "$j")"
+    sep=", "
+  done
+}
+
 write_node_files() {
   local node
-  node=$(node_name "$CUR_C")
+  node=$(node_name "$CUR_C" "$CUR_J")
   mkdir -p "$NODE_DIR"/{cni,cni-ipam,containerd,kubelet,pod-logs,volume-plugins}
   cert kubelet "system:node:$node" system:nodes
   cert kube-proxy system:kube-proxy system:node-proxier
@@ -114,7 +147,7 @@ EOF
 {"cniVersion": "1.0.0", "name": "kstretch-$CUR_C", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
    "ipam": {"type": "host-local", "dataDir": "$NODE_DIR/cni-ipam",
-            "ranges": [[{"subnet": "$(pod_cidr "$CUR_I")"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+            "ranges": [[{"subnet": "$(pod_cidr "$CUR_I" "$CUR_J")"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
   {"type": "portmap", "capabilities": {"portMappings": true}}]}
 EOF
   cat >"$NODE_DIR/kubelet.yaml" <<EOF
@@ -123,7 +156,7 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://$NODE_DIR/containerd.sock
 imageServiceEndpoint: unix://$NODE_DIR/containerd.sock
-address: $(node_ip "$CUR_I")
+address: $(node_ip "$CUR_I" "$CUR_J")
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -136,7 +169,7 @@ authorization: {mode: AlwaysAllow}
 # The machine mounts cgroup v1 and has no systemd.
 failCgroupV1: false
 cgroupDriver: cgroupfs
-cgroupRoot: /$(cgroup_root "$CUR_C")
+cgroupRoot: /$(cgroup_root "$CUR_C" "$CUR_J")
 failSwapOn: false
 podLogsDir: $NODE_DIR/pod-logs
 volumePluginDir: $NODE_DIR/volume-plugins
@@ -168,7 +201,7 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: local-path-config, namespace: local-path-storage}
 data:
-  config.json: '{"nodePathMap": [{"node": "$node", "paths": ["$NODE_DIR/volumes"]}]}'
+  config.json: '{"nodePathMap": [$(path_map)]}'
   setup: |-
     #!/bin/sh
     set -eu
@@ -215,9 +248,9 @@ apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
 hostnameOverride: $node
-clusterCIDR: $(pod_cidr "$CUR_I")
+clusterCIDR: $(pod_cidr "$CUR_I" "$CUR_J")
 clientConnection: {kubeconfig: $NODE_DIR/kube-proxy.kubeconfig}
-bindAddress: $(node_ip "$CUR_I")
+bindAddress: $(node_ip "$CUR_I" "$CUR_J")
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 # Leave the machine-wide conntrack table size alone.
@@ -337,16 +370,16 @@ kind: L2Advertisement
 metadata: {name: kstretch-test, namespace: metallb-system}
 spec:
   ipAddressPools: [kstretch-test]
-  # Only the real node runs a speaker: without memberlist, MetalLB elects among the nodes it
-  # is told may announce.
-  nodeSelectors: [{matchLabels: {kstretch.test/node: real}}]
+  # Only the real node 0 runs a speaker (a spare node is tainted for it): without memberlist,
+  # MetalLB elects among the nodes it is told may announce.
+  nodeSelectors: [{matchLabels: {kubernetes.io/hostname: $(node_name "$CUR_C")}}]
 EOF
 }
 
 # ------------------------------------------------------------------ host side
 make_cgroups() {
   local ctrl root
-  root=$(cgroup_root "$CUR_C")
+  root=$(cgroup_root "$CUR_C" "$CUR_J")
   for ctrl in /sys/fs/cgroup/*/; do
     [[ -f $ctrl/cgroup.procs && ! -f $ctrl/cgroup.controllers ]] || continue # v1 only
     mkdir -p "$ctrl$root"
@@ -357,34 +390,55 @@ make_cgroups() {
   done
 }
 
+# The host ends of a node's veth pair: ksv<i> and ksn<i> (node 0), ksv<i>-J and ksn<i>-J.
+veth_host() { printf 'ksv%s%s' "$CUR_I" "$(node_suffix "$CUR_J")"; }
+veth_node() { printf 'ksn%s%s' "$CUR_I" "$(node_suffix "$CUR_J")"; }
+
+# forward RULE... — an iptables FORWARD rule of the isolation, inserted once.
+forward() {
+  iptables -C FORWARD "$@" -m comment --comment "$ISOLATION" 2>/dev/null ||
+    iptables -I FORWARD "$@" -m comment --comment "$ISOLATION"
+}
+
 make_network() {
-  local ns hv=ksv$CUR_I
-  ns=$(netns "$CUR_C")
+  local ns hv nv k
+  ns=$(netns "$CUR_C" "$CUR_J") hv=$(veth_host) nv=$(veth_node)
   if [[ ! -e /run/netns/$ns ]]; then
     ip netns add "$ns"
   fi
   if ! ip link show "$hv" >/dev/null 2>&1; then
     in_node ip link del eth0 2>/dev/null || true
-    ip link add "$hv" type veth peer name "ksn$CUR_I"
-    ip link set "ksn$CUR_I" netns "$ns"
-    in_node ip link set "ksn$CUR_I" name eth0
+    ip link add "$hv" type veth peer name "$nv"
+    ip link set "$nv" netns "$ns"
+    in_node ip link set "$nv" name eth0
   fi
-  ip addr replace "$(host_ip "$CUR_I")/24" dev "$hv"
+  ip addr replace "$(host_ip "$CUR_I" "$CUR_J")/24" dev "$hv"
   ip link set "$hv" up
   in_node ip link set lo up
-  in_node ip addr replace "$(node_ip "$CUR_I")/24" dev eth0
+  in_node ip addr replace "$(node_ip "$CUR_I" "$CUR_J")/24" dev eth0
   in_node ip link set eth0 up
-  in_node ip route replace default via "$(host_ip "$CUR_I")"
+  in_node ip route replace default via "$(host_ip "$CUR_I" "$CUR_J")"
   in_node sysctl -qw net.ipv4.ip_forward=1
   # The host reaches the cluster's pods (Prometheus scrapes them); other clusters' nodes and
-  # pods do not: the host forwards nothing to them.
-  ip route replace "$(pod_cidr "$CUR_I")" via "$(node_ip "$CUR_I")" dev "$hv"
-  iptables -C FORWARD -d "$(pod_cidr "$CUR_I")" -m comment --comment "$ISOLATION" -j DROP 2>/dev/null ||
-    iptables -I FORWARD -d "$(pod_cidr "$CUR_I")" -m comment --comment "$ISOLATION" -j DROP
+  # pods do not: the host forwards nothing to them, only between one cluster's nodes.
+  ip route replace "$(pod_cidr "$CUR_I" "$CUR_J")" via "$(node_ip "$CUR_I" "$CUR_J")" dev "$hv"
+  # Each node lets the cluster's other nodes through to its pods, above its own DROP.
+  forward -d "$(pod_cidr "$CUR_I" "$CUR_J")" -j DROP
+  for k in $(node_indexes "$CUR_C"); do
+    ((k == CUR_J)) && continue
+    forward -s "$(node_ip "$CUR_I" "$k")" -d "$(pod_cidr "$CUR_I" "$CUR_J")" -j ACCEPT
+    forward -s "$(pod_cidr "$CUR_I" "$k")" -d "$(pod_cidr "$CUR_I" "$CUR_J")" -j ACCEPT
+  done
   # Nodes of different clusters reach each other through the host.
   mkdir -p "$STATE/nodes"
   [[ -s $FORWARD_SAVED ]] || cat /proc/sys/net/ipv4/ip_forward >"$FORWARD_SAVED"
   sysctl -qw net.ipv4.ip_forward=1
+}
+
+# The isolation's FORWARD rules that name the current node's pods or address, as -A lines.
+node_forward_rules() {
+  iptables -S FORWARD 2>/dev/null | grep -- "$ISOLATION" |
+    grep -E -- "(-d|-s) ($(pod_cidr "$CUR_I" "$CUR_J")|$(node_ip "$CUR_I" "$CUR_J")/32) " || true
 }
 
 # ------------------------------------------------------------------ processes
@@ -394,18 +448,22 @@ apiproxy_start() {
     "TCP:127.0.0.1:$(apiserver_port "$CUR_I")"
 }
 containerd_start() {
-  start_proc "$CUR_C-containerd" nsenter --net="/run/netns/$(netns "$CUR_C")" \
+  start_proc "$(node_key)-containerd" nsenter --net="/run/netns/$(netns "$CUR_C" "$CUR_J")" \
     containerd --config "$NODE_DIR/containerd.toml"
 }
 kubelet_start() {
-  local node
-  node=$(node_name "$CUR_C")
-  start_proc "$CUR_C-kubelet" nsenter --net="/run/netns/$(netns "$CUR_C")" \
+  local labels="kstretch.test/node=real,kstretch.test/cluster=$CUR_C"
+  local zone=$CUR_C-zone-real taints="kstretch.test/real-node=true:NoSchedule"
+  if ((CUR_J > 0)); then
+    labels+=",kstretch.test/spare=true" zone=$CUR_C-zone-spare
+    taints+=",kstretch.test/spare-node=true:NoSchedule"
+  fi
+  start_proc "$(node_key)-kubelet" nsenter --net="/run/netns/$(netns "$CUR_C" "$CUR_J")" \
     "$NODE_BIN_DIR/kubelet" --config "$NODE_DIR/kubelet.yaml" \
     --kubeconfig "$NODE_DIR/kubelet.kubeconfig" --root-dir "$NODE_DIR/kubelet" \
-    --hostname-override "$node" --node-ip "$(node_ip "$CUR_I")" \
-    --node-labels "kstretch.test/node=real,kstretch.test/cluster=$CUR_C,topology.kubernetes.io/zone=$CUR_C-zone-real,topology.kubernetes.io/region=$CUR_C" \
-    --register-with-taints "kstretch.test/real-node=true:NoSchedule"
+    --hostname-override "$(node_name "$CUR_C" "$CUR_J")" --node-ip "$(node_ip "$CUR_I" "$CUR_J")" \
+    --node-labels "$labels,topology.kubernetes.io/zone=$zone,topology.kubernetes.io/region=$CUR_C" \
+    --register-with-taints "$taints"
 }
 local_path_start() {
   start_proc "$CUR_C-local-path" "$LOCAL_PATH_BIN" start \
@@ -414,7 +472,7 @@ local_path_start() {
     --helper-image "docker.io/apache/kafka:$KSTRETCH_KAFKA_VERSION"
 }
 kube_proxy_start() {
-  start_proc "$CUR_C-kube-proxy" nsenter --net="/run/netns/$(netns "$CUR_C")" \
+  start_proc "$(node_key)-kube-proxy" nsenter --net="/run/netns/$(netns "$CUR_C" "$CUR_J")" \
     "$NODE_BIN_DIR/kube-proxy" --config "$NODE_DIR/kube-proxy.yaml"
 }
 
@@ -438,30 +496,33 @@ await_healthy() {
 }
 
 import_images() {
-  local dir name digest
-  for dir in "${IMAGE_DIRS[@]}"; do
+  local dir name digest dirs=("${IMAGE_DIRS[@]}")
+  ((CUR_J == 0)) || dirs=("${IMAGE_DIRS[@]:0:SPARE_IMAGES}")
+  for dir in "${dirs[@]}"; do
     [[ -s $dir/index.json ]] || die "image $dir is missing: run tests/env/install.sh images"
     name=$(sed -n 's/.*"io.containerd.image.name": "\([^"]*\)".*/\1/p' "$dir/index.json")
     digest=$(sed -n 's/.*"digest": "\(sha256:[0-9a-f]*\)".*/\1/p' "$dir/index.json")
     # Kept when the node has this name at this digest.
     [[ $(ctr_node images ls "name==$name" | awk 'NR==2 {print $3}') == "$digest" ]] && continue
-    log "importing $name into $(node_name "$CUR_C")"
+    log "importing $name into $(node_name "$CUR_C" "$CUR_J")"
     tar -C "$dir" -cf - . | ctr_node images import - >/dev/null
   done
 }
 
 # import_archives FILE... — OCI image archives (e.g. scripts/build-images.sh's) into every node.
 import_archives() {
-  local i file
+  local file
   for file in "$@"; do [[ -s $file ]] || die "no image archive $file"; done
-  for i in "${!CLUSTERS[@]}"; do
-    CUR_C=${CLUSTERS[$i]} CUR_I=$i NODE_DIR=$(node_dir "${CLUSTERS[$i]}")
-    containerd_check || die "$CUR_C-containerd is not running: run tests/env/up.sh"
-    for file in "$@"; do
-      ctr_node images import "$file" >/dev/null ||
-        die "$(node_name "$CUR_C") could not import $file"
-      log "imported $file into $(node_name "$CUR_C")"
-    done
+  ARCHIVES=("$@")
+  for_nodes import_archives_into_node
+}
+import_archives_into_node() {
+  local file
+  containerd_check || die "$(node_key)-containerd is not running: run tests/env/up.sh"
+  for file in "${ARCHIVES[@]}"; do
+    ctr_node images import "$file" >/dev/null ||
+      die "$(node_name "$CUR_C" "$CUR_J") could not import $file"
+    log "imported $file into $(node_name "$CUR_C" "$CUR_J")"
   done
 }
 
@@ -480,61 +541,75 @@ metallb_ready() {
 }
 
 node_ready() {
-  "$KUBECTL" --kubeconfig "$STATE/$CUR_C/kubeconfig" get node "$(node_name "$CUR_C")" \
+  "$KUBECTL" --kubeconfig "$STATE/$CUR_C/kubeconfig" get node "$(node_name "$CUR_C" "$CUR_J")" \
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].message}' |
     tee /dev/stderr | grep -q '^True'
 }
 
-nodes_up() {
-  local i
-  for i in "${!CLUSTERS[@]}"; do
-    CUR_C=${CLUSTERS[$i]} CUR_I=$i NODE_DIR=$(node_dir "${CLUSTERS[$i]}")
-    write_node_files
-    make_cgroups
-    make_network
+# node_up — the current node's files, network and processes started or kept; the cluster's
+# relay, local-path provisioner and MetalLB with its node 0.
+node_up() {
+  local key
+  key=$(node_key)
+  write_node_files
+  make_cgroups
+  make_network
+  if ((CUR_J == 0)); then
     keep "$CUR_C-apiproxy" apiproxy_check apiproxy_start "$LOG_DIR/$CUR_C-apiproxy.socat.log"
-    keep "$CUR_C-containerd" containerd_check containerd_start "$NODE_DIR/containerd.toml"
     await_healthy "$CUR_C-apiproxy" 10 apiproxy_check
-    await_healthy "$CUR_C-containerd" 30 containerd_check
-    import_images
-    keep "$CUR_C-kubelet" kubelet_check kubelet_start "$NODE_DIR/kubelet.yaml"
-    keep "$CUR_C-kube-proxy" kube_proxy_check kube_proxy_start "$NODE_DIR/kube-proxy.yaml"
-    "$KUBECTL" --kubeconfig "$STATE/$CUR_C/kubeconfig" apply -f "$NODE_DIR/local-path.yaml" \
-      -f "$NODE_DIR/apiserver-endpoints.yaml" >/dev/null
-    metallb_apply
-    keep "$CUR_C-local-path" local_path_check local_path_start "$LOCAL_PATH_BIN"
-  done
-  for i in "${!CLUSTERS[@]}"; do
-    CUR_C=${CLUSTERS[$i]} CUR_I=$i NODE_DIR=$(node_dir "${CLUSTERS[$i]}")
-    await_healthy "$CUR_C-kubelet" 60 kubelet_check
-    await_healthy "$CUR_C-kube-proxy" 60 kube_proxy_check
-    wait_for 90 "node $(node_name "$CUR_C") to be Ready" node_ready ||
-      { tail_log "$CUR_C-kubelet"; die "$(node_name "$CUR_C") is not Ready"; }
-    wait_for 60 "MetalLB's controller and speaker in $CUR_C to be Ready" metallb_ready ||
-      die "MetalLB in $CUR_C is not Ready: $KUBECTL --kubeconfig $STATE/$CUR_C/kubeconfig -n metallb-system describe pods"
-  done
+  fi
+  keep "$key-containerd" containerd_check containerd_start "$NODE_DIR/containerd.toml"
+  await_healthy "$key-containerd" 30 containerd_check
+  import_images
+  keep "$key-kubelet" kubelet_check kubelet_start "$NODE_DIR/kubelet.yaml"
+  keep "$key-kube-proxy" kube_proxy_check kube_proxy_start "$NODE_DIR/kube-proxy.yaml"
+  ((CUR_J == 0)) || return 0
+  "$KUBECTL" --kubeconfig "$STATE/$CUR_C/kubeconfig" apply -f "$NODE_DIR/local-path.yaml" \
+    -f "$NODE_DIR/apiserver-endpoints.yaml" >/dev/null
+  metallb_apply
+  keep "$CUR_C-local-path" local_path_check local_path_start "$LOCAL_PATH_BIN"
+}
+
+# node_await — the current node Ready (a spare one cordoned), MetalLB Ready with node 0.
+node_await() {
+  local key kc=("$KUBECTL" --kubeconfig "$STATE/$CUR_C/kubeconfig")
+  key=$(node_key)
+  await_healthy "$key-kubelet" 60 kubelet_check
+  await_healthy "$key-kube-proxy" 60 kube_proxy_check
+  wait_for 90 "node $(node_name "$CUR_C" "$CUR_J") to be Ready" node_ready ||
+    { tail_log "$key-kubelet"; die "$(node_name "$CUR_C" "$CUR_J") is not Ready"; }
+  if ((CUR_J > 0)); then
+    "${kc[@]}" cordon "$(node_name "$CUR_C" "$CUR_J")" >/dev/null
+    return 0
+  fi
+  wait_for 60 "MetalLB's controller and speaker in $CUR_C to be Ready" metallb_ready ||
+    die "MetalLB in $CUR_C is not Ready: ${kc[*]} -n metallb-system describe pods"
+}
+
+nodes_up() {
+  for_nodes node_up
+  for_nodes node_await
 }
 
 # ------------------------------------------------------------------ teardown
 # Anything a real node leaves on the machine, one line each (nothing when clean).
-leftovers() {
-  local i c root ctrl
-  for i in "${!CLUSTERS[@]}"; do
-    c=${CLUSTERS[$i]} root=$(cgroup_root "${CLUSTERS[$i]}")
-    [[ -e /run/netns/$(netns "$c") ]] && echo "network namespace $(netns "$c")"
-    ip link show "ksv$i" >/dev/null 2>&1 && echo "network device ksv$i"
-    iptables -S FORWARD 2>/dev/null | grep -q -- "-d $(pod_cidr "$i") .*$ISOLATION" && echo "iptables FORWARD rule for $(pod_cidr "$i")"
-    for ctrl in /sys/fs/cgroup/*/; do [[ -d $ctrl$root ]] && echo "cgroup $ctrl$root"; done
-    mounts_under "$(node_dir "$c")" | sed 's/^/mount /'
-    { pgrep -f -- "-address $(node_dir "$c")/containerd.sock" || true; } | sed "s/^/container shim pid /"
-  done
+leftovers() { for_nodes node_leftovers; }
+node_leftovers() {
+  local root ctrl
+  root=$(cgroup_root "$CUR_C" "$CUR_J")
+  [[ -e /run/netns/$(netns "$CUR_C" "$CUR_J") ]] && echo "network namespace $(netns "$CUR_C" "$CUR_J")"
+  ip link show "$(veth_host)" >/dev/null 2>&1 && echo "network device $(veth_host)"
+  node_forward_rules | sed 's/^-A /iptables rule /'
+  for ctrl in /sys/fs/cgroup/*/; do [[ -d $ctrl$root ]] && echo "cgroup $ctrl$root"; done
+  mounts_under "$NODE_DIR" | sed 's/^/mount /'
+  { pgrep -f -- "-address $NODE_DIR/containerd.sock" || true; } | sed "s/^/container shim pid /"
   return 0
 }
 
 # Processes of the node's pods: everything in its cgroup tree (any v1 controller has it all).
 pod_pids() {
   local root
-  root=$(cgroup_root "$CUR_C")
+  root=$(cgroup_root "$CUR_C" "$CUR_J")
   [[ -d /sys/fs/cgroup/pids/$root ]] || return 0
   find "/sys/fs/cgroup/pids/$root" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u
 }
@@ -560,7 +635,7 @@ mounts_under() {
 
 remove_cgroups() {
   local root ctrl
-  root=$(cgroup_root "$CUR_C")
+  root=$(cgroup_root "$CUR_C" "$CUR_J")
   for ctrl in /sys/fs/cgroup/*/; do
     [[ -d $ctrl$root ]] || continue
     find "$ctrl$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true
@@ -569,18 +644,18 @@ remove_cgroups() {
 }
 
 node_down() {
-  local ns pids shims netns_files m p
-  ns=$(netns "$CUR_C")
-  stop_proc "$CUR_C-local-path"
-  stop_proc "$CUR_C-kube-proxy"
-  stop_proc "$CUR_C-kubelet"
+  local ns key pids shims netns_files m p rule
+  ns=$(netns "$CUR_C" "$CUR_J") key=$(node_key)
+  ((CUR_J > 0)) || stop_proc "$CUR_C-local-path"
+  stop_proc "$key-kube-proxy"
+  stop_proc "$key-kubelet"
   mapfile -t pids < <(pod_pids)
   mapfile -t netns_files < <(pod_netns_files "${pids[@]}")
   ((${#pids[@]} == 0)) || kill -KILL "${pids[@]}" 2>/dev/null || true
   mapfile -t shims < <(pgrep -f -- "containerd-shim-runc-v2 .*-address $NODE_DIR/containerd.sock" || true)
   ((${#shims[@]} == 0)) || kill -KILL "${shims[@]}" 2>/dev/null || true
-  stop_proc "$CUR_C-containerd"
-  stop_proc "$CUR_C-apiproxy"
+  stop_proc "$key-containerd"
+  ((CUR_J > 0)) || stop_proc "$CUR_C-apiproxy"
   # A killed JVM takes a while to hand back its memory on a busy machine.
   for _ in $(seq 1 300); do
     [[ -z $(pod_pids) ]] && break
@@ -591,8 +666,12 @@ node_down() {
     while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done < <(mounts_under "$NODE_DIR")
   done
   remove_cgroups
-  while iptables -D FORWARD -d "$(pod_cidr "$CUR_I")" -m comment --comment "$ISOLATION" -j DROP 2>/dev/null; do :; done
-  ip link del "ksv$CUR_I" 2>/dev/null || true
+  while read -r rule; do
+    [[ -n $rule ]] || continue
+    read -r -a rule <<<"${rule/#-A /-D }"
+    iptables "${rule[@]//\"/}" 2>/dev/null || true
+  done < <(node_forward_rules)
+  ip link del "$(veth_host)" 2>/dev/null || true
   if [[ -e /run/netns/$ns ]]; then ip netns del "$ns"; fi
   rm -f /var/lib/cni/results/"kstretch-$CUR_C"-* 2>/dev/null || true
   mapfile -t pids < <(pod_pids)
@@ -601,27 +680,17 @@ node_down() {
 }
 
 nodes_down() {
-  local i
-  for i in "${!CLUSTERS[@]}"; do
-    CUR_C=${CLUSTERS[$i]} CUR_I=$i NODE_DIR=$(node_dir "${CLUSTERS[$i]}")
-    node_down
-  done
+  for_nodes node_down
   if [[ -s $FORWARD_SAVED ]]; then
     sysctl -qw net.ipv4.ip_forward="$(<"$FORWARD_SAVED")"
     rm -f "$FORWARD_SAVED"
   fi
 }
 
-# The node of cluster $1 down; the others, and the host's settings, stay.
+# The nodes of cluster $1 down; the others, and the host's settings, stay.
 lose_node() {
-  local i
-  for i in "${!CLUSTERS[@]}"; do
-    [[ ${CLUSTERS[$i]} == "$1" ]] || continue
-    CUR_C=$1 CUR_I=$i NODE_DIR=$(node_dir "$1")
-    node_down
-    return 0
-  done
-  die "no cluster $1 in KSTRETCH_CLUSTERS (${CLUSTERS[*]})"
+  [[ " ${CLUSTERS[*]} " == *" $1 "* ]] || die "no cluster $1 in KSTRETCH_CLUSTERS (${CLUSTERS[*]})"
+  for_nodes node_down "$1"
 }
 
 case ${1:-} in

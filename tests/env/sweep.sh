@@ -75,7 +75,9 @@ for c in "${CLUSTERS[@]}"; do
   sweep_cluster "$c"
   # A drain test that failed between its drain and its uncordon must not leave a real node
   # unschedulable for every run after it.
-  kube "$c" uncordon -l kstretch.test/node=real >/dev/null 2>&1 || true
+  kube "$c" uncordon -l kstretch.test/node=real,kstretch.test/spare!=true >/dev/null 2>&1 || true
+  # A spare node stays cordoned until a test moves a pod onto it.
+  kube "$c" cordon -l kstretch.test/spare=true >/dev/null 2>&1 || true
 done
 ((${#SWEPT[@]})) || exit 0
 for _ in $(seq 120); do

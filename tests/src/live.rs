@@ -12,7 +12,7 @@ use crate::kafka::quorum_by_kafkas_tool;
 use crate::ready::{kafka_ready as is_ready, ready_condition};
 use crate::stretch::{ALPHA, BETA, Stretch};
 use crate::wait::{Seen, wait_for};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use kstretch_api::{Kafka, KafkaOperation};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -77,9 +77,13 @@ pub fn pool(name: &str, replicas: i32, alias: &str, storage: Value) -> Value {
             // C1 only: the JIT's second tier costs more CPU than these short runs win back
             // on two cores running several JVMs.
             "jvmOptions": {"-Xms": "128m", "-Xmx": "320m", "-XX": {"TieredStopAtLevel": "1"}},
+            // The spare node of a cluster (cordoned until a test moves a pod there) is
+            // tolerated too, as a second node of the cluster.
             "template": {"pod": {
                 "nodeSelector": {"kstretch.test/node": "real"},
                 "tolerations": [{"key": "kstretch.test/real-node", "operator": "Exists",
+                                 "effect": "NoSchedule"},
+                                {"key": "kstretch.test/spare-node", "operator": "Exists",
                                  "effect": "NoSchedule"}]
             }}
         }
@@ -119,6 +123,40 @@ fn listener_where(k: &Kafka, name: &str, prefix: &str) -> String {
         .collect();
     assert!(!servers.is_empty(), "no broker at {prefix}*: {listener:?}");
     servers.join(",")
+}
+
+/// The spare real node of `alias` (see tests/env/nodes.sh): its name and address.
+pub async fn spare_node(stretch: &Stretch, alias: &str) -> (String, String) {
+    let nodes: Api<Node> = Api::all(stretch.clusters[alias].client.clone());
+    let spare = nodes
+        .list(&ListParams::default().labels("kstretch.test/spare=true"))
+        .await
+        .unwrap()
+        .items;
+    let node = spare.first().unwrap_or_else(|| {
+        panic!("{alias} has no spare real node: run tests/env/up.sh with {alias} in KSTRETCH_SPARE_NODES")
+    });
+    let ip = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+        .map(|a| a.address.clone())
+        .unwrap_or_else(|| panic!("spare node without an InternalIP: {node:?}"));
+    (node.name_any(), ip)
+}
+
+/// Cordons (`false`) or uncordons (`true`) node `name` of `alias`, as `kubectl cordon` does.
+pub async fn schedulable(stretch: &Stretch, alias: &str, name: &str, yes: bool) {
+    let nodes: Api<Node> = Api::all(stretch.clusters[alias].client.clone());
+    nodes
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": !yes}})),
+        )
+        .await
+        .unwrap();
 }
 
 /// Every pod of the test in `alias`: running, ready, on that cluster's real node.

@@ -4,17 +4,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kstretch_api::Kafka;
 use kstretch_tests::clients::{
     brokers_as, client_config, client_dir, external_tls_listener_is_verified_at_node_addresses,
-    full_isr, no_loss, produced, reads, refused, tls_client_config, wait_for_acks,
+    full_isr, no_loss, placed_topic, produced, reads, refused, tls_client_config, wait_for_acks,
 };
 use kstretch_tests::kafka::{broker_ids, create_topic, kafka_tool, run_kafka_tool};
 use kstretch_tests::live::{
     ONE_AT_A_TIME, START_TIMEOUT, all_brokers, kafka_persistent_shape, listener_at, listener_in,
-    live_kafka_of, live_kafka_of_with_secret, persistent, pod_states, real_node_ip,
-    rolled_one_at_a_time, secret_text,
+    live_kafka_of, live_kafka_of_with_secret, persistent, pod_ready, pod_states, real_node_ip,
+    rolled_one_at_a_time, schedulable, secret_text, spare_node,
 };
 use kstretch_tests::load::Load;
 use kstretch_tests::prometheus::series_from;
@@ -88,6 +88,7 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
     let tls_alpha = listener_at(&k, "tls", &real_node_ip(ALPHA));
     let tls_beta = listener_at(&k, "tls", &real_node_ip(BETA));
     external_tls_listener_is_verified_at_node_addresses(&stretch, &k).await;
+    a_broker_moved_to_another_node_is_reached_at_its_new_address(&stretch, &k).await;
     a_node_port_taken_in_alpha_is_refused_and_what_runs_is_kept(&stretch, "tlsext").await;
 
     // Kafka's own clients over TLS: a topic, 100 records produced (acks=all) through alpha's
@@ -293,9 +294,99 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The `kafka-persistent` shape with a SCRAM listener (9094), a listener that authenticates by
-/// certificate (9095) and simple authorization. The plain and TLS listeners admit anonymous
-/// clients, which the test makes a super user so its load and tools keep working.
+/// A broker pod of alpha recreated on alpha's other real node (its node drained, the pod
+/// deleted) advertises that node's address on the external TLS listener, under a certificate
+/// that already names it: a client outside the clusters that verifies host names produces to
+/// and reads from a partition the moved broker leads, with no user action, and an acks=all
+/// producer to partitions it leads loses nothing meanwhile. The pod then moves back.
+async fn a_broker_moved_to_another_node_is_reached_at_its_new_address(
+    stretch: &Stretch,
+    k: &Kafka,
+) {
+    let (spare, spare_ip) = spare_node(stretch, ALPHA).await;
+    let home = format!("{ALPHA}-real-0");
+    let pods: Api<Pod> = stretch.api(ALPHA);
+    let mut names: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    names.sort();
+    let pod = names.first().expect("a pod in alpha").clone();
+    let id: i32 = pod.rsplit('-').next().unwrap().parse().unwrap();
+    let secrets: Api<Secret> = stretch.api(ALPHA);
+    let ca = secret_text(
+        &secrets.get("live-cluster-ca-cert").await.unwrap(),
+        "ca.crt",
+    );
+    let dir = client_dir(stretch);
+    let trusted = tls_client_config(&dir, "moved", &ca);
+    let external = listener_at(k, "tlsext", &real_node_ip(ALPHA));
+    // Every partition led by the broker that moves.
+    let mut replicas = vec![id];
+    replicas.extend(
+        brokers_as(&external, &trusted)
+            .iter()
+            .map(|b| b.0)
+            .filter(|b| *b != id),
+    );
+    let bootstrap = all_brokers(k);
+    placed_topic(&bootstrap, "moved", &[&replicas[..]; 3]).await;
+    placed_topic(&bootstrap, "moved-tls", &[&replicas[..]]).await;
+    full_isr(&bootstrap, "moved").await;
+    let load = Load::start(&bootstrap, "moved", Duration::from_millis(20));
+    wait_for_acks(&load, 20).await;
+
+    move_pod(stretch, &pod, &home, &spare).await;
+    let advertised = wait_for(
+        "the moved broker at its new node's address",
+        START_TIMEOUT,
+        || async {
+            let brokers = brokers_as(&external, &trusted);
+            match brokers.iter().find(|(b, _, _)| *b == id) {
+                Some((_, host, port)) if *host == spare_ip => Seen::Done(format!("{host}:{port}")),
+                other => Seen::NotYet(format!("broker {id}: {other:?} in {brokers:?}")),
+            }
+        },
+    )
+    .await;
+    produced(&advertised, &trusted, "moved-tls", 30);
+    reads(&advertised, &trusted, "moved-tls", 30);
+    let acked = load.acked();
+    wait_for_acks(&load, acked + 20).await;
+
+    move_pod(stretch, &pod, &spare, &home).await;
+    no_loss(load, &bootstrap, "moved").await;
+}
+
+/// Moves pod `pod` of alpha from node `from` to node `to`: `from` cordoned, `to` uncordoned,
+/// the pod deleted and waited for Ready on `to`; `from` uncordoned again and the spare node
+/// left cordoned.
+async fn move_pod(stretch: &Stretch, pod: &str, from: &str, to: &str) {
+    schedulable(stretch, ALPHA, from, false).await;
+    schedulable(stretch, ALPHA, to, true).await;
+    let pods: Api<Pod> = stretch.api(ALPHA);
+    let old = pods.get(pod).await.unwrap().metadata.uid;
+    pods.delete(pod, &Default::default()).await.unwrap();
+    wait_for(&format!("{pod} Ready on {to}"), START_TIMEOUT, || async {
+        match pods.get_opt(pod).await.unwrap() {
+            Some(p) if p.metadata.uid != old && pod_ready(&p) => {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                assert_eq!(node.as_deref(), Some(to), "{pod} was scheduled elsewhere");
+                Seen::Done(())
+            }
+            other => Seen::NotYet(format!("{:?}", other.map(|p| p.status))),
+        }
+    })
+    .await;
+    schedulable(stretch, ALPHA, from, true).await;
+    let (spare, _) = spare_node(stretch, ALPHA).await;
+    schedulable(stretch, ALPHA, &spare, false).await;
+}
+
 /// A listener whose bootstrap asks for a node port another Service of alpha holds: alpha's
 /// apiserver refuses its Service, the `Kafka` says so (`Ready=False`, the listener, the cluster
 /// and the apiserver's words) and no pod restarts; without the nodePort it is ready again.
@@ -376,6 +467,9 @@ async fn a_node_port_taken_in_alpha_is_refused_and_what_runs_is_kept(
         .unwrap();
 }
 
+/// The `kafka-persistent` shape with a SCRAM listener (9094), a listener that authenticates by
+/// certificate (9095) and simple authorization. The plain and TLS listeners admit anonymous
+/// clients, which the test makes a super user so its load and tools keep working.
 fn secured_kafka() -> Value {
     let mut spec = kafka_persistent_shape();
     let listeners = spec["spec"]["kafka"]["listeners"].as_array_mut().unwrap();
