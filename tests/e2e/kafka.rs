@@ -1264,13 +1264,18 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
             "hostTemplate": "broker-{nodeId}.kafka.example.com"}}]);
     stretch.apply(k).await;
     // (The pods would roll next; kwok's pods run no Kafka to check the roll is safe with.)
+    // Strimzi deprecates the type, and says so as it does.
     wait_kafka(
         &stretch,
-        "the ingress listener's bootstrap in status",
+        "the ingress listener's bootstrap in status, and Strimzi's deprecation warning",
         |k| {
             k.status.as_ref().is_some_and(|s| {
                 s.listeners.iter().any(|l| {
                     l.bootstrap_servers.as_deref() == Some("bootstrap.kafka.example.com:443")
+                }) && s.conditions.iter().any(|c| {
+                    c.type_ == "Warning"
+                        && c.reason.as_deref() == Some("DeprecatedObjects")
+                        && c.message.as_deref() == Some("ingress type listeners are deprecated.")
                 })
             })
         },

@@ -150,6 +150,8 @@ pub struct Resolved {
     /// What of the `Kafka` and its pools is not acted on ([`crate::unserved`]), the pools'
     /// named by pool.
     pub not_acted_on: Vec<String>,
+    /// What of the `Kafka` Strimzi deprecates (its `DeprecatedObjects` warnings).
+    pub deprecated: Vec<String>,
     /// `metricsConfig: jmxPrometheusExporter`: the ConfigMap key with the exporter's rules.
     pub metrics: Option<kstretch_api::common::ConfigMapKeyRef>,
     /// `metricsConfig: strimziMetricsReporter`: Strimzi's reporter in every node.
@@ -348,9 +350,24 @@ pub fn resolve(
         per_node,
         warnings: rack_warnings(spec),
         not_acted_on,
+        deprecated: deprecated(spec),
         metrics,
         metrics_reporter,
     })
+}
+
+/// Strimzi's deprecation warnings for `spec.kafka`, in its words (`KafkaSpecChecker`): only
+/// the `ingress` listener type is deprecated without a field of its own to say so.
+fn deprecated(spec: &KafkaClusterSpec) -> Vec<String> {
+    let ingress = spec
+        .listeners
+        .iter()
+        .any(|l| l.type_ == KafkaListenerType::Ingress);
+    if ingress {
+        vec!["ingress type listeners are deprecated.".to_owned()]
+    } else {
+        Vec::new()
+    }
 }
 
 /// `pool` with its effective settings (the pool's, else those of the `Kafka`'s `spec`), and
@@ -874,6 +891,26 @@ pub(crate) mod tests {
         assert_eq!(resolved.config["offsets.topic.replication.factor"], "3");
         assert_eq!(resolved.config["auto.create.topics.enable"], "false");
         assert_eq!(resolved.config["ssl.cipher.suites"], "A,B");
+    }
+
+    #[test]
+    fn ingress_listeners_are_deprecated_in_strimzis_words() {
+        let d = pool("dual", &["controller", "broker"], 3, json!({}));
+        assert!(
+            resolve(&kafka(json!({})), &[&d], &members())
+                .unwrap()
+                .deprecated
+                .is_empty()
+        );
+        let ingress = kafka(json!({"spec": {"kafka": {"listeners": [
+            {"name": "plain", "port": 9092, "type": "internal", "tls": false},
+            {"name": "external", "port": 9094, "type": "ingress", "tls": true,
+             "configuration": {"bootstrap": {"host": "bootstrap.example.com"},
+                               "hostTemplate": "broker-{nodeId}.example.com"}}]}}}));
+        assert_eq!(
+            resolve(&ingress, &[&d], &members()).unwrap().deprecated,
+            ["ingress type listeners are deprecated."]
+        );
     }
 
     #[test]

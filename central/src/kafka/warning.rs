@@ -18,6 +18,8 @@ pub enum Reason {
     ConfigurationIgnored,
     /// A field Strimzi acts on and kstretch does not ([`crate::unserved`]).
     NotActedOn,
+    /// Something Strimzi deprecates (its reason string).
+    DeprecatedObjects,
     /// A pool's node-ID annotation that cannot be honoured.
     NodeIdAnnotationIgnored,
     /// A pool moves to another member cluster; what its leaving nodes wait for.
@@ -69,6 +71,7 @@ impl Reason {
         match self {
             Reason::ConfigurationIgnored => "ConfigurationIgnored",
             Reason::NotActedOn => crate::unserved::NOT_ACTED_ON,
+            Reason::DeprecatedObjects => "DeprecatedObjects",
             Reason::NodeIdAnnotationIgnored => "NodeIdAnnotationIgnored",
             Reason::PoolMoving => "PoolMoving",
             Reason::PoolMoveStalled => "PoolMoveStalled",

@@ -59,6 +59,12 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
             .iter()
             .map(|w| Warning::new(Reason::NotActedOn, w.clone())),
     );
+    pass.warnings.extend(
+        plan.resolved
+            .deprecated
+            .iter()
+            .map(|w| Warning::new(Reason::DeprecatedObjects, w.clone())),
+    );
     if let Some(r) = &plan.recovering {
         recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
     }
