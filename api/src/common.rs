@@ -60,7 +60,7 @@ pub struct MetricsConfig {
     pub type_: MetricsType,
     /// `jmxPrometheusExporter`: the ConfigMap key holding the exporter's rules (YAML).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value_from: Option<MetricsConfigSource>,
+    pub value_from: Option<ConfigMapValue>,
     /// `strimziMetricsReporter`: its settings (`allowList`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::opaque_object")]
@@ -76,11 +76,37 @@ pub enum MetricsType {
     StrimziMetricsReporter,
 }
 
-/// Where a `metricsConfig`'s rules are kept.
+/// Where a `metricsConfig`'s rules or an `external` logging configuration are kept.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct MetricsConfigSource {
+pub struct ConfigMapValue {
     pub config_map_key_ref: ConfigMapKeyRef,
+}
+
+/// `logging`: the log4j2 configuration of the nodes (or workers), as Strimzi takes it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Logging {
+    /// `inline` (Strimzi's default configuration with `loggers` on top) or `external` (the
+    /// whole configuration from `valueFrom`).
+    #[serde(rename = "type")]
+    pub type_: LoggingType,
+    /// `inline`: log4j2 properties, e.g. `rootLogger.level: DEBUG` or
+    /// `logger.<name>.name`/`logger.<name>.level`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub loggers: BTreeMap<String, String>,
+    /// `external`: the ConfigMap key holding a log4j2 properties file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<ConfigMapValue>,
+}
+
+/// The kinds of `logging`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum LoggingType {
+    #[serde(rename = "inline")]
+    Inline,
+    #[serde(rename = "external")]
+    External,
 }
 
 /// A key of a ConfigMap in the resource's namespace.

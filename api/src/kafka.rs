@@ -2,8 +2,8 @@
 //! nodes are defined by `KafkaNodePool` resources.
 //!
 //! Modelled: what kstretch acts on (versions, listeners, config, authorization, rack, JVM options,
-//! the legacy v1beta2 `replicas`/`resources` used as node-pool fallbacks) and the status it
-//! writes. Everything else Strimzi accepts (probes, logging, metrics, quotas, tiered storage,
+//! metrics, logging, the legacy v1beta2 `replicas`/`resources` used as node-pool fallbacks) and
+//! the status it writes. Everything else Strimzi accepts (probes, quotas, tiered storage,
 //! `kafkaExporter`, ZooKeeper leftovers of v1beta2 manifests, ...) is kept as written, in the
 //! `unmodelled` maps when not modelled, and central names what it does not act on in a
 //! `NotActedOn` warning.
@@ -142,7 +142,10 @@ pub struct KafkaClusterSpec {
     /// Metrics served to Prometheus by every node, on port 9404.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_config: Option<crate::common::MetricsConfig>,
-    /// What Strimzi's schema has here and kstretch does not model (`logging`, `quotas`, probes, ...): kept as
+    /// The nodes' log4j2 configuration; a change of it is applied without restarting them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logging: Option<crate::common::Logging>,
+    /// What Strimzi's schema has here and kstretch does not model (`quotas`, probes, ...): kept as
     /// written, and named in a `NotActedOn` warning.
     #[serde(flatten)]
     #[schemars(skip)]

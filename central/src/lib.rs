@@ -14,6 +14,7 @@ pub mod grpc;
 pub mod inventory;
 pub mod kafka;
 pub mod link;
+pub mod logging;
 pub mod metrics;
 pub mod objects;
 pub mod operation;

@@ -31,10 +31,6 @@ const KAFKA_SPEC: &[(&str, &str)] = &[
 ];
 const KAFKA_CLUSTER: &[(&str, &str)] = &[
     (
-        "logging",
-        "the nodes log as the Kafka image's own log4j2 configuration says",
-    ),
-    (
         "quotas",
         "no quota plugin is configured; Kafka's own client quotas (kafka-configs) still apply",
     ),
@@ -389,7 +385,6 @@ mod tests {
         for path in [
             ".spec.kafka.listeners[0].configuration.useServiceDnsDomain",
             ".spec.kafka.listeners[0].networkPolicyPeers",
-            ".spec.kafka.logging",
             ".spec.kafka.quotas",
             ".spec.kafka.tieredStorage",
             ".spec.kafka.livenessProbe",
@@ -414,11 +409,12 @@ mod tests {
         ] {
             assert!(named(&w, path), "{path} not named in {w:#?}");
         }
-        assert_eq!(w.len(), 24, "nothing else: {w:#?}");
+        assert_eq!(w.len(), 23, "nothing else: {w:#?}");
         assert!(
             !named(&w, ".spec.kafka.metricsConfig"),
             "the reporter is served"
         );
+        assert!(!named(&w, ".spec.kafka.logging"), "logging is served");
         assert!(
             w.iter()
                 .any(|m| m.contains("madeUp is not acted on: kstretch does not know this field"))

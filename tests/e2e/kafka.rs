@@ -1133,8 +1133,8 @@ async fn invalid_layouts_are_refused_with_every_problem_named() {
 }
 
 /// Authentication and authorization that kstretch cannot configure (`oauth`, `opa`), a
-/// listener certificate whose Secret is missing, and a `metricsConfig` whose rules are not named
-/// or whose ConfigMap is missing, are refused: `Ready=False` with the reason,
+/// listener certificate whose Secret is missing, a `metricsConfig` whose rules are not named
+/// or whose ConfigMap is missing, and `external` logging likewise, are refused: `Ready=False` with the reason,
 /// naming the field, and the running cluster is kept as it was (same pods, configuration without the listener). Before, a `scram-sha-512` listener
 /// was served as `PLAINTEXT`. (TLS, `tls`, `scram-sha-512`, `custom` and `simple` are served.)
 #[tokio::test]
@@ -1190,6 +1190,17 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
                 "values": {"allowList": []}}}),
             ".spec.kafka.metricsConfig.values.allowList is empty",
             "InvalidMetricsConfig",
+        ),
+        (
+            json!({"listeners": [plain.clone()], "logging": {"type": "external"}}),
+            ".spec.kafka.logging is external without valueFrom",
+            "InvalidLoggingConfig",
+        ),
+        (
+            json!({"listeners": [plain.clone()], "logging": {"type": "external",
+                "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "log4j2.properties"}}}}),
+            ".spec.kafka.logging names ConfigMap absent, which does not exist",
+            "InvalidLoggingConfig",
         ),
         // The routing objects go to the member cluster first; neither API is served here.
         (

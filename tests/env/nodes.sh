@@ -176,6 +176,9 @@ volumePluginDir: $NODE_DIR/volume-plugins
 resolvConf: /etc/resolv.conf
 clusterDomain: cluster.local
 maxPods: 40
+# Pods are synced (and their ConfigMap volumes refreshed) every 15 s rather than a minute, so
+# that a logging change reaches a running broker within a test's patience.
+syncFrequency: 15s
 serializeImagePulls: false
 # Images cannot be pulled again (no registry): never collect them; the disk is shared with
 # the whole machine, so evict only when it is really full.

@@ -31,6 +31,7 @@ use super::external;
 use super::jmx_exporter::{self, NodeMetrics};
 use super::resolve::{PerNode, Resolved, ResolvedPool};
 use crate::budget;
+use crate::logging;
 use crate::objects;
 use crate::pki::NodeCerts;
 use crate::pod_template::{self, PodParts};
@@ -217,7 +218,7 @@ pub fn build(
     cluster: KafkaCluster,
     certs: &NodeCerts,
     initial_voters: &BTreeMap<i32, u128>,
-    metrics_rules: Option<&str>,
+    files: UserFiles<'_>,
 ) -> Result<Built, ConfigError> {
     let name = kafka.name_any();
     let namespace = kafka.namespace().unwrap_or_default();
@@ -247,11 +248,12 @@ pub fn build(
             .collect(),
         quorum: cluster.quorum,
         node_address_reads: node_address_reads(resolved),
-        metrics: match (metrics_rules, &resolved.metrics_reporter) {
+        metrics: match (files.metrics_rules, &resolved.metrics_reporter) {
             (Some(_), _) => Some(NodeMetrics::Exporter),
             (None, Some(_)) => Some(NodeMetrics::Reporter),
             (None, None) => None,
         },
+        log4j2: files.log4j2,
     };
 
     let inputs = NodeInputs {
@@ -280,7 +282,7 @@ pub fn build(
         objects.entry(alias).or_default().extend(services);
     }
     add_node_tables(&ctx, resolved, &built_nodes, &mut objects);
-    if let Some(rules) = metrics_rules {
+    if let Some(rules) = files.metrics_rules {
         let aliases: BTreeSet<&str> = built_nodes.values().map(|n| n.alias.as_str()).collect();
         for alias in aliases {
             let rules = jmx_exporter::config_map(&name, &namespace, &ctx.labels(), rules);
@@ -531,6 +533,17 @@ struct Ctx<'a> {
     node_address_reads: BTreeMap<i32, Vec<(String, String)>>,
     /// How every node serves metrics ([`jmx_exporter`]), if it does.
     metrics: Option<NodeMetrics>,
+    /// Every node's log4j2 configuration ([`crate::logging`]), if the `Kafka` sets `logging`.
+    log4j2: Option<&'a str>,
+}
+
+/// What the nodes read from the user's ConfigMaps, as read this pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UserFiles<'a> {
+    /// The JMX exporter's rules (`metricsConfig`).
+    pub metrics_rules: Option<&'a str>,
+    /// The log4j2 configuration file ([`crate::logging::properties`]).
+    pub log4j2: Option<&'a str>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -609,14 +622,20 @@ pub fn claim_name(volume: &Volume, pod: &str) -> String {
     format!("{}-{pod}", volume_name(volume))
 }
 
+/// The node's ConfigMap. Its log4j2 file is not part of the pod's revision: the node re-reads
+/// it while it runs.
 fn config_map(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str, text: &str, format: &str) -> Value {
+    let mut data = BTreeMap::from([
+        (CONFIG_KEY.to_owned(), text.to_owned()),
+        (FORMAT_KEY.to_owned(), format.to_owned()),
+        ("cluster.id".to_owned(), ctx.cluster_id.to_owned()),
+    ]);
+    if let Some(log4j2) = ctx.log4j2 {
+        data.insert(logging::FILE.to_owned(), log4j2.to_owned());
+    }
     objects::to_json(&ConfigMap {
         metadata: ctx.object_meta(pod, ctx.pool_labels(&pool.name)),
-        data: Some(BTreeMap::from([
-            (CONFIG_KEY.to_owned(), text.to_owned()),
-            (FORMAT_KEY.to_owned(), format.to_owned()),
-            ("cluster.id".to_owned(), ctx.cluster_id.to_owned()),
-        ])),
+        data: Some(data),
         ..Default::default()
     })
 }
@@ -707,6 +726,13 @@ fn pod(
     };
     let mut env = vec![pod_template::env("KAFKA_CLUSTER_ID", ctx.cluster_id)];
     env.extend(pod_template::jvm_env(pool.jvm_options.as_ref()));
+    if ctx.log4j2.is_some() {
+        // Only with `logging` set: nodes of a `Kafka` without it keep the pod they have.
+        env.push(pod_template::env(
+            "KAFKA_LOG4J_OPTS",
+            format!("-Dlog4j2.configurationFile={CONFIG_DIR}/{}", logging::FILE),
+        ));
+    }
     let (mut mounts, mut volumes) = (mounts, volumes);
     if ctx.node_address_reads.contains_key(&node.id) {
         add_node_address_reads(ctx, &mut env, &mut mounts, &mut volumes);
@@ -1167,7 +1193,15 @@ mod tests {
         cluster_id: &str,
     ) -> Result<Built, ConfigError> {
         let model = cluster_model(k, r, ids, cluster_id, kraft::QuorumMode::Static);
-        super::build(k, r, ids, model, &certs(k, r, ids), &BTreeMap::new(), None)
+        super::build(
+            k,
+            r,
+            ids,
+            model,
+            &certs(k, r, ids),
+            &BTreeMap::new(),
+            UserFiles::default(),
+        )
     }
 
     fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -1242,6 +1276,55 @@ mod tests {
     }
 
     #[test]
+    fn a_logging_change_reaches_the_nodes_file_without_changing_their_revision() {
+        let k = kafka(serde_json::json!({}));
+        let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
+        let r = resolve(&k, &[&d], &members()).unwrap();
+        let ids = ids(&[("dual", &[0])]);
+        let with = |log4j2: Option<&str>| {
+            let model = cluster_model(&k, &r, &ids, "abc", kraft::QuorumMode::Static);
+            let files = UserFiles {
+                metrics_rules: None,
+                log4j2,
+            };
+            super::build(
+                &k,
+                &r,
+                &ids,
+                model,
+                &certs(&k, &r, &ids),
+                &BTreeMap::new(),
+                files,
+            )
+            .unwrap()
+        };
+        let (info, debug, none) = (
+            with(Some("rootLogger.level = INFO\n")),
+            with(Some("rootLogger.level = DEBUG\n")),
+            with(None),
+        );
+        let alpha = &debug.objects["alpha"];
+        let file = &find(alpha, "ConfigMap", "my-cluster-dual-0")["data"][logging::FILE];
+        assert_eq!(file, "rootLogger.level = DEBUG\n");
+        assert_eq!(info.nodes[&0].revision, debug.nodes[&0].revision, "no roll");
+        let env = find(alpha, "StrimziPodSet", "my-cluster-dual")["spec"]["pods"][0]["spec"]
+            ["containers"][0]["env"]
+            .to_string();
+        assert!(
+            env.contains("-Dlog4j2.configurationFile=/opt/kafka/custom-config/log4j2.properties"),
+            "{env}"
+        );
+        // Without `logging` nothing of it is there: a Kafka that never set it does not roll.
+        let alpha = &none.objects["alpha"];
+        assert!(find(alpha, "ConfigMap", "my-cluster-dual-0")["data"][logging::FILE].is_null());
+        assert!(
+            !find(alpha, "StrimziPodSet", "my-cluster-dual")
+                .to_string()
+                .contains("LOG4J")
+        );
+    }
+
+    #[test]
     fn the_revision_changes_with_the_config_and_the_pod_but_not_otherwise() {
         let k = kafka(serde_json::json!({}));
         let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
@@ -1271,8 +1354,16 @@ mod tests {
             .values_mut()
             .for_each(|p| p.cert = "RENEWED".into());
         let model = cluster_model(&k, &resolved, &ids, "abc", kraft::QuorumMode::Static);
-        let after =
-            super::build(&k, &resolved, &ids, model, &renewed, &BTreeMap::new(), None).unwrap();
+        let after = super::build(
+            &k,
+            &resolved,
+            &ids,
+            model,
+            &renewed,
+            &BTreeMap::new(),
+            UserFiles::default(),
+        )
+        .unwrap();
         assert_ne!(base, after.nodes[&0].revision);
     }
 
@@ -1292,7 +1383,7 @@ mod tests {
                 model,
                 &certs(&k, &resolved, &ids),
                 &BTreeMap::new(),
-                None,
+                UserFiles::default(),
             )
             .unwrap();
             built
@@ -1325,7 +1416,7 @@ mod tests {
                 model,
                 &certs(&k, &resolved, &ids),
                 initial,
-                None,
+                UserFiles::default(),
             )
             .unwrap()
         };
@@ -1518,7 +1609,7 @@ mod tests {
             model,
             &NodeCerts::default(),
             &BTreeMap::new(),
-            None,
+            UserFiles::default(),
         );
         assert!(none.is_err());
     }
@@ -1581,6 +1672,7 @@ mod tests {
             node_address_reads: BTreeMap::new(),
             quorum: kraft::QuorumMode::Static,
             metrics: None,
+            log4j2: None,
         }
     }
 

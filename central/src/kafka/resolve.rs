@@ -185,6 +185,8 @@ pub enum Invalid {
     },
     #[error("{0}")]
     Metrics(String),
+    #[error("{0}")]
+    Logging(String),
     #[error("listener {name} has port {port}, which is not a valid TCP port")]
     InvalidListenerPort { name: String, port: i32 },
     #[error(
@@ -241,6 +243,7 @@ impl Invalid {
             | Self::InvalidNodePortHosts { .. } => "InvalidAddressing",
             Self::InvalidListenerPort { .. } => "InvalidListener",
             Self::Metrics(_) => super::jmx_exporter::REASON,
+            Self::Logging(_) => crate::logging::REASON,
             Self::NegativeReplicas { .. } => "InvalidReplicas",
             Self::PoolMoveInProgress { .. } => "PoolMoveInProgress",
             Self::MoveNeedsDynamicQuorum { .. } => "MoveNeedsDynamicQuorum",
@@ -317,6 +320,9 @@ pub fn resolve(
             invalid.push(Invalid::Metrics(r.message));
             None
         });
+    invalid.extend(
+        crate::logging::invalid(".spec.kafka", spec.logging.as_ref()).map(Invalid::Logging),
+    );
     let kstretch_principals = crate::pki::kstretch_principals(&kafka_name);
     let authorization = security::authorization(spec.authorization.as_ref(), &kstretch_principals)
         .unwrap_or_else(|problem| {

@@ -59,6 +59,8 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
     // Metrics as Strimzi's `strimzi-metrics-reporter` example serves them (its default list);
     // the reporter's jars come from this build's agent image.
     shape["spec"]["kafka"]["metricsConfig"] = json!({"type": "strimziMetricsReporter"});
+    // Strimzi's logging, changed below while the nodes run.
+    shape["spec"]["kafka"]["logging"] = json!({"type": "inline"});
     kstretch_tests::helm::import_images_once();
     let (stretch, k) = live_kafka_of_with_secret(
         "running-tls",
@@ -90,6 +92,7 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
     external_tls_listener_is_verified_at_node_addresses(&stretch, &k).await;
     a_broker_moved_to_another_node_is_reached_at_its_new_address(&stretch, &k).await;
     a_node_port_taken_in_alpha_is_refused_and_what_runs_is_kept(&stretch, "tlsext").await;
+    logging_changes_reach_the_running_nodes_without_a_restart(&stretch).await;
 
     // Kafka's own clients over TLS: a topic, 100 records produced (acks=all) through alpha's
     // brokers and consumed through beta's.
@@ -385,6 +388,97 @@ async fn move_pod(stretch: &Stretch, pod: &str, from: &str, to: &str) {
     schedulable(stretch, ALPHA, from, true).await;
     let (spare, _) = spare_node(stretch, ALPHA).await;
     schedulable(stretch, ALPHA, &spare, false).await;
+}
+
+/// `logging` changed while the nodes run reaches them without a restart (log4j2 re-reads the
+/// file kubelet refreshes): an `inline` logger set to DEBUG shows its lines in a broker's log,
+/// then an `external` ConfigMap's layout (a broker at INFO logs seldom: its requests are
+/// logged), then a change of that ConfigMap; every pod keeps its UID and restart count.
+async fn logging_changes_reach_the_running_nodes_without_a_restart(stretch: &Stretch) {
+    let before = pod_states(stretch).await;
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let patch = |logging: Value, nudge: &str| {
+        let kafkas = kafkas.clone();
+        let nudge = nudge.to_owned();
+        async move {
+            let body = json!({"metadata": {"annotations": {"kstretch.test/nudge": nudge}},
+                              "spec": {"kafka": {"logging": logging}}});
+            kafkas
+                .patch("live", &PatchParams::default(), &Patch::Merge(body))
+                .await
+                .unwrap();
+        }
+    };
+    // kafka.request.logger logs every request it completes at DEBUG.
+    patch(
+        json!({"type": "inline", "loggers": {"logger.requestlogger.level": "DEBUG"}}),
+        "inline",
+    )
+    .await;
+    logged(stretch, "Completed request").await;
+
+    let file = |marker: &str| {
+        format!(
+            "monitorInterval = 5\nappender.console.type = Console\nappender.console.name = STDOUT\n\
+             appender.console.layout.type = PatternLayout\n\
+             appender.console.layout.pattern = {marker} %p %c - %m%n\n\
+             rootLogger.level = INFO\nrootLogger.appenderRef.console.ref = STDOUT\n\
+             logger.requests.name = kafka.request.logger\nlogger.requests.level = DEBUG\n"
+        )
+    };
+    let logs_config = |marker: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kafka-logs"},
+               "data": {"log4j2.properties": file(marker)}})
+    };
+    stretch.apply(logs_config("EXTERNAL-ONE")).await;
+    let external = json!({"type": "external", "loggers": null, "valueFrom":
+        {"configMapKeyRef": {"name": "kafka-logs", "key": "log4j2.properties"}}});
+    patch(external.clone(), "external").await;
+    logged(stretch, "EXTERNAL-ONE DEBUG").await;
+    // Central reads the user's ConfigMap when it reconciles the `Kafka` (as Strimzi does).
+    stretch.apply(logs_config("EXTERNAL-TWO")).await;
+    patch(external, "external-changed").await;
+    logged(stretch, "EXTERNAL-TWO DEBUG").await;
+
+    let after = pod_states(stretch).await;
+    let kept = |s: &BTreeMap<String, (String, i32, bool)>| {
+        s.iter()
+            .map(|(pod, (uid, restarts, _))| (pod.clone(), uid.clone(), *restarts))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(kept(&before), kept(&after), "no pod restarted");
+}
+
+/// Waits until the last lines of the log of a node of alpha contain `text`.
+async fn logged(stretch: &Stretch, text: &str) {
+    let pods: Api<Pod> = stretch.api(ALPHA);
+    let names: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    let params = kube::api::LogParams {
+        container: Some("kafka".to_owned()),
+        since_seconds: Some(20),
+        ..Default::default()
+    };
+    wait_for(
+        &format!("{text:?} in a log of {names:?}"),
+        START_TIMEOUT,
+        || async {
+            for name in &names {
+                let log = pods.logs(name, &params).await.unwrap_or_default();
+                if log.contains(text) {
+                    return Seen::Done(());
+                }
+            }
+            Seen::NotYet(format!("not in the last 20 s of {names:?}"))
+        },
+    )
+    .await;
 }
 
 /// A listener whose bootstrap asks for a node port another Service of alpha holds: alpha's

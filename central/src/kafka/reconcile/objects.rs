@@ -10,8 +10,9 @@ use kstretch_core::kraft;
 use kube::ResourceExt;
 use time::OffsetDateTime;
 
-use crate::kafka::build::{self, Built};
+use crate::kafka::build::{self, Built, UserFiles};
 use crate::kafka::resolve::Resolved;
+use crate::logging;
 use crate::pki::{self, Pem};
 use crate::status::Refusal;
 
@@ -35,6 +36,9 @@ pub(super) struct Inputs<'a> {
     /// The JMX exporter's rules (`metricsConfig`) as read from the user's ConfigMap, or why
     /// they cannot be used.
     pub(super) metrics_rules: Result<Option<String>, Refusal>,
+    /// An `external` logging configuration as read from the user's ConfigMap, or why it cannot
+    /// be used.
+    pub(super) external_logging: Result<Option<String>, Refusal>,
     pub(super) now: OffsetDateTime,
 }
 
@@ -47,7 +51,7 @@ pub(super) struct Decided {
 
 /// Every object of the `Kafka`, with the certificates its nodes need; or why it cannot be
 /// built, in the order the user would fix it (names, the CA, the listeners' certificates,
-/// the metrics' rules, the configuration).
+/// the metrics' rules, the logging, the configuration).
 pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
     let refusal = |e: kraft::ConfigError| Refusal::new(e.reason(), e.to_string());
     let model = build::cluster_model(
@@ -72,6 +76,16 @@ pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
     let mut certs = node_certs.certs;
     certs.listeners = inputs.listener_certs?;
     let metrics_rules = inputs.metrics_rules?;
+    let external_logging = inputs.external_logging?;
+    let log4j2 = logging::properties(
+        logging::KAFKA_DEFAULTS,
+        inputs.kafka.spec.kafka.logging.as_ref(),
+        external_logging.as_deref(),
+    );
+    let files = UserFiles {
+        metrics_rules: metrics_rules.as_deref(),
+        log4j2: log4j2.as_deref(),
+    };
     let built = build::build(
         inputs.kafka,
         inputs.resolved,
@@ -79,7 +93,7 @@ pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
         model,
         &certs,
         inputs.initial_voters,
-        metrics_rules.as_deref(),
+        files,
     )
     .map_err(refusal)?;
     Ok(Decided {
@@ -125,6 +139,7 @@ mod tests {
             stored_certs,
             listener_certs,
             metrics_rules: Ok(None),
+            external_logging: Ok(None),
             now: OffsetDateTime::now_utc(),
         };
         let three = ids(&[0, 1, 2]);

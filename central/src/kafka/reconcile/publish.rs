@@ -28,6 +28,7 @@ use crate::kafka::resolve::Resolved;
 use crate::kafka::status;
 use crate::kafka::warning::{Reason, Warning};
 use crate::link::{Owner, Part};
+use crate::logging;
 use crate::pki::{self, CaKind, CertError};
 
 /// Builds and publishes this pass's objects; ends the pass while per-node addresses are pending.
@@ -235,9 +236,19 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
         Err(CertError::Refused(r)) => Err(r),
         Err(CertError::Kube(e)) => return Err(e.into()),
     };
-    let metrics_rules = match metrics_rules(client, kafka, plan.resolved.metrics.as_ref()).await {
-        Ok(rules) => rules,
-        Err(e) => return Err(e.into()),
+    let metrics_rules = match &plan.resolved.metrics {
+        Some(source) => {
+            let data = config_map_data(client, kafka, &source.name).await?;
+            jmx_exporter::rules(source, data.as_ref()).map(Some)
+        }
+        None => Ok(None),
+    };
+    let external_logging = match logging::external_source(kafka.spec.kafka.logging.as_ref()) {
+        Some(source) => {
+            let data = config_map_data(client, kafka, &source.name).await?;
+            logging::external_text(".spec.kafka", source, data.as_ref()).map(Some)
+        }
+        None => Ok(None),
     };
     let decided = objects::decide(Inputs {
         kafka,
@@ -251,6 +262,7 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
         stored_certs,
         listener_certs,
         metrics_rules,
+        external_logging,
         now: time::OffsetDateTime::now_utc(),
     });
     let decided = match decided {
@@ -267,22 +279,18 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
     Ok(ControlFlow::Continue(decided.built))
 }
 
-/// The JMX exporter's rules from the ConfigMap `source` names in the `Kafka`'s namespace, or
-/// why they cannot be used.
-async fn metrics_rules(
+/// The data of the user's ConfigMap `name` in the `Kafka`'s namespace; `None` when it does
+/// not exist.
+async fn config_map_data(
     client: &kube::Client,
     kafka: &Kafka,
-    source: Option<&kstretch_api::common::ConfigMapKeyRef>,
-) -> Result<Result<Option<String>, crate::status::Refusal>, kube::Error> {
-    let Some(source) = source else {
-        return Ok(Ok(None));
-    };
+    name: &str,
+) -> Result<Option<BTreeMap<String, String>>, kube::Error> {
     let namespace = kafka.namespace().unwrap_or_default();
     let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(client.clone(), &namespace);
-    let found = config_maps.get_opt(&source.name).await?;
-    let data = found.as_ref().map(|c| c.data.clone().unwrap_or_default());
-    Ok(jmx_exporter::rules(source, data.as_ref()).map(Some))
+    let found = config_maps.get_opt(name).await?;
+    Ok(found.map(|c| c.data.unwrap_or_default()))
 }
 
 /// While per-node addresses are pending, the per-node Services must exist (their addresses go
