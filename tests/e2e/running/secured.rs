@@ -51,6 +51,11 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
             "configuration": {"brokerCertChainAndKey":
                 {"secretName": "listener-cert", "certificate": "tls.crt", "key": "tls.key"}}}),
         );
+    // A cluster-ip listener, for clients in pods of the member clusters.
+    shape["spec"]["kafka"]["listeners"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "cip", "port": 9098, "type": "cluster-ip", "tls": true}));
     // An external TLS listener, for clients outside both clusters.
     shape["spec"]["kafka"]["listeners"]
         .as_array_mut()
@@ -91,6 +96,7 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
     let tls_beta = listener_at(&k, "tls", &real_node_ip(BETA));
     external_tls_listener_is_verified_at_node_addresses(&stretch, &k).await;
     a_broker_moved_to_another_node_is_reached_at_its_new_address(&stretch, &k).await;
+    a_client_in_a_pod_uses_the_cluster_ip_listener(&stretch, &k).await;
     a_node_port_taken_in_alpha_is_refused_and_what_runs_is_kept(&stretch, "tlsext").await;
     logging_changes_reach_the_running_nodes_without_a_restart(&stretch).await;
 
@@ -388,6 +394,70 @@ async fn move_pod(stretch: &Stretch, pod: &str, from: &str, to: &str) {
     schedulable(stretch, ALPHA, from, true).await;
     let (spare, _) = spare_node(stretch, ALPHA).await;
     schedulable(stretch, ALPHA, &spare, false).await;
+}
+
+/// A client in a pod of alpha (Kafka's own tools, trusting only `ca.crt` of the cluster CA
+/// Secret, host names verified) produces with acks=all through the `cluster-ip` listener's
+/// bootstrap from the status and reads the records back.
+async fn a_client_in_a_pod_uses_the_cluster_ip_listener(stretch: &Stretch, k: &Kafka) {
+    let bootstrap = listener_at(k, "cip", &real_node_ip(ALPHA));
+    create_topic(&all_brokers(k), "inside", 3, 3).await;
+    let script = format!(
+        "set -e; printf 'security.protocol=SSL\\nssl.truststore.type=PEM\\nssl.truststore.location=/ca/ca.crt\\n' > /tmp/client.properties; \
+         /opt/kafka/bin/kafka-run-class.sh org.apache.kafka.tools.ProducerPerformance --topic inside \
+         --num-records 20 --record-size 16 --throughput -1 --producer.config /tmp/client.properties \
+         --producer-props bootstrap.servers={bootstrap} acks=all; \
+         /opt/kafka/bin/kafka-console-consumer.sh --bootstrap-server {bootstrap} \
+         --consumer.config /tmp/client.properties --topic inside --from-beginning \
+         --max-messages 20 --timeout-ms 60000"
+    );
+    stretch
+        .apply(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cip-client"},
+            "spec": {
+                "restartPolicy": "Never",
+                "nodeSelector": {"kstretch.test/node": "real"},
+                "tolerations": [{"key": "kstretch.test/real-node", "operator": "Exists",
+                                 "effect": "NoSchedule"}],
+                "containers": [{
+                    "name": "client",
+                    "image": format!("apache/kafka:{}", kstretch_core::versions::DEFAULT_KAFKA_VERSION),
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/sh", "-c", script],
+                    "env": [{"name": "KAFKA_HEAP_OPTS", "value": "-Xmx128m"}],
+                    "volumeMounts": [{"name": "ca", "mountPath": "/ca"}]
+                }],
+                "volumes": [{"name": "ca", "secret": {"secretName": "live-cluster-ca-cert"}}]
+            }
+        }))
+        .await;
+    let pods: Api<Pod> = stretch.api(ALPHA);
+    let phase = wait_for("the client pod to finish", START_TIMEOUT, || async {
+        let pod = pods.get("cip-client").await.unwrap();
+        match pod.status.and_then(|s| s.phase).as_deref() {
+            Some(done @ ("Succeeded" | "Failed")) => Seen::Done(done.to_owned()),
+            other => Seen::NotYet(format!("phase {other:?}")),
+        }
+    })
+    .await;
+    let log = pods.logs("cip-client", &Default::default()).await.unwrap();
+    assert_eq!(phase, "Succeeded", "{log}");
+    assert!(log.contains("20 records sent"), "{log}");
+    let read = log
+        .lines()
+        .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_uppercase()))
+        .count();
+    assert_eq!(read, 20, "{log}");
+    pods.delete("cip-client", &Default::default())
+        .await
+        .unwrap();
+    wait_for("the client pod gone", START_TIMEOUT, || async {
+        match pods.get_opt("cip-client").await.unwrap() {
+            None => Seen::Done(()),
+            Some(_) => Seen::NotYet("still there".to_owned()),
+        }
+    })
+    .await;
 }
 
 /// `logging` changed while the nodes run reaches them without a restart (log4j2 re-reads the
