@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # scripts/check-charts.sh — owns: checking every Helm chart under charts/: the values tables in
-# the READMEs are current, `helm lint --strict` and `helm template` pass with the default values
+# the READMEs are current, the shipped alerting rules pass `promtool check rules`, `helm lint --strict` and `helm template` pass with the default values
 # and with the main options, and the rendered manifests really apply (not a dry run) to the
 # test environment's apiservers: the CRDs and kstretch-central to cluster alpha, kstretch-agent
 # to cluster beta. Everything it creates goes again at the end (its namespaces, cluster-scoped
-# RBAC, and the stand-in cert-manager/ServiceMonitor CRDs if it had to add them), so the
+# RBAC, and the stand-in cert-manager/ServiceMonitor/PrometheusRule CRDs if it had to add them), so the
 # environment stays as it was for other tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,8 +35,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# 1. The values tables in the charts' READMEs match values.yaml.
+# 1. The values tables in the charts' READMEs match values.yaml, and the alerting rules the
+# central chart ships are valid for Prometheus.
 python3 scripts/chart-docs.py --check
+"$KSTRETCH_BIN_DIR/promtool" check rules charts/kstretch-central/files/prometheus-rules.yaml
 
 # 2. Lint and render. Each variant: <name> <chart> <release namespace> <helm flags...>.
 agent_min=(-f charts/kstretch-agent/ci/minimal-values.yaml --set central.url=https://127.0.0.1:9443)
@@ -51,7 +53,7 @@ variants=(
   "central-secret|kstretch-central|$ns|--set tls.mode=secret --set tls.secretName=external-tls"
   "central-certmanager|kstretch-central|$ns|--set tls.mode=certManager"
   "central-certmanager-issuer|kstretch-central|$ns|--set tls.mode=certManager --set tls.certManager.createIssuer=false --set tls.certManager.issuerRef.name=kstretch-ca --set tls.certManager.issuerRef.kind=ClusterIssuer"
-  "central-monitor|kstretch-central|$ns|--set serviceMonitor.enabled=true --set replicaCount=1 --set leaderElection.enabled=false"
+  "central-monitor|kstretch-central|$ns|--set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set replicaCount=1 --set leaderElection.enabled=false"
   "agent-default|kstretch-agent|$ns|${agent_min[*]}"
   "agent-clusterwide|kstretch-agent|$ns|${agent_min[*]} --set clusterWide=true"
   "agent-namespaces|kstretch-agent|$ns|${agent_min[*]} --set watchNamespaces={$ns,$ns_topics}"
@@ -128,6 +130,11 @@ has 'kind: Issuer' central-certmanager.yaml
 has 'kstretch://cluster/beta' agent-certmanager.yaml
 has 'kind: ServiceMonitor' agent-monitor.yaml
 has 'kind: ServiceMonitor' central-monitor.yaml
+has 'kind: PrometheusRule' central-monitor.yaml
+has 'alert: KstretchAgentDisconnected' central-monitor.yaml
+lacks 'kind: PrometheusRule' central-default.yaml
+has 'grafana_dashboard: "1"' central-monitor.yaml
+has '"uid": "kstretch-central"' central-monitor.yaml
 [[ $(grep -c 'kind: RoleBinding' "$out/central-topics.yaml") == 3 ]] # watched, topics, lease
 # Several watched namespaces: one --namespace list, the chart's Role and RoleBinding in each.
 for chart in central agent; do
@@ -162,7 +169,7 @@ for kc in "$kc_alpha" "$kc_beta"; do
     -f "$out/crds.yaml" >/dev/null
   # Stand-ins for cert-manager's and the Prometheus Operator's CRDs where they are missing.
   for crd in certificates.cert-manager.io issuers.cert-manager.io clusterissuers.cert-manager.io \
-    servicemonitors.monitoring.coreos.com; do
+    servicemonitors.monitoring.coreos.com prometheusrules.monitoring.coreos.com; do
     if ! "$kubectl" --kubeconfig "$kc" get crd "$crd" >/dev/null 2>&1; then
       created_crds+=("$kc|$crd")
     fi
@@ -177,7 +184,7 @@ done
 # Wait until the new kinds are served (discovery), or apply may not know them yet.
 for kc in "$kc_alpha" "$kc_beta"; do
   for _ in $(seq 50); do
-    "$kubectl" --kubeconfig "$kc" get certificates.cert-manager.io,servicemonitors.monitoring.coreos.com \
+    "$kubectl" --kubeconfig "$kc" get certificates.cert-manager.io,servicemonitors.monitoring.coreos.com,prometheusrules.monitoring.coreos.com \
       -n "$ns" >/dev/null 2>&1 && break
     sleep 0.2
   done

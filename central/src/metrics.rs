@@ -1,10 +1,12 @@
 //! The counters central's controllers export: the two of every simple controller
 //! (reconciliations, and those that ended in `Ready=False`, per reason), and those of the
-//! controllers that own objects in member clusters (`Kafka`, `KafkaConnect`).
+//! controllers that own objects in member clusters (`Kafka`, `KafkaConnect`), with their
+//! reconciliations' durations.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -50,14 +52,28 @@ impl ControllerMetrics {
     }
 }
 
-/// The counters of a controller whose resources own objects in member clusters. Cheap to
-/// clone: every handle shares the values.
-#[derive(Debug, Clone, Default)]
+/// The counters of a controller whose resources own objects in member clusters, and how long
+/// its reconciliations take. Cheap to clone: every handle shares the values.
+#[derive(Debug, Clone)]
 pub struct OwnerMetrics {
     reconciles: Counter,
     errors: Family<ReasonLabel, Counter>,
     invalid: Family<ReasonLabel, Counter>,
     restarts: Counter,
+    duration: Histogram,
+}
+
+impl Default for OwnerMetrics {
+    fn default() -> Self {
+        Self {
+            reconciles: Counter::default(),
+            errors: Family::default(),
+            invalid: Family::default(),
+            restarts: Counter::default(),
+            // 5 ms to about 80 s: a pass that waits on Kafka's admin API is the slow one.
+            duration: Histogram::new(exponential_buckets(0.005, 2.0, 15)),
+        }
+    }
 }
 
 impl OwnerMetrics {
@@ -72,6 +88,7 @@ impl OwnerMetrics {
             "reconcile_errors", format!("{kind} reconciliations that failed transiently, per reason") => m.errors,
             "invalid", format!("{kind} reconciliations refused because the resources must be fixed, per reason") => m.invalid,
             "pod_restarts", format!("{pods} restarted by rolling updates") => m.restarts,
+            "reconcile_duration_seconds", format!("How long {kind} reconciliations took") => m.duration,
         });
         m
     }
@@ -90,5 +107,10 @@ impl OwnerMetrics {
 
     pub fn restarted(&self) {
         self.restarts.inc();
+    }
+
+    /// Records how long one reconciliation took.
+    pub fn took(&self, elapsed: std::time::Duration) {
+        self.duration.observe(elapsed.as_secs_f64());
     }
 }

@@ -179,11 +179,15 @@ pub async fn run<K, C, A, AF, D, DF>(
                 let (apply, delete) = (apply.clone(), delete.clone());
                 async move {
                     ctx.metrics().reconcile();
-                    if resource.meta().deletion_timestamp.is_some() {
+                    let started = std::time::Instant::now();
+                    let metrics = ctx.metrics().clone();
+                    let result = if resource.meta().deletion_timestamp.is_some() {
                         delete(resource, ctx).await
                     } else {
                         apply(resource, ctx).await
-                    }
+                    };
+                    metrics.took(started.elapsed());
+                    result
                 }
                 .instrument(span)
             },

@@ -178,6 +178,9 @@ pub fn start(
         settings.link.clone(),
         shutdown.clone(),
     );
+    metrics
+        .link
+        .observe(&link.agents, settings.members.all.iter().cloned().collect());
     spawn_controllers(
         Controllers {
             client,

@@ -12,6 +12,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
 use kstretch_api::{Kafka, KafkaNodePool, StrimziPodSet};
 use kstretch_tests::events::{describe, wait_event};
+use kstretch_tests::prometheus;
 use kstretch_tests::ready::kafka_deployed as is_deployed;
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
@@ -739,7 +740,9 @@ async fn a_scale_down_is_reverted_while_the_broker_holds_replicas() {
 
 /// With the agent of beta gone, the `Kafka` says so, and a scale-down of beta's pool waits
 /// (nothing destructive happens there without a current instruction); once the agent is back
-/// the scale-down happens.
+/// the scale-down happens. Meanwhile the environment's Prometheus, scraping this central with
+/// the rules the chart ships, fires `KstretchAgentDisconnected` for beta, has the `Kafka`'s
+/// exported warning, and answers every query of the chart's dashboard.
 #[tokio::test]
 async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
     let mut stretch = Stretch::start("kafka-unreachable", &[]).await;
@@ -763,6 +766,17 @@ async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
         ))
         .await;
     wait_kafka(&stretch, "ready", is_deployed).await;
+    // The environment's Prometheus scrapes this central and evaluates kstretch's shipped rules.
+    let _scraped = prometheus::scrape(&stretch.ns, "central", &stretch.central_http);
+    let test = stretch.ns.clone();
+    prometheus::series_from(
+        &format!(
+            "kstretch_central_agent_connected{{test=\"{}\"}} == 1",
+            stretch.ns
+        ),
+        &[ALPHA, BETA],
+    )
+    .await;
 
     stretch.stop_agent(BETA);
     let k = wait_kafka(&stretch, "ClusterUnreachable", |k| {
@@ -780,6 +794,25 @@ async fn an_unreachable_cluster_is_reported_and_its_scale_down_waits() {
     assert!(warning(&k, "ScaleDownDeferred").unwrap().contains("62"));
     let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
     assert_eq!(node_ids(&pools.get("brokers").await.unwrap()), [60, 61, 62]);
+
+    // A minute without beta's agent fires kstretch's alert, and the Kafka is exported
+    // as not Ready with its warning.
+    prometheus::firing(
+        "KstretchAgentDisconnected",
+        &[("test", test.as_str()), ("cluster", BETA)],
+        Duration::from_secs(150),
+    )
+    .await;
+    prometheus::some_series(&format!(
+        "kstretch_central_kafka_warnings{{test=\"{0}\",reason=\"ClusterUnreachable\"}} > 0 \
+         and on (test) kstretch_central_kafka_ready{{test=\"{0}\"}} == 0",
+        stretch.ns
+    ))
+    .await;
+    // Every query of the dashboard the chart ships returns data, its variable filled.
+    for query in prometheus::dashboard_queries(&stretch.ns) {
+        prometheus::some_series(&query).await;
+    }
 
     stretch.start_agent(BETA);
     wait_pool(

@@ -5,7 +5,7 @@
 #   k8s-node-<v>/{kubelet,kube-proxy}   pause-image-*/ debian-jre-*/ kafka-image-*/ (see images)
 #   etcd-<v>/etcd   kwok-<v>/{kwok,stages/*.yaml}   helm-<v>/helm   kafka-<v>/libs/*.jar
 #   local-path-<v>/local-path-provisioner   metallb-<v>/{controller,speaker,crds.yaml}
-#   prometheus-<v>/prometheus
+#   prometheus-<v>/prometheus, promtool
 # A component is rebuilt only when its final files are missing. Each one is built in a
 # temporary directory inside the cache and moved into place with one rename, so an
 # interrupted build never leaves a half-filled versioned directory behind.
@@ -218,7 +218,7 @@ build_metallb() (
 )
 
 # ---------------------------------------------------------------- prometheus
-# Prometheus as it finds pods on Kubernetes (Debian's package is built without Kubernetes
+# Prometheus as it finds pods on Kubernetes, and promtool to check rules (Debian's package is built without Kubernetes
 # service discovery): every other discovery left out at build time, which halves the build.
 PROMETHEUS_DIR=$CACHE/prometheus-$KSTRETCH_PROMETHEUS_VERSION
 
@@ -228,7 +228,8 @@ build_prometheus() (
   mkdir -p "$work/out"
   cd "$work"
   GOBIN=$work/out go install -trimpath -ldflags "-s -w" -tags remove_all_sd,enable_kubernetes_sd \
-    "github.com/prometheus/prometheus/cmd/prometheus@$KSTRETCH_PROMETHEUS_VERSION"
+    "github.com/prometheus/prometheus/cmd/prometheus@$KSTRETCH_PROMETHEUS_VERSION" \
+    "github.com/prometheus/prometheus/cmd/promtool@$KSTRETCH_PROMETHEUS_VERSION"
   publish "$work/out" "$PROMETHEUS_DIR"
   rm -rf "$work"
 )
@@ -407,7 +408,7 @@ if want metallb; then
   else timed "metallb-$KSTRETCH_METALLB_VERSION" build_metallb; fi
 fi
 if want prometheus; then
-  if have "$PROMETHEUS_DIR" prometheus; then log "cached prometheus-$KSTRETCH_PROMETHEUS_VERSION"
+  if have "$PROMETHEUS_DIR" prometheus promtool; then log "cached prometheus-$KSTRETCH_PROMETHEUS_VERSION"
   else timed "prometheus-$KSTRETCH_PROMETHEUS_VERSION" build_prometheus; fi
 fi
 if want helm; then

@@ -30,6 +30,9 @@ pub struct TestEnv {
     pub connect_url: String,
     /// `KSTRETCH_PROMETHEUS_URL`: the Prometheus that scrapes the real nodes' pods.
     pub prometheus_url: String,
+    /// `KSTRETCH_PROMETHEUS_TARGETS`: where tests put the addresses of kstretch processes for
+    /// that Prometheus to scrape (one JSON file each).
+    pub prometheus_targets: Option<PathBuf>,
     /// `KSTRETCH_KAFKA_NODELETE_BOOTSTRAP`: the second, independent Kafka cluster (one
     /// combined node) whose nodes run with `delete.topic.enable=false`, so DeleteTopics is
     /// answered with TOPIC_DELETION_DISABLED.
@@ -112,6 +115,7 @@ impl TestEnv {
             kafka_cluster_id: get("KSTRETCH_KAFKA_CLUSTER_ID")?,
             connect_url: get("KSTRETCH_CONNECT_URL")?,
             prometheus_url: get("KSTRETCH_PROMETHEUS_URL")?,
+            prometheus_targets: vars.get("KSTRETCH_PROMETHEUS_TARGETS").map(PathBuf::from),
             kafka_nodelete_bootstrap: get("KSTRETCH_KAFKA_NODELETE_BOOTSTRAP")?,
             kafka_nodelete_cluster_id: get("KSTRETCH_KAFKA_NODELETE_CLUSTER_ID")?,
             log_dir: PathBuf::from(get("KSTRETCH_LOG_DIR")?),

@@ -1,7 +1,9 @@
 //! The test environment's Prometheus, read over its HTTP API as a dashboard reads it: the
-//! series of a query with their labels.
+//! series of a query with their labels, and its alerts; and the kstretch processes of a test
+//! added to what it scrapes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -69,4 +71,140 @@ pub async fn series_from(expr: &str, clusters: &[&str]) -> Vec<Series> {
         },
     )
     .await
+}
+
+/// Waits until `expr` has at least one series and returns them.
+pub async fn some_series(expr: &str) -> Vec<Series> {
+    wait_for(
+        &format!("Prometheus to have {expr}"),
+        START_TIMEOUT,
+        || async {
+            match query(expr).await {
+                Ok(series) if !series.is_empty() => Seen::Done(series),
+                Ok(_) => Seen::NotYet("no series".to_owned()),
+                Err(e) => Seen::NotYet(e),
+            }
+        },
+    )
+    .await
+}
+
+/// While it lives, the test environment's Prometheus scrapes the kstretch process serving
+/// `http` (`http://host:port`, its `/metrics`) in job `kstretch`, labelled `test` and
+/// `component`.
+#[derive(Debug)]
+pub struct Scraped {
+    file: PathBuf,
+}
+
+impl Drop for Scraped {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// Adds the process serving `http` to what Prometheus scrapes ([`Scraped`]).
+pub fn scrape(test: &str, component: &str, http: &str) -> Scraped {
+    let dir = TestEnv::get()
+        .prometheus_targets
+        .clone()
+        .unwrap_or_else(|| {
+            panic!("the env file has no KSTRETCH_PROMETHEUS_TARGETS: run tests/env/up.sh")
+        });
+    let address = http.trim_start_matches("http://");
+    let file = dir.join(format!("{test}-{component}.json"));
+    let body = serde_json::json!([
+        {"targets": [address], "labels": {"test": test, "component": component}}
+    ]);
+    // Written whole, then renamed: Prometheus never reads half a file.
+    let partial = file.with_extension("partial");
+    std::fs::write(&partial, body.to_string()).expect("target file");
+    std::fs::rename(&partial, &file).expect("target file");
+    Scraped { file }
+}
+
+/// The alerts Prometheus has now: each one's labels and state (`pending`, `firing`).
+pub async fn alerts() -> Result<Vec<(BTreeMap<String, String>, String)>, String> {
+    let url = format!("{}/api/v1/alerts", TestEnv::get().prometheus_url);
+    let body: Value = reqwest::Client::new()
+        .get(&url)
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {e}"))?
+        .json()
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    Ok(body["data"]["alerts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            let labels = a["labels"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect();
+            (labels, a["state"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect())
+}
+
+/// Waits until alert `name` fires with every label of `labels`.
+pub async fn firing(name: &str, labels: &[(&str, &str)], timeout: std::time::Duration) {
+    wait_for(
+        &format!("alert {name} {labels:?} to fire"),
+        timeout,
+        || async {
+            match alerts().await {
+                Ok(all) => {
+                    let ours = all.iter().find(|(l, _)| {
+                        l.get("alertname").map(String::as_str) == Some(name)
+                            && labels
+                                .iter()
+                                .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+                    });
+                    match ours {
+                        Some((_, state)) if state == "firing" => Seen::Done(()),
+                        _ => Seen::NotYet(format!("{all:?}")),
+                    }
+                }
+                Err(e) => Seen::NotYet(e),
+            }
+        },
+    )
+    .await
+}
+
+/// Every query of the Grafana dashboard the central chart ships, with `$namespace` set to
+/// `namespace`, and the query of its `namespace` variable.
+pub fn dashboard_queries(namespace: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../charts/kstretch-central/files/dashboards/kstretch.json");
+    let text = std::fs::read_to_string(&path).expect("the dashboard");
+    let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut out: Vec<String> = dashboard["panels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .filter_map(|t| t["expr"].as_str())
+        .map(|e| e.replace("$namespace", namespace))
+        .collect();
+    for variable in dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        // `label_values(<series>, <label>)`: the series must exist with that label.
+        if let Some(query) = variable["query"].as_str()
+            && let Some(inner) = query
+                .strip_prefix("label_values(")
+                .and_then(|q| q.strip_suffix(')'))
+            && let Some((series, label)) = inner.split_once(", ")
+        {
+            out.push(format!("{series}{{{label}=\"{namespace}\"}}"));
+        }
+    }
+    out
 }

@@ -19,6 +19,11 @@ pub use issue::{Pem, PkiError, pkcs12, random_password};
 use issue::{Usage, issue, read, still_good};
 pub use secrets::{delete_generated, text as secret_text};
 
+/// When the PEM certificate `cert` expires, in Unix seconds; `None` when it cannot be read.
+pub fn expires_at(cert: &str) -> Option<i64> {
+    read(cert).ok().map(|i| i.not_after.unix_timestamp())
+}
+
 /// Subject of central's client certificate, which every node accepts as a cluster member.
 pub const CENTRAL_COMMON_NAME: &str = "kstretch-central";
 

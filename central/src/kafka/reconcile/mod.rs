@@ -73,6 +73,8 @@ pub async fn delete(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Erro
         crate::owned::Deletion::Released => {
             // The user deleted it: the CA and certificates kstretch generated go with it.
             pki::delete_generated(&ctx.client, &kafka).await?;
+            ctx.metrics
+                .forget(&kafka.namespace().unwrap_or_default(), &kafka.name_any());
             Ok(Action::await_change())
         }
         crate::owned::Deletion::Abandoned => Ok(Action::await_change()),
@@ -121,6 +123,9 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
         (pass.status, action)
     };
     // The one write of the `Kafka`'s status in a pass, whichever stage ended it.
+    let namespace = kafka.namespace().unwrap_or_default();
+    ctx.metrics
+        .observe(&namespace, &kafka.name_any(), &kafka_status);
     status::apply_kafka(&ctx.client, &kafka, kafka_status).await?;
     Ok(action)
 }

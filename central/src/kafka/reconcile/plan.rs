@@ -217,6 +217,12 @@ async fn secrets(pass: &mut Pass<'_>) -> Flow<Secrets> {
         Err(CertError::Kube(e)) => return Err(e.into()),
     };
     let namespace = pass.kafka.namespace().unwrap_or_default();
+    for (kind, ca) in [("cluster", &ca), ("clients", &clients_ca)] {
+        if let Some(expiry) = pki::expires_at(&ca.pem.cert) {
+            let name = pass.kafka.name_any();
+            pass.ctx.metrics.ca_expires(&namespace, &name, kind, expiry);
+        }
+    }
     let admin_tls = match resolve::admin_uses_tls(pass.kafka) {
         Ok(false) => None,
         Ok(true) => match pass
