@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod budget;
+pub mod config_map;
 pub mod connect;
 pub mod connector;
 pub mod controller;

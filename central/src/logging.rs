@@ -82,25 +82,13 @@ pub fn external_text(
     source: &ConfigMapKeyRef,
     data: Option<&BTreeMap<String, String>>,
 ) -> Result<String, Refusal> {
-    let missing = |what: String| {
+    crate::config_map::key_text(source, data, |what| {
         Refusal::new(
             REASON,
             format!(
                 "{path}.logging names {what}; create it with a log4j2 properties file or fix valueFrom.configMapKeyRef (the nodes keep their logging until then)"
             ),
         )
-    };
-    let Some(data) = data else {
-        return Err(missing(format!(
-            "ConfigMap {}, which does not exist",
-            source.name
-        )));
-    };
-    data.get(&source.key).cloned().ok_or_else(|| {
-        missing(format!(
-            "key {} of ConfigMap {}, which it does not have",
-            source.key, source.name
-        ))
     })
 }
 

@@ -14,18 +14,33 @@ use crate::wait::{Seen, wait_for};
 /// One series of an instant query: its labels and value.
 pub type Series = (BTreeMap<String, String>, f64);
 
-/// The series `expr` returns now.
-pub async fn query(expr: &str) -> Result<Vec<Series>, String> {
-    let url = format!("{}/api/v1/query", TestEnv::get().prometheus_url);
-    let body: Value = reqwest::Client::new()
+/// The answer of Prometheus' HTTP API at `path` with `params`.
+async fn get(path: &str, params: &[(&str, &str)]) -> Result<Value, String> {
+    let url = format!("{}{path}", TestEnv::get().prometheus_url);
+    reqwest::Client::new()
         .get(&url)
-        .query(&[("query", expr)])
+        .query(params)
         .send()
         .await
         .map_err(|e| format!("{url}: {e}"))?
         .json()
         .await
-        .map_err(|e| format!("{url}: {e}"))?;
+        .map_err(|e| format!("{url}: {e}"))
+}
+
+/// A JSON object of strings (a series' or an alert's labels) as a map.
+fn labels(object: &Value) -> BTreeMap<String, String> {
+    object
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+/// The series `expr` returns now.
+pub async fn query(expr: &str) -> Result<Vec<Series>, String> {
+    let body = get("/api/v1/query", &[("query", expr)]).await?;
     if body["status"] != "success" {
         return Err(format!("{expr}: {body}"));
     }
@@ -34,12 +49,7 @@ pub async fn query(expr: &str) -> Result<Vec<Series>, String> {
         .into_iter()
         .flatten()
         .map(|r| {
-            let labels = r["metric"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
-                .collect();
+            let labels = labels(&r["metric"]);
             let value = r["value"][1].as_str().and_then(|v| v.parse().ok());
             (labels, value.unwrap_or(f64::NAN))
         })
@@ -125,27 +135,16 @@ pub fn scrape(test: &str, component: &str, http: &str) -> Scraped {
 
 /// The alerts Prometheus has now: each one's labels and state (`pending`, `firing`).
 pub async fn alerts() -> Result<Vec<(BTreeMap<String, String>, String)>, String> {
-    let url = format!("{}/api/v1/alerts", TestEnv::get().prometheus_url);
-    let body: Value = reqwest::Client::new()
-        .get(&url)
-        .send()
-        .await
-        .map_err(|e| format!("{url}: {e}"))?
-        .json()
-        .await
-        .map_err(|e| format!("{url}: {e}"))?;
+    let body = get("/api/v1/alerts", &[]).await?;
     Ok(body["data"]["alerts"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|a| {
-            let labels = a["labels"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
-                .collect();
-            (labels, a["state"].as_str().unwrap_or_default().to_owned())
+            (
+                labels(&a["labels"]),
+                a["state"].as_str().unwrap_or_default().to_owned(),
+            )
         })
         .collect())
 }

@@ -119,25 +119,13 @@ pub fn rules(
     source: &ConfigMapKeyRef,
     data: Option<&BTreeMap<String, String>>,
 ) -> Result<String, Refusal> {
-    let missing = |what: String| {
+    crate::config_map::key_text(source, data, |what| {
         Refusal::new(
             REASON,
             format!(
                 ".spec.kafka.metricsConfig names {what}; create it with the JMX exporter's rules or fix valueFrom.configMapKeyRef (the nodes run on without metrics changes until then)"
             ),
         )
-    };
-    let Some(data) = data else {
-        return Err(missing(format!(
-            "ConfigMap {}, which does not exist",
-            source.name
-        )));
-    };
-    data.get(&source.key).cloned().ok_or_else(|| {
-        missing(format!(
-            "key {} of ConfigMap {}, which it does not have",
-            source.key, source.name
-        ))
     })
 }
 

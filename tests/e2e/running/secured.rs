@@ -314,17 +314,11 @@ async fn a_broker_moved_to_another_node_is_reached_at_its_new_address(
 ) {
     let (spare, spare_ip) = spare_node(stretch, ALPHA).await;
     let home = format!("{ALPHA}-real-0");
-    let pods: Api<Pod> = stretch.api(ALPHA);
-    let mut names: Vec<String> = pods
-        .list(&ListParams::default())
+    let pod = pods_of_alpha(stretch)
         .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|p| p.name_any())
-        .collect();
-    names.sort();
-    let pod = names.first().expect("a pod in alpha").clone();
+        .first()
+        .expect("a pod in alpha")
+        .clone();
     let id: i32 = pod.rsplit('-').next().unwrap().parse().unwrap();
     let secrets: Api<Secret> = stretch.api(ALPHA);
     let ca = secret_text(
@@ -519,10 +513,10 @@ async fn logging_changes_reach_the_running_nodes_without_a_restart(stretch: &Str
     assert_eq!(kept(&before), kept(&after), "no pod restarted");
 }
 
-/// Waits until the last lines of the log of a node of alpha contain `text`.
-async fn logged(stretch: &Stretch, text: &str) {
+/// The names of the test's pods in alpha, sorted.
+async fn pods_of_alpha(stretch: &Stretch) -> Vec<String> {
     let pods: Api<Pod> = stretch.api(ALPHA);
-    let names: Vec<String> = pods
+    let mut names: Vec<String> = pods
         .list(&ListParams::default())
         .await
         .unwrap()
@@ -530,6 +524,14 @@ async fn logged(stretch: &Stretch, text: &str) {
         .iter()
         .map(|p| p.name_any())
         .collect();
+    names.sort();
+    names
+}
+
+/// Waits until the last lines of the log of a node of alpha contain `text`.
+async fn logged(stretch: &Stretch, text: &str) {
+    let pods: Api<Pod> = stretch.api(ALPHA);
+    let names = pods_of_alpha(stretch).await;
     let params = kube::api::LogParams {
         container: Some("kafka".to_owned()),
         since_seconds: Some(20),

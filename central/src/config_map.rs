@@ -1,0 +1,30 @@
+//! A key of a user's ConfigMap that a resource's field names (`metricsConfig`'s rules,
+//! `logging`'s file): its text, or a refusal saying what is missing. Pure.
+
+use std::collections::BTreeMap;
+
+use kstretch_api::common::ConfigMapKeyRef;
+
+use crate::status::Refusal;
+
+/// The text of `source` in the ConfigMap's `data` (`None`: the ConfigMap does not exist), or
+/// `refuse` of what is missing ("ConfigMap x, which does not exist", "key k of ConfigMap x,
+/// which it does not have").
+pub fn key_text(
+    source: &ConfigMapKeyRef,
+    data: Option<&BTreeMap<String, String>>,
+    refuse: impl Fn(String) -> Refusal,
+) -> Result<String, Refusal> {
+    let Some(data) = data else {
+        return Err(refuse(format!(
+            "ConfigMap {}, which does not exist",
+            source.name
+        )));
+    };
+    data.get(&source.key).cloned().ok_or_else(|| {
+        refuse(format!(
+            "key {} of ConfigMap {}, which it does not have",
+            source.key, source.name
+        ))
+    })
+}
