@@ -61,6 +61,13 @@ up() {
   # nothing the sandbox runs does.
   log "building kstretch (cargo build -p kstretch-central -p kstretch-agent -p kstretch-cli)"
   (cd "$ROOT" && cargo build -q -p kstretch-central -p kstretch-agent -p kstretch-cli)
+  # The Kafka pods' init container copies the JMX exporter (metricsConfig) from the agent's
+  # image: pack this build's agent as that image and put it on every real node.
+  local version
+  version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$ROOT/Cargo.toml")
+  log "packing the agent's image for the nodes (scripts/build-images.sh, tests/env/nodes.sh import)"
+  (cd "$ROOT" && scripts/build-images.sh --profile debug --component agent >/dev/null)
+  "$ROOT/tests/env/nodes.sh" import "$ROOT/target/images/kstretch-agent-$version.oci.tar" >/dev/null
   local bin=${CARGO_TARGET_DIR:-$ROOT/target}/debug kubectl=$KSTRETCH_BIN_DIR/kubectl helm=$KSTRETCH_BIN_DIR/helm
   local central_cluster=${CLUSTERS[0]} i c kc
 
@@ -94,7 +101,8 @@ up() {
   for i in "${!CLUSTERS[@]}"; do
     c=${CLUSTERS[$i]}
     stop_proc "sandbox-agent-$c"
-    start_proc "sandbox-agent-$c" "$bin/kstretch-agent" \
+    KSTRETCH_AGENT_IMAGE=ghcr.io/kstretch/kstretch-agent:$version \
+      start_proc "sandbox-agent-$c" "$bin/kstretch-agent" \
       --kubeconfig "$(kubeconfig_of "$c")" --cluster-alias "$c" --namespace "$NAMESPACE" \
       --http-addr "127.0.0.1:$((AGENT_HTTP_BASE + i))" \
       --central "https://127.0.0.1:$CENTRAL_LINK" --tls-ca "$PKI/ca.pem" \
@@ -117,7 +125,8 @@ up() {
   # a CRD's resource after it reports it), so the example is applied again until it takes.
   local tries=0
   until "$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" apply --server-side \
-    --field-manager kstretch-sandbox -f "$ROOT/examples/kafka-stretch.yaml" >/dev/null; do
+    --field-manager kstretch-sandbox -f "$ROOT/examples/kafka-metrics.yaml" \
+    -f "$ROOT/examples/kafka-stretch.yaml" >/dev/null; do
     ((++tries < 30)) || die "the example could not be applied (see above)"
     sleep 1
   done
@@ -161,6 +170,11 @@ up() {
   local tools="java -cp '$KSTRETCH_KAFKA_LIBS/*' org.apache.kafka.tools"
   local outside_record="echo \"hello from outside \$(date +%T)\" | $tools.ConsoleProducer --bootstrap-server $external_first --producer.config $client_dir/client.properties --topic orders && $tools.consumer.ConsoleConsumer --bootstrap-server $external_last --consumer.config $client_dir/client.properties --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
   local move_record="$kubectl --kubeconfig $kc_central -n $NAMESPACE exec $first_broker -- sh -c 'echo \"hello from $central_cluster \$(date +%T)\" | kafka-console-producer.sh --bootstrap-server localhost:9092 --topic orders' && $kubectl --kubeconfig $(kubeconfig_of "${CLUSTERS[-1]}") -n $NAMESPACE exec $last_broker -- kafka-console-consumer.sh --bootstrap-server localhost:9092 --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
+  # A graph of every broker's partition leaders, from both clusters (the cluster label is the
+  # environment Prometheus' scrape job; the names are the JMX exporter rules' of kafka-metrics.yaml).
+  local graph
+  graph="$KSTRETCH_PROMETHEUS_URL/graph?g0.expr=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' \
+    "sum by (cluster, kubernetes_pod_name) (kafka_server_replicamanager_leadercount{namespace=\"$NAMESPACE\", strimzi_io_cluster=\"my-cluster\"})")&g0.tab=0&g0.range_input=15m"
 
   cat <<EOM
 
@@ -170,6 +184,8 @@ kstretch sandbox is up ($((SECONDS - t0))s). Central runs in cluster '$central_c
 $(for i in "${!CLUSTERS[@]}"; do printf '  agent %-7s http://127.0.0.1:%s/{healthz,readyz,metrics}\n' "${CLUSTERS[$i]}" "$((AGENT_HTTP_BASE + i))"; done)
   Kafka         my-cluster: $(IFS=' '; echo "${CLUSTERS[*]}") (its brokers: $("$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" get kafka my-cluster -o jsonpath='{.status.listeners[0].bootstrapServers}'))
   logs          $LOG_DIR/
+  Prometheus    $KSTRETCH_PROMETHEUS_URL (scrapes the Kafka pods of both clusters; Strimzi's dashboards work on it)
+  a graph       $graph
 
 kstretch status:
 $("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" status | sed 's/^/  /')

@@ -701,6 +701,10 @@ EOF
     for c in "${CLUSTERS[@]}"; do
       cat <<EOF
 - job_name: pods-$c
+  # A Kafka node's scrape costs it CPU (the JMX exporter's, with rules as Strimzi's, about half
+  # a second of CPU: docs/benchmarks.md); on two cores, every 15 s at most, with room to answer.
+  scrape_interval: 15s
+  scrape_timeout: 10s
   kubernetes_sd_configs:
   - {role: pod, kubeconfig_file: $STATE/$c/kubeconfig}
   relabel_configs:

@@ -302,25 +302,12 @@ pub async fn live_kafka_after(
     ready_kafka(stretch, kafka, storage, Vec::new()).await
 }
 
-/// The JMX Prometheus exporter's rules, as Strimzi's `kafka-metrics.yaml` example keeps them
-/// (ConfigMap `kafka-metrics`, key `kafka-metrics-config.yml`; the rules of its brokers' and
-/// controllers' gauges).
+/// The JMX Prometheus exporter's rules of `examples/kafka-metrics.yaml` (ConfigMap
+/// `kafka-metrics`, key `kafka-metrics-config.yml`, as Strimzi's `kafka-metrics.yaml` example
+/// keeps them), which name Kafka's metrics as Strimzi's dashboards query them.
 pub fn metrics_rules() -> Value {
-    let rules = [
-        "lowercaseOutputName: true",
-        "rules:",
-        "- pattern: kafka.server<type=(.+), name=(.+)><>Value",
-        "  name: kafka_server_$1_$2",
-        "  type: GAUGE",
-        "- pattern: kafka.controller<type=(.+), name=(.+)><>Value",
-        "  name: kafka_controller_$1_$2",
-        "  type: GAUGE",
-    ]
-    .join("\n");
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kafka-metrics"},
-        "data": {"kafka-metrics-config.yml": rules}
-    })
+    serde_yaml::from_str(include_str!("../../examples/kafka-metrics.yaml"))
+        .expect("examples/kafka-metrics.yaml is a ConfigMap")
 }
 
 /// `kafka` serving metrics with the JMX exporter and [`metrics_rules`], as Strimzi's example.
@@ -362,6 +349,21 @@ pub async fn pod_states(stretch: &Stretch) -> BTreeMap<String, (String, i32, boo
         }
     }
     out
+}
+
+/// The names of the pods in `alias`, sorted.
+pub async fn pod_names(stretch: &Stretch, alias: &str) -> Vec<String> {
+    let pods: Api<Pod> = stretch.api(alias);
+    let mut names: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    names.sort();
+    names
 }
 
 /// Waits until every pod of `before` is a new one and Ready, and checks that never more than

@@ -99,6 +99,139 @@ pub async fn some_series(expr: &str) -> Vec<Series> {
     .await
 }
 
+/// The Kafka metrics that Strimzi 1.2.0's Grafana dashboards for Kafka and KRaft
+/// (`packaging/examples/metrics/grafana-dashboards/strimzi-kafka.json`, `strimzi-kraft.json`)
+/// query, for nodes that run the JMX exporter with rules that name them as Strimzi's do
+/// (`examples/kafka-metrics.yaml`). Left out: `container_*` and `kubelet_volume_stats_*`,
+/// which the kubelet serves, not Kafka.
+pub const STRIMZI_DASHBOARDS_JMX_EXPORTER: &[&str] = &[
+    "jvm_gc_collection_seconds_count",
+    "jvm_gc_collection_seconds_sum",
+    "jvm_memory_used_bytes",
+    "jvm_threads_current",
+    "kafka_cluster_partition_atminisr",
+    "kafka_cluster_partition_replicascount",
+    "kafka_cluster_partition_underminisr",
+    "kafka_controller_controllerstats_uncleanleaderelections_total",
+    "kafka_controller_kafkacontroller_activecontrollercount",
+    "kafka_controller_kafkacontroller_offlinepartitionscount",
+    "kafka_log_log_size",
+    "kafka_network_socketserver_networkprocessoravgidle_percent",
+    "kafka_server_brokertopicmetrics_bytesin_total",
+    "kafka_server_brokertopicmetrics_bytesout_total",
+    "kafka_server_brokertopicmetrics_failedfetchrequests_total",
+    "kafka_server_brokertopicmetrics_failedproducerequests_total",
+    "kafka_server_brokertopicmetrics_messagesin_total",
+    "kafka_server_brokertopicmetrics_totalfetchrequests_total",
+    "kafka_server_brokertopicmetrics_totalproducerequests_total",
+    "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
+    "kafka_server_kafkaserver_linux_disk_read_bytes",
+    "kafka_server_kafkaserver_linux_disk_write_bytes",
+    "kafka_server_raftchannelmetrics_incoming_byte_total",
+    "kafka_server_raftchannelmetrics_outgoing_byte_total",
+    "kafka_server_raftchannelmetrics_request_total",
+    "kafka_server_raftchannelmetrics_response_total",
+    "kafka_server_raftmetrics_append_records_rate",
+    "kafka_server_raftmetrics_commit_latency_avg",
+    "kafka_server_raftmetrics_current_epoch",
+    "kafka_server_raftmetrics_current_leader",
+    "kafka_server_raftmetrics_current_state",
+    "kafka_server_raftmetrics_current_vote",
+    "kafka_server_raftmetrics_fetch_records_rate",
+    "kafka_server_raftmetrics_high_watermark",
+    "kafka_server_raftmetrics_log_end_offset",
+    "kafka_server_replicamanager_leadercount",
+    "kafka_server_replicamanager_partitioncount",
+    "kafka_server_replicamanager_underreplicatedpartitions",
+    "kafka_server_socket_server_metrics_connection_count",
+    "process_open_fds",
+];
+
+/// The same for Strimzi's metrics reporter with its default allow list: what the dashboards of
+/// Strimzi 1.2.0's `packaging/examples/metrics/strimzi-metrics-reporter/grafana-dashboards`
+/// query, with the same two left out.
+pub const STRIMZI_DASHBOARDS_METRICS_REPORTER: &[&str] = &[
+    "jvm_gc_collection_seconds_count",
+    "jvm_gc_collection_seconds_sum",
+    "jvm_memory_used_bytes",
+    "jvm_threads_current",
+    "kafka_cluster_partition_atminisr",
+    "kafka_cluster_partition_replicascount",
+    "kafka_cluster_partition_underminisr",
+    "kafka_controller_controllerstats_uncleanleaderelectionspersec_total",
+    "kafka_controller_kafkacontroller_activecontrollercount",
+    "kafka_controller_kafkacontroller_offlinepartitionscount",
+    "kafka_log_log_size",
+    "kafka_network_socketserver_networkprocessoravgidlepercent",
+    "kafka_server_brokertopicmetrics_bytesinpersec_total",
+    "kafka_server_brokertopicmetrics_bytesoutpersec_total",
+    "kafka_server_brokertopicmetrics_failedfetchrequestspersec_total",
+    "kafka_server_brokertopicmetrics_failedproducerequestspersec_total",
+    "kafka_server_brokertopicmetrics_messagesinpersec_total",
+    "kafka_server_brokertopicmetrics_totalfetchrequestspersec_total",
+    "kafka_server_brokertopicmetrics_totalproducerequestspersec_total",
+    "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_total",
+    "kafka_server_kafkaserver_linux_disk_read_bytes",
+    "kafka_server_kafkaserver_linux_disk_write_bytes",
+    "kafka_server_raft_channel_metrics_incoming_byte",
+    "kafka_server_raft_channel_metrics_outgoing_byte",
+    "kafka_server_raft_channel_metrics_request",
+    "kafka_server_raft_channel_metrics_response",
+    "kafka_server_raft_metrics_append_records_rate",
+    "kafka_server_raft_metrics_commit_latency_avg",
+    "kafka_server_raft_metrics_current_epoch",
+    "kafka_server_raft_metrics_current_leader",
+    "kafka_server_raft_metrics_current_state_info",
+    "kafka_server_raft_metrics_current_vote",
+    "kafka_server_raft_metrics_fetch_records_rate",
+    "kafka_server_raft_metrics_high_watermark",
+    "kafka_server_raft_metrics_log_end_offset",
+    "kafka_server_replicamanager_leadercount",
+    "kafka_server_replicamanager_partitioncount",
+    "kafka_server_replicamanager_underreplicatedpartitions",
+    "kafka_server_socket_server_metrics_connection_count",
+    "process_open_fds",
+];
+
+/// Waits until every metric of `names` has a series labelled as Strimzi's dashboards select
+/// them: the `namespace` and the Kafka's name in `strimzi_io_cluster` (the pods' label, which
+/// Strimzi's PodMonitor and the environment's Prometheus turn into one).
+pub async fn dashboards_have_series(namespace: &str, kafka: &str, names: &[&str]) {
+    let expr = format!(
+        "count by (__name__) ({{__name__=~\"{}\", namespace=\"{namespace}\", strimzi_io_cluster=\"{kafka}\"}})",
+        names.join("|")
+    );
+    wait_for(
+        &format!(
+            "a series of each of {} metrics Strimzi's dashboards query",
+            names.len()
+        ),
+        START_TIMEOUT,
+        || async {
+            match query(&expr).await {
+                Ok(series) => {
+                    let seen: BTreeSet<&str> = series
+                        .iter()
+                        .filter_map(|(labels, _)| labels.get("__name__").map(String::as_str))
+                        .collect();
+                    let missing: Vec<&str> = names
+                        .iter()
+                        .copied()
+                        .filter(|n| !seen.contains(n))
+                        .collect();
+                    if missing.is_empty() {
+                        Seen::Done(())
+                    } else {
+                        Seen::NotYet(format!("no series of {missing:?}"))
+                    }
+                }
+                Err(e) => Seen::NotYet(e),
+            }
+        },
+    )
+    .await;
+}
+
 /// While it lives, the test environment's Prometheus scrapes the kstretch process serving
 /// `http` (`http://host:port`, its `/metrics`) in job `kstretch`, labelled `test` and
 /// `component`.

@@ -39,7 +39,9 @@ use kstretch_tests::live::{
 };
 use kstretch_tests::load::{Load, Reader};
 use kstretch_tests::moves::{Interruption, pool_moved};
-use kstretch_tests::prometheus::series_from;
+use kstretch_tests::prometheus::{
+    STRIMZI_DASHBOARDS_JMX_EXPORTER, dashboards_have_series, series_from,
+};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
 use kube::api::{ListParams, LogParams, Patch, PatchParams};
@@ -90,19 +92,31 @@ async fn a_stretched_kafka_on_real_pods_serves_produce_and_consume_across_cluste
 
 /// Strimzi's `metricsConfig` (the JMX exporter with the user's rules): Prometheus, which finds
 /// pods by their `tcp-prometheus` port through each cluster's apiserver, has the brokers'
-/// gauges from the nodes in alpha and in beta, and the controllers' (one active controller).
+/// gauges from the nodes in alpha and in beta, every Kafka metric Strimzi's Kafka and KRaft
+/// dashboards query, and the controllers' (one active controller).
 async fn every_node_serves_metrics_to_prometheus(stretch: &Stretch) {
     let ns = &stretch.ns;
-    let brokers = series_from(
-        &format!("kafka_server_replicamanager_underreplicatedpartitions{{namespace=\"{ns}\"}}"),
-        &[ALPHA, BETA],
-    )
+    let expr =
+        format!("kafka_server_replicamanager_underreplicatedpartitions{{namespace=\"{ns}\"}}");
+    series_from(&expr, &[ALPHA, BETA]).await;
+    wait_for("a series of each broker", START_TIMEOUT, || async {
+        match kstretch_tests::prometheus::query(&expr).await {
+            Ok(brokers) => {
+                let pods: BTreeSet<&str> = brokers
+                    .iter()
+                    .filter_map(|(labels, _)| labels.get("kubernetes_pod_name").map(String::as_str))
+                    .collect();
+                if pods.len() == 3 {
+                    Seen::Done(())
+                } else {
+                    Seen::NotYet(format!("{brokers:?}"))
+                }
+            }
+            Err(e) => Seen::NotYet(e),
+        }
+    })
     .await;
-    let pods: BTreeSet<&str> = brokers
-        .iter()
-        .filter_map(|(labels, _)| labels.get("kubernetes_pod_name").map(String::as_str))
-        .collect();
-    assert_eq!(pods.len(), 3, "a series of each broker: {brokers:?}");
+    dashboards_have_series(ns, "live", STRIMZI_DASHBOARDS_JMX_EXPORTER).await;
     wait_for(
         "one active controller in Prometheus",
         START_TIMEOUT,

@@ -13,11 +13,13 @@ use kstretch_tests::clients::{
 use kstretch_tests::kafka::{broker_ids, create_topic, kafka_tool, run_kafka_tool};
 use kstretch_tests::live::{
     ONE_AT_A_TIME, START_TIMEOUT, all_brokers, kafka_persistent_shape, listener_at, listener_in,
-    live_kafka_of, live_kafka_of_with_secret, persistent, pod_ready, pod_states, real_node_ip,
-    rolled_one_at_a_time, schedulable, secret_text, spare_node,
+    live_kafka_of, live_kafka_of_with_secret, persistent, pod_names, pod_ready, pod_states,
+    real_node_ip, rolled_one_at_a_time, schedulable, secret_text, spare_node, warning,
 };
 use kstretch_tests::load::Load;
-use kstretch_tests::prometheus::series_from;
+use kstretch_tests::prometheus::{
+    STRIMZI_DASHBOARDS_METRICS_REPORTER, dashboards_have_series, series_from,
+};
 use kstretch_tests::ready::{kafka_ready as is_ready, ready_condition};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
@@ -154,6 +156,14 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
         ],
     );
     assert_eq!(consumed.lines().count(), 100, "records read back over TLS");
+    // With partitions (their metrics come with them): every metric Strimzi's dashboards for
+    // the reporter query.
+    dashboards_have_series(
+        &stretch.ns,
+        &k.name_any(),
+        STRIMZI_DASHBOARDS_METRICS_REPORTER,
+    )
+    .await;
 
     // A client that trusts another CA does not get in.
     let other = kstretch_tests::certs::Pki::new("untrusted");
@@ -314,7 +324,7 @@ async fn a_broker_moved_to_another_node_is_reached_at_its_new_address(
 ) {
     let (spare, spare_ip) = spare_node(stretch, ALPHA).await;
     let home = format!("{ALPHA}-real-0");
-    let pod = pods_of_alpha(stretch)
+    let pod = pod_names(stretch, ALPHA)
         .await
         .first()
         .expect("a pod in alpha")
@@ -513,25 +523,10 @@ async fn logging_changes_reach_the_running_nodes_without_a_restart(stretch: &Str
     assert_eq!(kept(&before), kept(&after), "no pod restarted");
 }
 
-/// The names of the test's pods in alpha, sorted.
-async fn pods_of_alpha(stretch: &Stretch) -> Vec<String> {
-    let pods: Api<Pod> = stretch.api(ALPHA);
-    let mut names: Vec<String> = pods
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|p| p.name_any())
-        .collect();
-    names.sort();
-    names
-}
-
 /// Waits until the last lines of the log of a node of alpha contain `text`.
 async fn logged(stretch: &Stretch, text: &str) {
     let pods: Api<Pod> = stretch.api(ALPHA);
-    let names = pods_of_alpha(stretch).await;
+    let names = pod_names(stretch, ALPHA).await;
     let params = kube::api::LogParams {
         container: Some("kafka".to_owned()),
         since_seconds: Some(20),
