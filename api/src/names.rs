@@ -87,7 +87,8 @@ pub const RESTART_CONNECTOR: &str = "strimzi.io/restart-connector";
 pub const RESTART_TASK: &str = "strimzi.io/restart-task";
 /// `KafkaConnector` annotation: restart the connector and/or its tasks once.
 pub const RESTART_CONNECTOR_TASK: &str = "strimzi.io/restart-connector-task";
-/// Annotation on a pod or podset: roll it at the next reconciliation.
+/// Annotation on a pod or podset (in its member cluster), value `"true"`: restart it, one pod
+/// at a time in the roll's safe order. The agent hands a podset's to its pods.
 pub const MANUAL_ROLLING_UPDATE: &str = "strimzi.io/manual-rolling-update";
 /// Annotation on a pod: delete the pod and its PVCs (to recover from a broken disk).
 pub const DELETE_POD_AND_PVC: &str = "strimzi.io/delete-pod-and-pvc";

@@ -69,6 +69,9 @@ pub fn report(
                                 .unwrap_or_default(),
                             message: containers_say(&p),
                             node_name: p.node_name().unwrap_or_default().to_owned(),
+                            manual_rolling_update: crate::podset::plan::asks_manual_roll(
+                                p.metadata.annotations.as_ref(),
+                            ),
                         },
                         None => PodStatus {
                             name: name.to_owned(),

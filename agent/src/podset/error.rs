@@ -19,6 +19,9 @@ pub enum Error {
     /// The status could not be written.
     #[error("cannot write the podset status: {0}")]
     Status(#[source] kube::Error),
+    /// The podset's manual-rolling-update annotation, handed to its pods, could not be removed.
+    #[error("cannot remove the podset's strimzi.io/manual-rolling-update annotation: {0}")]
+    ManualRoll(#[source] kube::Error),
 }
 
 impl Error {
@@ -32,6 +35,7 @@ impl Error {
                 .map(|f| f.reason)
                 .unwrap_or(reason::KUBERNETES_API_ERROR),
             Error::Status(_) => "StatusUpdateFailed",
+            Error::ManualRoll(_) => "ManualRollNotHandedOver",
         }
     }
 }

@@ -204,6 +204,8 @@ pub struct ObservedPod {
     pub deleting: bool,
     /// The pod's `strimzi.io/revision` annotation.
     pub revision: Option<String>,
+    /// The pod carries `strimzi.io/manual-rolling-update: "true"`.
+    pub manual_roll: bool,
 }
 
 impl ObservedPod {
@@ -225,6 +227,7 @@ impl ObservedPod {
                 .as_ref()
                 .and_then(|a| a.get(names::REVISION))
                 .cloned(),
+            manual_roll: asks_manual_roll(meta.annotations.as_ref()),
         })
     }
 
@@ -233,6 +236,34 @@ impl ObservedPod {
             .as_deref()
             .is_some_and(|phase| TERMINAL_PHASES.contains(&phase))
     }
+}
+
+/// Whether `annotations` (a podset's or a pod's) ask for a manual rolling update: Strimzi's
+/// `strimzi.io/manual-rolling-update: "true"`.
+pub fn asks_manual_roll(annotations: Option<&BTreeMap<String, String>>) -> bool {
+    annotations
+        .and_then(|a| a.get(names::MANUAL_ROLLING_UPDATE))
+        .is_some_and(|v| v == "true")
+}
+
+/// The pods to which a podset annotated for a manual rolling update hands its annotation, by
+/// name and UID: each listed pod that exists, is not going away, is not another controller's
+/// and is not marked yet. Central rolls marked pods one at a time, as safely as any roll, and
+/// a recreated pod carries no mark; so the podset's annotation is removed once they are marked.
+pub fn pods_to_mark(
+    owner: &Owner,
+    desired: &[DesiredPod],
+    observed: &[ObservedPod],
+) -> Vec<(String, String)> {
+    let listed: HashSet<&str> = desired.iter().map(|d| d.name.as_str()).collect();
+    let mut marks: Vec<(String, String)> = observed
+        .iter()
+        .filter(|p| listed.contains(p.name.as_str()) && !p.deleting && !p.manual_roll)
+        .filter(|p| !matches!(ownership(owner, &p.owner_references), Ownership::Foreign(_)))
+        .map(|p| (p.name.clone(), p.uid.clone()))
+        .collect();
+    marks.sort();
+    marks
 }
 
 /// Whether `labels` satisfy `selector`. An empty selector selects nothing, and an unknown
@@ -733,11 +764,39 @@ mod tests {
             ready: true,
             deleting: false,
             revision: Some("r1".into()),
+            manual_roll: false,
         }
     }
 
     fn run(desired: &[DesiredPod], observed: &[ObservedPod]) -> Plan {
         plan(&owner(), &selector(), desired.len(), desired, observed)
+    }
+
+    #[test]
+    fn a_manual_roll_of_the_podset_is_handed_to_its_running_pods_once() {
+        let desired = desired(&["a-0", "a-1", "a-2"]);
+        let marked = ObservedPod {
+            manual_roll: true,
+            ..ours("a-1")
+        };
+        let going = ObservedPod {
+            deleting: true,
+            ..ours("a-2")
+        };
+        let mut foreign = ours("other-0");
+        foreign.owner_references[0].uid = "another-podset".into();
+        foreign.owner_references[0].name = "another".into();
+        let observed = vec![ours("a-0"), marked, going, foreign, ours("unlisted-9")];
+        assert_eq!(
+            pods_to_mark(&owner(), &desired, &observed),
+            vec![("a-0".to_owned(), "uid-a-0".to_owned())],
+            "a marked, a departing, a foreign and an unlisted pod get no mark"
+        );
+        let annotated =
+            |v: &str| BTreeMap::from([(names::MANUAL_ROLLING_UPDATE.to_owned(), v.to_owned())]);
+        assert!(asks_manual_roll(Some(&annotated("true"))));
+        assert!(!asks_manual_roll(Some(&annotated("false"))));
+        assert!(!asks_manual_roll(None));
     }
 
     fn foreign_controller() -> OwnerReference {

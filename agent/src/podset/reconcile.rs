@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kstretch_api::common::OpaqueObject;
-use kstretch_api::{StrimziPodSet, StrimziPodSetStatus, condition};
+use kstretch_api::{StrimziPodSet, StrimziPodSetStatus, condition, names};
 use kstretch_runtime::events::Events;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
@@ -240,11 +240,68 @@ async fn reconcile_podset(podset: &StrimziPodSet, ctx: &Context) -> Result<Actio
         .collect()
         .await;
     failures.extend(results.into_iter().flatten());
+    let handed_over = if plan::asks_manual_roll(podset.metadata.annotations.as_ref()) {
+        let marks = plan::pods_to_mark(&owner, &desired, &observed);
+        hand_over_manual_roll(ctx, writer, &marks, &mut failures).await
+    } else {
+        Ok(())
+    };
     // Requests finish in any order; a stable order keeps the condition (and so the decision to
     // write the status) stable between passes.
     failures.sort_by(|a, b| a.pod.cmp(&b.pod).then(a.reason.cmp(b.reason)));
 
-    report(ctx, podset, &namespace, &owner.name, plan.counts, failures).await
+    let action = report(ctx, podset, &namespace, &owner.name, plan.counts, failures).await?;
+    handed_over.map(|()| action)
+}
+
+/// Hands the podset's manual rolling update to its pods `marks` (see [`plan::pods_to_mark`]),
+/// then removes the podset's annotation. A pod that could not be marked is a failure of the
+/// pass, and the annotation stays for the next one.
+async fn hand_over_manual_roll(
+    ctx: &Context,
+    writer: &PodWriter<'_>,
+    marks: &[(String, String)],
+    failures: &mut Vec<PodFailure>,
+) -> Result<(), Error> {
+    let before = failures.len();
+    for (pod, uid) in marks {
+        failures.extend(writer.mark_for_roll(pod, uid).await);
+    }
+    if failures.len() > before {
+        return Ok(());
+    }
+    let podsets: Api<StrimziPodSet> = Api::namespaced(ctx.client.clone(), writer.namespace);
+    let patch = json!({"metadata": {"annotations": {names::MANUAL_ROLLING_UPDATE: null}}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match podsets
+        .patch(&writer.owner.name, &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            let pods: Vec<&str> = marks.iter().map(|(pod, _)| pod.as_str()).collect();
+            tracing::info!(
+                ?pods,
+                "handed the podset's manual rolling update to its pods"
+            );
+            ctx.events.about(
+                writer.podset,
+                false,
+                "ManualRollingUpdate",
+                "Annotate",
+                format!(
+                    "{} on the podset: its pods {} are marked, and central restarts them one at a time",
+                    names::MANUAL_ROLLING_UPDATE,
+                    pods.join(", ")
+                ),
+            );
+            Ok(())
+        }
+        Err(err) if status_code(&err) == Some(404) => Ok(()),
+        Err(err) => Err(Error::ManualRoll(err)),
+    }
 }
 
 /// The `spec.pods` of the podset `owner` as the apiserver has it now; `None` when that podset
@@ -466,6 +523,27 @@ impl PodWriter<'_> {
         self.events
             .about(self.podset, false, "PodDeleted", "Delete", note);
         Ok(())
+    }
+
+    /// Marks the pod `pod` (of UID `uid`, a precondition) for a manual rolling update.
+    async fn mark_for_roll(&self, pod: &str, uid: &str) -> Option<PodFailure> {
+        let patch = json!({"metadata": {
+            "uid": uid,
+            "annotations": {names::MANUAL_ROLLING_UPDATE: "true"},
+        }});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        let err = self
+            .pods
+            .patch(pod, &params, &Patch::Merge(&patch))
+            .await
+            .err()?;
+        match classify_change(&err) {
+            RequestOutcome::Settled => None,
+            outcome => Some(pod_failure(pod, outcome, &err)),
+        }
     }
 
     async fn adopt(

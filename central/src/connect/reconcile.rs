@@ -180,8 +180,8 @@ async fn pass(
             };
             status::not_ready(reason, why)
         }
-        Step::Restart { pod, uid } => {
-            let what = restart(ctx, alias, &namespace, &pod, uid).await;
+        Step::Restart { pod, uid, why } => {
+            let what = restart(ctx, alias, &namespace, &pod, uid, why).await;
             status::not_ready("RollingUpdate", what)
         }
     };
@@ -217,12 +217,19 @@ fn refuse(
     Ok(Action::await_change())
 }
 
-async fn restart(ctx: &Context, alias: &str, namespace: &str, pod: &str, uid: String) -> String {
+async fn restart(
+    ctx: &Context,
+    alias: &str,
+    namespace: &str,
+    pod: &str,
+    uid: String,
+    why: &str,
+) -> String {
     let request = PodToRestart {
         namespace: namespace.to_owned(),
         name: pod.to_owned(),
         uid,
-        reason: "KafkaConnect configuration or pod definition changed".to_owned(),
+        reason: why.to_owned(),
     };
     match ctx.restarts.restart(alias, request, RESTART_TIMEOUT).await {
         Ok(result) if replaced(&result) => {

@@ -13,8 +13,13 @@ pub enum Step {
     Done,
     /// Why not yet (pods starting, agent not connected, snapshot not applied yet).
     Wait(String),
-    /// Restart this pod (`name`, `uid`): it runs an outdated definition or configuration.
-    Restart { pod: String, uid: String },
+    /// Restart this pod (`name`, `uid`): it runs an outdated definition or configuration, or
+    /// carries `strimzi.io/manual-rolling-update` (`why` says which).
+    Restart {
+        pod: String,
+        uid: String,
+        why: &'static str,
+    },
 }
 
 /// What the agent of the workers' cluster said.
@@ -52,7 +57,7 @@ pub fn next(alias: &str, desired: &BTreeMap<String, String>, seen: Seen<'_>) -> 
             .find(|p| &p.name == pod && !p.uid.is_empty())
         {
             None => not_ready.push(format!("{pod} does not exist yet")),
-            Some(p) if p.revision != *revision => stale.push(p),
+            Some(p) if p.revision != *revision || p.manual_rolling_update => stale.push(p),
             Some(p) if !p.ready => not_ready.push(format!("{pod} is not ready")),
             Some(_) => {}
         }
@@ -64,6 +69,11 @@ pub fn next(alias: &str, desired: &BTreeMap<String, String>, seen: Seen<'_>) -> 
         Some(p) => Step::Restart {
             pod: p.name.clone(),
             uid: p.uid.clone(),
+            why: if p.manual_rolling_update {
+                "strimzi.io/manual-rolling-update asks for it"
+            } else {
+                "KafkaConnect configuration or pod definition changed"
+            },
         },
         None => Step::Done,
     }
@@ -160,10 +170,28 @@ mod tests {
             next("a", &desired(), seen(&s)),
             Step::Restart {
                 pod: "c-0".into(),
-                uid: "uid-c-0".into()
+                uid: "uid-c-0".into(),
+                why: "KafkaConnect configuration or pod definition changed",
             }
         );
         let s = set(vec![pod("c-0", false, "r1"), pod("c-1", true, "old")]);
         assert!(matches!(next("a", &desired(), seen(&s)), Step::Wait(_)));
+    }
+
+    #[test]
+    fn a_worker_marked_for_a_manual_roll_is_restarted_and_says_why() {
+        let marked = PodStatus {
+            manual_rolling_update: true,
+            ..pod("c-1", true, "r1")
+        };
+        let s = set(vec![pod("c-0", true, "r1"), marked]);
+        assert_eq!(
+            next("a", &desired(), seen(&s)),
+            Step::Restart {
+                pod: "c-1".into(),
+                uid: "uid-c-1".into(),
+                why: "strimzi.io/manual-rolling-update asks for it",
+            }
+        );
     }
 }

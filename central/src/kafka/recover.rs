@@ -808,6 +808,7 @@ mod tests {
                 uid: uid.into(),
                 ready: false,
                 revision: "r".into(),
+                manual: false,
             }),
             connected,
             applied,

@@ -15,6 +15,9 @@ pub struct Reported {
     pub uid: String,
     pub ready: bool,
     pub revision: String,
+    /// The pod carries `strimzi.io/manual-rolling-update: "true"`: it rolls like a pod of an
+    /// old revision.
+    pub manual: bool,
 }
 
 /// One node as central sees it.
@@ -38,7 +41,17 @@ impl NodeView {
     fn is_current(&self) -> bool {
         self.reported
             .as_ref()
-            .is_some_and(|r| r.revision == self.desired_revision)
+            .is_some_and(|r| r.revision == self.desired_revision && !r.manual)
+    }
+
+    /// Why the pod is restarted, for the agent's log, the pod's deletion and the `Kafka`'s
+    /// event.
+    pub fn roll_reason(&self) -> &'static str {
+        if self.reported.as_ref().is_some_and(|r| r.manual) {
+            "strimzi.io/manual-rolling-update asks for it"
+        } else {
+            "its revision changed"
+        }
     }
 
     fn is_ready(&self) -> bool {
@@ -244,10 +257,33 @@ mod tests {
                 uid: format!("u{id}"),
                 ready,
                 revision: r.into(),
+                manual: false,
             }),
             connected: true,
             applied: true,
         }
+    }
+
+    #[test]
+    fn a_pod_marked_for_a_manual_roll_rolls_like_an_old_one_and_says_why() {
+        let mut marked = node(2, B, Some("new"), true);
+        if let Some(r) = marked.reported.as_mut() {
+            r.manual = true;
+        }
+        let nodes = [
+            node(0, C, Some("new"), true),
+            node(1, B, Some("new"), true),
+            marked.clone(),
+        ];
+        assert_eq!(next(&nodes, None), Step::Restart(vec![2]));
+        assert_eq!(
+            marked.roll_reason(),
+            "strimzi.io/manual-rolling-update asks for it"
+        );
+        assert_eq!(nodes[1].roll_reason(), "its revision changed");
+        // It waits for a pod that is down, as any roll does.
+        let nodes = [node(1, B, Some("new"), false), marked];
+        assert!(matches!(next(&nodes, None), Step::Wait(w) if w.contains("c-p-1 is not ready")));
     }
 
     const C: &[Role] = &[Role::Controller];

@@ -1,6 +1,7 @@
 {{/*
 What the agent does against its cluster's apiserver (read from agent/src): the StrimziPodSet
-controller watches podsets and pods, creates, patches and deletes pods and writes podset status;
+controller watches podsets and pods, creates, patches and deletes pods, writes podset status and
+removes a podset's manual-rolling-update annotation once it handed it to the pods;
 the link server-side applies, lists (to prune) and deletes the kinds central sends (agent/src/link/objects.rs:
 ConfigMap, Secret, Service, Ingress, Route, TLSRoute, PersistentVolumeClaim, ServiceExport,
 StrimziPodSet, PodDisruptionBudget), watches the

@@ -1,10 +1,12 @@
-//! A Kafka on real pods outlives central: rolls, upgrades, restarts and central's absence
-//! lose no acknowledged record, and a deleted pod or killed process keeps its data.
+//! A Kafka on real pods outlives central: rolls, upgrades, manual rolling updates, restarts and
+//! central's absence lose no acknowledged record, and a deleted pod or killed process keeps its
+//! data.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kstretch_api::Kafka;
+use kstretch_api::{Kafka, StrimziPodSet, names};
 use kstretch_tests::TestEnv;
 use kstretch_tests::clients::{full_isr, no_loss, wait_for_acks};
 use kstretch_tests::kafka::{
@@ -12,8 +14,8 @@ use kstretch_tests::kafka::{
 };
 use kstretch_tests::live::{
     ONE_AT_A_TIME, START_TIMEOUT, all_brokers, claim_dir, kafka, live_kafka_of, persistent,
-    pod_processes, pod_states, refused_because, rolled_one_at_a_time, segment,
-    shown_quorum_is_kafkas,
+    pod_names, pod_processes, pod_states, refused_because, rolled_one_at_a_time, segment,
+    shown_quorum_is_kafkas, warning,
 };
 use kstretch_tests::load::Load;
 use kstretch_tests::ready::{kafka_ready as is_ready, ready_condition};
@@ -30,7 +32,8 @@ use serde_json::json;
 /// annotation is removed and central migrates the quorum to a dynamic one, which rolls every
 /// node one at a time onto `controller.quorum.bootstrap.servers`; Kafka is upgraded to the
 /// environment's next version (another roll, then `metadata.version` raised) and a downgrade
-/// past it is refused; then a deleted pod and a killed Kafka process come back on their data. No send fails, and a consumer reading
+/// past it is refused; pods marked for a manual rolling update (a podset's and a pod's) roll;
+/// then a deleted pod and a killed Kafka process come back on their data. No send fails, and a consumer reading
 /// afterwards finds every acknowledged record. (One Kafka for all of it: each costs minutes to
 /// start on two cores.)
 #[tokio::test]
@@ -78,11 +81,67 @@ async fn a_kafka_outlives_central_rolls_and_restarts_without_losing_an_acknowled
     assert_eq!(kraft_version_by_kafkas_tool(&bootstrap), "1");
 
     upgraded_and_not_downgraded(&stretch, &bootstrap, &load).await;
+    manual_rolling_updates_restart_the_marked_pods_only(&mut stretch).await;
     a_deleted_pod_and_a_killed_process_keep_their_data(&stretch, &bootstrap).await;
     let acked = load.acked();
     wait_for_acks(&load, acked + 50).await;
     no_loss(load, &bootstrap, "rolled").await;
     stretch.finish().await;
+}
+
+/// Strimzi's `strimzi.io/manual-rolling-update: "true"`, under the producer, on beta's podset
+/// while beta's agent is stopped (the `Kafka` says beta is unreachable and nothing rolls; back,
+/// the agent hands the annotation to the podset's pods and removes it from the podset) and on
+/// one pod of alpha: central restarts those pods one at a time and no other.
+async fn manual_rolling_updates_restart_the_marked_pods_only(stretch: &mut Stretch) {
+    let before = pod_states(stretch).await;
+    let mark = json!({"metadata": {"annotations": {names::MANUAL_ROLLING_UPDATE: "true"}}});
+    let podsets: Api<StrimziPodSet> = stretch.api(BETA);
+    let podset = podsets.list(&ListParams::default()).await.unwrap().items[0].name_any();
+    stretch.stop_agent(BETA);
+    podsets
+        .patch(&podset, &PatchParams::default(), &Patch::Merge(&mark))
+        .await
+        .unwrap();
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "beta shown unreachable", START_TIMEOUT, |k| {
+            warning(k, "ClusterUnreachable").is_some()
+        })
+        .await;
+    assert!(warning(&k, "ClusterUnreachable").unwrap().contains(BETA));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        pod_states(stretch).await,
+        before,
+        "nothing rolls while beta's agent is away"
+    );
+    stretch.start_agent(BETA);
+    let mut marked = pod_names(stretch, BETA).await;
+    let alpha = pod_names(stretch, ALPHA).await;
+    let alpha_pods: Api<Pod> = stretch.api(ALPHA);
+    alpha_pods
+        .patch(&alpha[0], &PatchParams::default(), &Patch::Merge(&mark))
+        .await
+        .unwrap();
+    marked.push(alpha[0].clone());
+
+    let (rolled, kept): (BTreeMap<_, _>, BTreeMap<_, _>) = before
+        .into_iter()
+        .partition(|(name, _)| marked.contains(name));
+    assert_eq!(rolled.len(), marked.len(), "{marked:?} among {rolled:?}");
+    rolled_one_at_a_time(stretch, &rolled).await;
+    let after = pod_states(stretch).await;
+    for (name, (uid, _, _)) in &kept {
+        assert_eq!(&after[name].0, uid, "{name} was not marked, yet restarted");
+    }
+    let podset = podsets.get(&podset).await.unwrap();
+    assert!(
+        !podset
+            .annotations()
+            .contains_key(names::MANUAL_ROLLING_UPDATE),
+        "the podset's annotation was handed over: {:?}",
+        podset.annotations()
+    );
 }
 
 /// Kafka upgraded under the producer: `spec.kafka.version` set to the environment's next

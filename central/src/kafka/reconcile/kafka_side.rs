@@ -272,7 +272,7 @@ async fn restart(ctx: &Context, kafka: &Kafka, namespace: &str, node: &NodeView)
         namespace: namespace.to_owned(),
         name: node.pod.clone(),
         uid: reported.uid.clone(),
-        reason: "its revision changed".to_owned(),
+        reason: node.roll_reason().to_owned(),
     };
     match ctx
         .restarts
@@ -288,8 +288,10 @@ async fn restart(ctx: &Context, kafka: &Kafka, namespace: &str, node: &NodeView)
                 "PodRolled",
                 "RollingUpdate",
                 format!(
-                    "restarted pod {} in cluster {}: its revision changed",
-                    node.pod, node.alias
+                    "restarted pod {} in cluster {}: {}",
+                    node.pod,
+                    node.alias,
+                    node.roll_reason()
                 ),
             );
             format!("rolling pod {} in cluster {}", node.pod, node.alias)

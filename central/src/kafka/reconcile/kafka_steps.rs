@@ -43,6 +43,7 @@ pub(super) fn node_views(
                     uid: p.uid.clone(),
                     ready: p.ready,
                     revision: p.revision.clone(),
+                    manual: p.manual_rolling_update,
                 });
             NodeView {
                 id: n.id,
@@ -462,6 +463,7 @@ mod tests {
                 uid: format!("u{id}"),
                 ready,
                 revision: revision.into(),
+                manual: false,
             }),
             connected: true,
             applied: true,
