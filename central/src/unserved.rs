@@ -130,12 +130,6 @@ pub fn kafka(spec: &KafkaSpec, template: Applied) -> Vec<String> {
             "Kafka Exporter is not deployed",
         ));
     }
-    if !spec.maintenance_time_windows.is_empty() {
-        out.push(not_acted_on(
-            ".spec.maintenanceTimeWindows",
-            "rolls and certificate renewals run when they are due, in or out of the windows",
-        ));
-    }
     for (key, ca) in [
         ("clusterCa", &spec.cluster_ca),
         ("clientsCa", &spec.clients_ca),
@@ -403,13 +397,12 @@ mod tests {
             ".spec.entityOperator.template",
             ".spec.cruiseControl",
             ".spec.kafkaExporter",
-            ".spec.maintenanceTimeWindows",
             ".spec.clusterCa.certificateExpirationPolicy",
             ".spec.clientsCa.generateSecretOwnerReference",
         ] {
             assert!(named(&w, path), "{path} not named in {w:#?}");
         }
-        assert_eq!(w.len(), 23, "nothing else: {w:#?}");
+        assert_eq!(w.len(), 22, "nothing else: {w:#?}");
         assert!(
             !named(&w, ".spec.kafka.metricsConfig"),
             "the reporter is served"

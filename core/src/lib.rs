@@ -2,6 +2,7 @@
 //! unit-tested with plain `cargo test` and property-tested.
 
 pub mod cluster;
+pub mod cron;
 pub mod kraft;
 pub mod movement;
 pub mod node_ids;

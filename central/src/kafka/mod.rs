@@ -11,6 +11,7 @@ pub mod context;
 pub mod external;
 pub mod forget;
 pub mod jmx_exporter;
+pub mod maintenance;
 pub mod metrics;
 pub mod move_drains;
 pub mod moving;

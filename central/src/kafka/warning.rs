@@ -10,6 +10,9 @@ pub const MOVE_RECHECK: Duration = Duration::from_secs(10);
 /// A scale-down waiting for its brokers' replicas to move is checked against Kafka again this
 /// often: moving them changes nothing central watches.
 pub const BLOCKED_RECHECK: Duration = Duration::from_secs(30);
+/// While certificate renewals wait for a maintenance window, a `Kafka` is looked at again this
+/// often, so a window is not missed by more than this.
+pub const WINDOW_RECHECK: Duration = Duration::from_secs(30);
 
 /// Why a `Kafka` warns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -63,6 +66,10 @@ pub enum Reason {
     RollingUpdateBlocked,
     /// An agent could not apply some of the objects.
     ApplyFailed,
+    /// Certificate renewals wait for a maintenance window.
+    CertificateRenewalPostponed,
+    /// A maintenance window is not a Quartz cron expression.
+    InvalidMaintenanceTimeWindows,
 }
 
 impl Reason {
@@ -93,6 +100,8 @@ impl Reason {
             Reason::UnregistrationFailed => "UnregistrationFailed",
             Reason::RollingUpdateBlocked => "RollingUpdateBlocked",
             Reason::ApplyFailed => "ApplyFailed",
+            Reason::CertificateRenewalPostponed => "CertificateRenewalPostponed",
+            Reason::InvalidMaintenanceTimeWindows => "InvalidMaintenanceTimeWindows",
         }
     }
 
@@ -102,6 +111,7 @@ impl Reason {
         match self {
             Reason::PoolMoving => Some(MOVE_RECHECK),
             Reason::ScaleDownBlocked => Some(BLOCKED_RECHECK),
+            Reason::CertificateRenewalPostponed => Some(WINDOW_RECHECK),
             _ => None,
         }
     }

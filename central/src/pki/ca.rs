@@ -173,6 +173,9 @@ pub struct Ca {
     pub settings: CaSettings,
     /// The CA certificate Secret's data (no key), copied to member clusters for clients there.
     pub public: BTreeMap<String, Vec<u8>>,
+    /// A renewal of the CA certificate that is due and waits for a maintenance window: why it
+    /// is due.
+    pub postponed: Option<String>,
 }
 
 /// Every node's certificate (by pod name) and the CA certificates nodes trust.

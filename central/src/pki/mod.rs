@@ -29,15 +29,23 @@ pub const CENTRAL_COMMON_NAME: &str = "kstretch-central";
 
 /// CA `kind` of `kafka`: read from its Secrets, or generated into them when absent and
 /// `generateCertificateAuthority` is not false; a generated CA's certificate is renewed (same
-/// key) within `renewalDays` of expiry or when `strimzi.io/force-renew` asks for it.
-pub async fn ca(client: &Client, kafka: &Kafka, kind: CaKind) -> Result<Ca, CertError> {
+/// key) within `renewalDays` of expiry or when `strimzi.io/force-renew` asks for it, if
+/// `renew_now` (a maintenance window is open); otherwise the renewal is postponed.
+pub async fn ca(
+    client: &Client,
+    kafka: &Kafka,
+    kind: CaKind,
+    renew_now: bool,
+) -> Result<Ca, CertError> {
     let settings = CaSettings::of(kafka, kind)?;
-    let material = secrets::ca(client, kafka, settings, OffsetDateTime::now_utc()).await?;
+    let now = OffsetDateTime::now_utc();
+    let material = secrets::ca(client, kafka, settings, now, renew_now).await?;
     Ok(Ca {
         pem: material.pem,
         trusted: material.trusted,
         settings,
         public: material.public,
+        postponed: material.postponed,
     })
 }
 
@@ -66,11 +74,16 @@ pub struct NodeCertsDecided {
     /// Whether [`NodeCerts::nodes`] differ from what was stored (a certificate issued,
     /// renewed or dropped): they are stored before anything is built with them.
     pub store: bool,
+    /// Pods whose certificate is within `renewalDays` of expiry and is kept until a
+    /// maintenance window opens.
+    pub postponed: Vec<String>,
 }
 
 /// The certificate of every pod in `hosts` (pod name to host names), from those `stored`
 /// (pure): kept while still good, issued or renewed otherwise, removed nodes' dropped; with
-/// the clients CA certificates `clients_trusted` when the nodes need them.
+/// the clients CA certificates `clients_trusted` when the nodes need them. Unless
+/// `renew_expiring` (a maintenance window is open), a certificate that is only near its expiry
+/// is kept while it is valid.
 pub fn node_certificates(
     kafka: &str,
     ca: &Ca,
@@ -78,6 +91,7 @@ pub fn node_certificates(
     hosts: &BTreeMap<String, BTreeSet<String>>,
     mut stored: BTreeMap<String, Pem>,
     now: OffsetDateTime,
+    renew_expiring: bool,
 ) -> Result<NodeCertsDecided, Refusal> {
     let ca_read = read(&ca.pem.cert).map_err(|e| {
         ca.settings
@@ -88,10 +102,18 @@ pub fn node_certificates(
     let before = stored.len();
     stored.retain(|pod, _| hosts.contains_key(pod));
     let mut store = stored.len() != before;
+    let mut postponed = Vec::new();
     for (pod, names) in hosts {
-        let good = stored.get(pod).is_some_and(|pem| {
-            still_good(&pem.cert, &ca_read, names, ca.settings.renewal_days, now)
-        });
+        let good_for = |renewal_days| {
+            stored
+                .get(pod)
+                .is_some_and(|pem| still_good(&pem.cert, &ca_read, names, renewal_days, now))
+        };
+        let good = good_for(ca.settings.renewal_days)
+            || (!renew_expiring && good_for(0) && {
+                postponed.push(pod.clone());
+                true
+            });
         if !good {
             let pem = issue(
                 &ca.pem,
@@ -118,6 +140,7 @@ pub fn node_certificates(
             nodes: stored,
         },
         store,
+        postponed,
     })
 }
 
@@ -133,6 +156,7 @@ pub(crate) fn test_ca(kafka: &Kafka, kind: CaKind) -> Ca {
         pem,
         settings,
         public: BTreeMap::new(),
+        postponed: None,
     }
 }
 

@@ -129,6 +129,7 @@ pub(super) async fn ca(
     kafka: &Kafka,
     settings: CaSettings,
     now: OffsetDateTime,
+    renew_now: bool,
 ) -> Result<CaMaterial, CertError> {
     let name = kafka.name_any();
     let kind = settings.kind;
@@ -152,10 +153,14 @@ pub(super) async fn ca(
                 .into());
             };
             let generation = annotation(&key, KEY_GENERATION).unwrap_or(0);
-            let cert = if settings.generate {
-                renewed(&api, kafka, settings, cert, &key_pem, generation, now).await?
+            let (cert, postponed) = if settings.generate {
+                let key = CaKey {
+                    pem: &key_pem,
+                    generation,
+                };
+                renewed(&api, kafka, settings, cert, key, now, renew_now).await?
             } else {
-                cert
+                (cert, None)
             };
             let data = texts(&cert);
             Ok(CaMaterial {
@@ -165,6 +170,7 @@ pub(super) async fn ca(
                     key: key_pem,
                 },
                 public: bytes(&cert),
+                postponed,
             })
         }
         (None, key) if settings.generate && key.as_ref().is_none_or(generated) => {
@@ -193,6 +199,7 @@ pub(super) async fn ca(
                 trusted: pem.cert.clone(),
                 pem,
                 public,
+                postponed: None,
             })
         }
         (None, None) => Err(Refusal {
@@ -231,6 +238,15 @@ pub(super) struct CaMaterial {
     pub trusted: String,
     /// The certificate Secret's data.
     pub public: BTreeMap<String, Vec<u8>>,
+    /// Why a renewal that is due waits for a maintenance window.
+    pub postponed: Option<String>,
+}
+
+/// A CA's key and its generation.
+#[derive(Debug, Clone, Copy)]
+struct CaKey<'a> {
+    pem: &'a str,
+    generation: u32,
 }
 
 fn bytes(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
@@ -329,19 +345,20 @@ pub(super) fn renewal_due(
             .is_ok_and(|i| i.not_after - now <= time::Duration::days(i64::from(renewal_days)))
 }
 
-/// The CA certificate Secret with a renewed certificate when one is due: same key and subject,
-/// so every certificate it issued verifies against the new one too, and the old certificate
-/// kept until it expires for whoever trusts only it. Nodes then roll to trust both; nothing
-/// else changes for them.
+/// The CA certificate Secret with a renewed certificate when one is due and `renew_now`: same
+/// key and subject, so every certificate it issued verifies against the new one too, and the
+/// old certificate kept until it expires for whoever trusts only it. Nodes then roll to trust
+/// both; nothing else changes for them. A renewal that is due but not `renew_now` waits: why it
+/// is due comes back.
 async fn renewed(
     api: &Api<Secret>,
     kafka: &Kafka,
     settings: CaSettings,
     mut secret: Secret,
-    key: &str,
-    key_generation: u32,
+    key: CaKey<'_>,
     now: OffsetDateTime,
-) -> Result<Secret, CertError> {
+    renew_now: bool,
+) -> Result<(Secret, Option<String>), CertError> {
     let data = texts(&secret);
     let current = data.get(CA_CERT_KEY).cloned().unwrap_or_default();
     let forced = secret
@@ -351,6 +368,15 @@ async fn renewed(
     let still_valid = kept(&data, now);
     let expired_kept = data.keys().filter(|k| is_kept_key(k)).count() != still_valid.len();
     let due = renewal_due(&current, forced, settings.renewal_days, now);
+    let postponed = (due && !renew_now).then(|| {
+        let why = if forced {
+            format!("{FORCE_RENEW} asks for it")
+        } else {
+            format!("within {} days of its expiry", settings.renewal_days)
+        };
+        format!("the {} certificate ({why})", settings.kind)
+    });
+    let due = due && renew_now;
     let password = data.get(CA_PASSWORD_KEY).cloned();
     let has_truststore = password.is_some()
         && secret
@@ -358,7 +384,7 @@ async fn renewed(
             .as_ref()
             .is_some_and(|d| d.contains_key(CA_P12_KEY));
     if !due && !expired_kept && has_truststore {
-        return Ok(secret);
+        return Ok((secret, postponed));
     }
     let mut new_data: BTreeMap<String, String> = still_valid
         .into_iter()
@@ -367,8 +393,8 @@ async fn renewed(
     if due {
         let kind = settings.kind;
         let pem = new_ca(
-            &kind.common_name(key_generation),
-            Some(key),
+            &kind.common_name(key.generation),
+            Some(key.pem),
             settings.validity_days,
             now,
         )
@@ -400,7 +426,10 @@ async fn renewed(
     // Replaced with the resource version read: a concurrent change makes this fail and the
     // next reconciliation decide again.
     let name = secret.name_any();
-    Ok(api.replace(&name, &post_params(), &secret).await?)
+    Ok((
+        api.replace(&name, &post_params(), &secret).await?,
+        postponed,
+    ))
 }
 
 /// Whether kstretch generated this Secret.

@@ -15,6 +15,7 @@ use kube::{Api, ResourceExt};
 use super::desired::{self, Credentials, Desired};
 use super::{grants, secret};
 use crate::controller::Context;
+use crate::kafka::maintenance;
 use crate::pki::{self, CaKind, CertError, Refusal};
 use crate::status::{conditions, not_ready, now};
 use crate::topic::clusters::{self, KafkaRef, TargetError};
@@ -160,7 +161,10 @@ async fn credentials(
             validity_days,
             renewal_days,
         } => {
-            let ca = match pki::ca(&ctx.client, kafka, CaKind::Clients).await {
+            // The clients CA is renewed by the `Kafka`'s reconciliation too, in its windows.
+            let now = time::OffsetDateTime::now_utc().unix_timestamp();
+            let windows = maintenance::at(&kafka.spec.maintenance_time_windows, now).windows;
+            let ca = match pki::ca(&ctx.client, kafka, CaKind::Clients, windows.open()).await {
                 Ok(ca) => ca,
                 Err(CertError::Refused(r)) => return Ok(Err(r)),
                 Err(CertError::Kube(e)) => return Err(e.into()),

@@ -981,10 +981,38 @@ async fn every_broker_reports_its_metrics_to_prometheus(stretch: &Stretch) {
     .await;
 }
 
+/// Now, in Unix seconds.
+fn unix_now() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(since.as_secs()).unwrap()
+}
+
+/// `unix` as the `Kafka`'s messages write instants.
+fn utc(unix: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(unix)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Maintenance windows (Quartz cron, UTC) of two whole minutes, the first opening at least
+/// 40 s from now; and when it opens.
+fn windows_soon() -> (Vec<String>, i64) {
+    let start = (unix_now() + 40 + 59) / 60 * 60;
+    let windows = [start, start + 60]
+        .iter()
+        .map(|t| format!("* {} {} ? * *", t / 60 % 60, t / 3600 % 24))
+        .collect();
+    (windows, start)
+}
+
 /// `KafkaUser`s (see [`users_are_authenticated_and_authorized`]) and Connect workers (see
 /// [`connect_workers_reach_the_secured_kafka`]); then
 /// `strimzi.io/force-renew` on `live-cluster-ca-cert` of the running cluster while an idempotent
-/// producer with `acks=all` sends: a new CA certificate of the same key (generation 1), the old
+/// producer with `acks=all` sends, with `maintenanceTimeWindows` that open a minute later: the
+/// renewal waits for the window and says until when; then a new CA certificate of the same key (generation 1), the old
 /// one kept as `ca-<expiry>.crt`, every node rolled one at a time to trust both, no failed
 /// send, no lost acknowledged record; a client trusting only the new certificate connects.
 #[tokio::test]
@@ -1006,6 +1034,17 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
     let text = secret_text;
     let old_ca = text(&old, "ca.crt");
     let before = pod_states(&stretch).await;
+    // The renewal runs in a maintenance window, which opens in under two minutes.
+    let (windows, opens) = windows_soon();
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    kafkas
+        .patch(
+            "live",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"maintenanceTimeWindows": windows}})),
+        )
+        .await
+        .unwrap();
     secrets
         .patch(
             "live-cluster-ca-cert",
@@ -1016,7 +1055,6 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
         .unwrap();
     // Central looks at the CA in every reconciliation; a change of the Kafka starts one now
     // rather than at the next periodic one.
-    let kafkas: Api<Kafka> = stretch.api(ALPHA);
     kafkas
         .patch(
             "live",
@@ -1025,6 +1063,27 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
         )
         .await
         .unwrap();
+    let k: Kafka = stretch
+        .wait_in_alpha("live", "the renewal postponed", START_TIMEOUT, |k| {
+            warning(k, "CertificateRenewalPostponed").is_some()
+        })
+        .await;
+    let said = warning(&k, "CertificateRenewalPostponed").unwrap();
+    assert!(
+        said.contains("renewing the cluster CA certificate (strimzi.io/force-renew asks for it) waits for a maintenance window")
+            && said.contains(&format!("the next opens at {}", utc(opens))),
+        "{said}"
+    );
+    assert!(
+        unix_now() < opens,
+        "the window opened before the warning was read: the test needs a later window"
+    );
+    let waiting = secrets.get("live-cluster-ca-cert").await.unwrap();
+    assert_eq!(
+        text(&waiting, "ca.crt"),
+        old_ca,
+        "nothing renewed before the window"
+    );
 
     let renewed = wait_for("the renewed CA certificate", START_TIMEOUT, || async {
         let s = secrets.get("live-cluster-ca-cert").await.unwrap();

@@ -40,6 +40,9 @@ pub(super) struct Inputs<'a> {
     /// be used.
     pub(super) external_logging: Result<Option<String>, Refusal>,
     pub(super) now: OffsetDateTime,
+    /// Whether node certificates that are only near expiry are renewed now (a maintenance
+    /// window is open).
+    pub(super) renew_expiring: bool,
 }
 
 /// What [`decide`] built.
@@ -47,6 +50,8 @@ pub(super) struct Decided {
     pub(super) built: Built,
     /// The nodes' certificates, when they differ from those stored: stored before publishing.
     pub(super) store_certs: Option<BTreeMap<String, Pem>>,
+    /// Pods whose certificate renewal waits for a maintenance window.
+    pub(super) postponed_certs: Vec<String>,
 }
 
 /// Every object of the `Kafka`, with the certificates its nodes need; or why it cannot be
@@ -72,6 +77,7 @@ pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
         &hosts,
         inputs.stored_certs,
         inputs.now,
+        inputs.renew_expiring,
     )?;
     let mut certs = node_certs.certs;
     certs.listeners = inputs.listener_certs?;
@@ -99,6 +105,7 @@ pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
     Ok(Decided {
         built,
         store_certs: node_certs.store.then_some(certs.nodes),
+        postponed_certs: node_certs.postponed,
     })
 }
 
@@ -141,6 +148,7 @@ mod tests {
             metrics_rules: Ok(None),
             external_logging: Ok(None),
             now: OffsetDateTime::now_utc(),
+            renew_expiring: true,
         };
         let three = ids(&[0, 1, 2]);
 
@@ -176,6 +184,28 @@ mod tests {
         let kept = smaller.store_certs.expect("the removal is stored");
         assert_eq!(kept.len(), 2);
         assert_eq!(kept["my-cluster-dual-0"], stored["my-cluster-dual-0"]);
+
+        // Within renewalDays of their expiry, outside a maintenance window they are kept (and
+        // said to wait); inside one, renewed.
+        let near_expiry = OffsetDateTime::now_utc() + time::Duration::days(340);
+        let waiting = decide(Inputs {
+            now: near_expiry,
+            renew_expiring: false,
+            ..inputs(&three, stored.clone(), Ok(BTreeMap::new()))
+        })
+        .unwrap();
+        assert_eq!(waiting.store_certs, None);
+        assert_eq!(waiting.postponed_certs.len(), 3);
+        let renewed = decide(Inputs {
+            now: near_expiry,
+            ..inputs(&three, stored.clone(), Ok(BTreeMap::new()))
+        })
+        .unwrap();
+        assert!(renewed.postponed_certs.is_empty());
+        assert_ne!(
+            renewed.store_certs.expect("renewed")["my-cluster-dual-0"],
+            stored["my-cluster-dual-0"]
+        );
 
         // A listener certificate that cannot be used refuses the Kafka, naming it.
         let missing = Refusal::new("SecretNotFound", "listener tls: no Secret");

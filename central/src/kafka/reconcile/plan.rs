@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::kafka::adopt::{self, Adoption};
 use crate::kafka::context::Context;
 use crate::kafka::forget::{self, Lost};
+use crate::kafka::maintenance::{self, Maintenance};
 use crate::kafka::operations;
 use crate::kafka::quorum;
 use crate::kafka::recover::{self, Recovering};
@@ -57,6 +58,8 @@ pub(super) struct Plan {
     pub(super) wanted_quorum: kraft::QuorumMode,
     pub(super) ca: pki::Ca,
     pub(super) clients_ca: pki::Ca,
+    /// The maintenance windows now: whether renewals that are only due may run.
+    pub(super) maintenance: Maintenance,
     /// Set by [`super::guard`]: per pool, the leaving nodes kept while their replicas move.
     pub(super) draining: BTreeMap<String, BTreeSet<i32>>,
     /// The `Kafka`'s operations, listed once for this pass.
@@ -81,6 +84,7 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         ca,
         clients_ca,
         admin_tls,
+        maintenance,
     } = proceed!(secrets(pass).await);
     let operations = operations::list(&pass.ctx.client, pass.kafka).await?;
     // A quorum recovery exists only for a Kafka that forgot a cluster holding its majority.
@@ -134,6 +138,7 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         wanted_quorum,
         ca,
         clients_ca,
+        maintenance,
         draining: BTreeMap::new(),
         operations,
         agent_reports: AgentReports::default(),
@@ -208,10 +213,14 @@ struct Secrets {
     ca: pki::Ca,
     clients_ca: pki::Ca,
     admin_tls: Option<Tls>,
+    maintenance: Maintenance,
 }
 
 async fn secrets(pass: &mut Pass<'_>) -> Flow<Secrets> {
-    let (ca, clients_ca) = match both_cas(&pass.ctx.client, pass.kafka).await {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let maintenance = maintenance::at(&pass.kafka.spec.maintenance_time_windows, now);
+    let renew_now = maintenance.windows.open();
+    let (ca, clients_ca) = match both_cas(&pass.ctx.client, pass.kafka, renew_now).await {
         Ok(cas) => cas,
         Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message),
         Err(CertError::Kube(e)) => return Err(e.into()),
@@ -241,6 +250,7 @@ async fn secrets(pass: &mut Pass<'_>) -> Flow<Secrets> {
         ca,
         clients_ca,
         admin_tls,
+        maintenance,
     }))
 }
 
@@ -374,10 +384,14 @@ fn new_cluster_id() -> String {
 }
 
 /// The cluster CA and the clients CA of `kafka`.
-async fn both_cas(client: &kube::Client, kafka: &Kafka) -> Result<(pki::Ca, pki::Ca), CertError> {
+async fn both_cas(
+    client: &kube::Client,
+    kafka: &Kafka,
+    renew_now: bool,
+) -> Result<(pki::Ca, pki::Ca), CertError> {
     Ok((
-        pki::ca(client, kafka, CaKind::Cluster).await?,
-        pki::ca(client, kafka, CaKind::Clients).await?,
+        pki::ca(client, kafka, CaKind::Cluster, renew_now).await?,
+        pki::ca(client, kafka, CaKind::Clients, renew_now).await?,
     ))
 }
 

@@ -22,6 +22,7 @@ use crate::kafka::build::{self, Built};
 use crate::kafka::context::Context;
 use crate::kafka::external::{self, Unadvertised};
 use crate::kafka::jmx_exporter;
+use crate::kafka::maintenance;
 use crate::kafka::quorum;
 use crate::kafka::recover;
 use crate::kafka::resolve::Resolved;
@@ -264,11 +265,23 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
         metrics_rules,
         external_logging,
         now: time::OffsetDateTime::now_utc(),
+        renew_expiring: plan.maintenance.windows.open(),
     });
     let decided = match decided {
         Ok(decided) => decided,
         Err(r) => return pass.refused(r.reason, &r.message),
     };
+    let waiting: Vec<String> = [&plan.ca.postponed, &plan.clients_ca.postponed]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .chain(
+            (!decided.postponed_certs.is_empty())
+                .then(|| format!("the certificates of {}", decided.postponed_certs.join(", "))),
+        )
+        .collect();
+    pass.warnings
+        .extend(maintenance::warnings(&plan.maintenance, &waiting));
     if let Some(certs) = &decided.store_certs {
         match pki::store_node_certs(client, kafka, certs).await {
             Ok(()) => {}
