@@ -1134,7 +1134,22 @@ async fn restart_deletes_the_named_pod_once_and_refuses_what_it_must_not_touch()
     })
     .await;
 
-    // The same request again names the old UID: nothing is deleted.
+    // Once the agent's cache has the new pod (its report shows it), the same request again
+    // names the old UID: nothing is deleted.
+    let new_uid = uid(&recreated);
+    wait_agent(
+        &central,
+        "beta",
+        &agent,
+        "the recreated pod reported",
+        |r| {
+            r.podsets
+                .iter()
+                .flat_map(|p| &p.pods_status)
+                .any(|s| s.name == names[0] && s.uid == new_uid)
+        },
+    )
+    .await;
     let again = restart(names[0], uid(&before[0]), ns.name.clone()).await;
     assert_eq!(again.outcome(), RestartOutcome::Gone, "{again:?}");
     assert!(again.message.contains("already replaced"), "{again:?}");
