@@ -238,6 +238,7 @@ impl Drop for DeleteOnPanic {
         let Some(bin) = env.bin_dir.clone() else {
             return;
         };
+        keep_what_failed(&self.0, &bin, &env.clusters);
         for cluster in &env.clusters {
             eprintln!(
                 "deleting namespace {} in {} (the test failed)",
@@ -284,6 +285,59 @@ pub async fn apply(client: &Client, namespace: &str, mut object: serde_json::Val
     )
     .await
     .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
+}
+
+/// Saves, before a failed test's namespace goes, what explains the failure: every pod's log
+/// (and its previous container's, after a restart), the pods and the events, per cluster, in
+/// a directory under the system's temporary directory that is named on stderr.
+fn keep_what_failed(ns: &str, bin: &std::path::Path, clusters: &[ClusterEnv]) {
+    let dir = std::env::temp_dir().join(format!("kstretch-failed-{ns}"));
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    let kubectl = |cluster: &ClusterEnv, args: &[&str]| -> Option<Vec<u8>> {
+        std::process::Command::new(bin.join("kubectl"))
+            .arg("--kubeconfig")
+            .arg(&cluster.kubeconfig)
+            .args(["--namespace", ns, "--request-timeout", "20s"])
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| o.stdout)
+    };
+    for cluster in clusters {
+        let save = |name: String, body: Option<Vec<u8>>| {
+            if let Some(body) = body.filter(|b| !b.is_empty()) {
+                let _ = std::fs::write(dir.join(name), body);
+            }
+        };
+        let c = &cluster.name;
+        save(
+            format!("{c}-pods.txt"),
+            kubectl(cluster, &["get", "pods", "-o", "wide"]),
+        );
+        save(
+            format!("{c}-events.txt"),
+            kubectl(cluster, &["get", "events", "--sort-by", ".lastTimestamp"]),
+        );
+        let names = kubectl(cluster, &["get", "pods", "-o", "name"]).unwrap_or_default();
+        for pod in String::from_utf8_lossy(&names).lines() {
+            let short = pod.trim_start_matches("pod/");
+            save(
+                format!("{c}-{short}.log"),
+                kubectl(cluster, &["logs", pod, "--all-containers"]),
+            );
+            save(
+                format!("{c}-{short}.previous.log"),
+                kubectl(cluster, &["logs", pod, "--all-containers", "--previous"]),
+            );
+        }
+    }
+    eprintln!(
+        "the failed test's pods' logs, pods and events: {}",
+        dir.display()
+    );
 }
 
 #[cfg(test)]
