@@ -1110,13 +1110,14 @@ async fn restart_deletes_the_named_pod_once_and_refuses_what_it_must_not_touch()
         "revision reported: {reported:#?}"
     );
 
-    let restart = |name: &str, uid: String, namespace: String| {
+    let restart_with = |name: &str, uid: String, namespace: String, claims: Vec<String>| {
         let link = central.link.clone();
         let pod = PodToRestart {
             namespace,
             name: name.to_owned(),
             uid,
             reason: "e2e".into(),
+            claims,
         };
         async move {
             link.restarts
@@ -1125,6 +1126,8 @@ async fn restart_deletes_the_named_pod_once_and_refuses_what_it_must_not_touch()
                 .expect("an answer from the agent")
         }
     };
+    let restart =
+        |name: &str, uid: String, namespace: String| restart_with(name, uid, namespace, Vec::new());
 
     let result = restart(names[0], uid(&before[0]), ns.name.clone()).await;
     assert_eq!(result.outcome(), RestartOutcome::Deleted, "{result:?}");
@@ -1165,6 +1168,20 @@ async fn restart_deletes_the_named_pod_once_and_refuses_what_it_must_not_touch()
         "{foreign_ns:?}"
     );
     assert!(foreign_ns.message.contains("kube-system"), "{foreign_ns:?}");
+
+    // Claims go only with a pod its own cluster marked for new disks.
+    let unmarked = restart_with(
+        names[1],
+        uid(&before[1]),
+        ns.name.clone(),
+        vec![format!("data-{}", names[1])],
+    )
+    .await;
+    assert_eq!(unmarked.outcome(), RestartOutcome::Refused, "{unmarked:?}");
+    assert!(
+        unmarked.message.contains("strimzi.io/delete-pod-and-pvc"),
+        "{unmarked:?}"
+    );
 
     // A pod no podset owns is never deleted on central's behalf.
     let stray: Pod = serde_json::from_value(json!({

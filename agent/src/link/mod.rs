@@ -186,7 +186,14 @@ pub fn start(
             Some(list) => Scope::Namespaces(list.iter().cloned().collect()),
             None => Scope::All,
         };
-        let restarter = restart::Restarter::new(client.clone(), scope.clone(), caches.pods.clone());
+        let (snapshots_tx, snapshots_rx) = watch::channel::<Option<Arc<Snapshot>>>(None);
+        let snapshots = Arc::new(snapshots_tx);
+        let restarter = restart::Restarter::new(
+            client.clone(),
+            scope.clone(),
+            caches.pods.clone(),
+            snapshots.clone(),
+        );
         let (services, services_watch) =
             status::NodeServices::start(&client, &identity.namespaces, shutdown.clone());
         tokio::spawn(services_watch);
@@ -194,7 +201,6 @@ pub fn start(
         tokio::spawn(nodes_watch);
         let status = StatusSource::new(caches, services, nodes);
         let applier = Applier::new(client, scope.clone(), metrics.clone());
-        let (snapshots_tx, snapshots_rx) = watch::channel::<Option<Arc<Snapshot>>>(None);
         let (reports_tx, reports_rx) = watch::channel::<Option<Arc<ApplyReport>>>(None);
         let ctx = Ctx {
             url,
@@ -216,7 +222,7 @@ pub fn start(
                 image,
             },
             applier: applier.clone(),
-            snapshots: Arc::new(snapshots_tx),
+            snapshots,
             reports: reports_rx,
             status,
             restarter,

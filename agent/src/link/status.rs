@@ -72,6 +72,10 @@ pub fn report(
                             manual_rolling_update: crate::podset::plan::asks_manual_roll(
                                 p.metadata.annotations.as_ref(),
                             ),
+                            delete_pod_and_pvc: crate::podset::plan::asks_new_disks(
+                                p.metadata.annotations.as_ref(),
+                            ),
+                            terminating: p.metadata.deletion_timestamp.is_some(),
                         },
                         None => PodStatus {
                             name: name.to_owned(),

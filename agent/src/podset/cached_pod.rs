@@ -75,14 +75,18 @@ impl kube::Resource for CachedPod {
 
 impl CachedPod {
     /// Drops what was decoded but is never read, before the pod enters the cache: managed
-    /// fields, annotations other than the revision and a manual roll's, conditions other than `Ready` (and its
-    /// text, which changes on every probe), container statuses with nothing to say.
+    /// fields, annotations other than the revision, a manual roll's and a new disk's,
+    /// conditions other than `Ready` (and its text, which changes on every probe), container
+    /// statuses with nothing to say.
     pub fn trim(&mut self) {
         let meta = &mut self.metadata;
         meta.managed_fields = None;
         if let Some(annotations) = meta.annotations.as_mut() {
-            annotations
-                .retain(|key, _| key == names::REVISION || key == names::MANUAL_ROLLING_UPDATE);
+            annotations.retain(|key, _| {
+                key == names::REVISION
+                    || key == names::MANUAL_ROLLING_UPDATE
+                    || key == names::DELETE_POD_AND_PVC
+            });
             if annotations.is_empty() {
                 meta.annotations = None;
             }

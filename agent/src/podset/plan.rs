@@ -246,6 +246,14 @@ pub fn asks_manual_roll(annotations: Option<&BTreeMap<String, String>>) -> bool 
         .is_some_and(|v| v == "true")
 }
 
+/// Whether a pod's `annotations` ask for its disks to be replaced by empty ones: Strimzi's
+/// `strimzi.io/delete-pod-and-pvc: "true"`. Central decides when; the agent only reports it.
+pub fn asks_new_disks(annotations: Option<&BTreeMap<String, String>>) -> bool {
+    annotations
+        .and_then(|a| a.get(names::DELETE_POD_AND_PVC))
+        .is_some_and(|v| v == "true")
+}
+
 /// The pods to which a podset annotated for a manual rolling update hands its annotation, by
 /// name and UID: each listed pod that exists, is not going away, is not another controller's
 /// and is not marked yet. Central rolls marked pods one at a time, as safely as any roll, and

@@ -230,6 +230,7 @@ async fn restart(
         name: pod.to_owned(),
         uid,
         reason: why.to_owned(),
+        claims: Vec::new(),
     };
     match ctx.restarts.restart(alias, request, RESTART_TIMEOUT).await {
         Ok(result) if replaced(&result) => {

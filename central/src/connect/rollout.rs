@@ -57,6 +57,7 @@ pub fn next(alias: &str, desired: &BTreeMap<String, String>, seen: Seen<'_>) -> 
             .find(|p| &p.name == pod && !p.uid.is_empty())
         {
             None => not_ready.push(format!("{pod} does not exist yet")),
+            Some(p) if p.terminating => not_ready.push(format!("{pod} is being replaced")),
             Some(p) if p.revision != *revision || p.manual_rolling_update => stale.push(p),
             Some(p) if !p.ready => not_ready.push(format!("{pod} is not ready")),
             Some(_) => {}
@@ -192,6 +193,19 @@ mod tests {
                 uid: "uid-c-1".into(),
                 why: "strimzi.io/manual-rolling-update asks for it",
             }
+        );
+    }
+
+    #[test]
+    fn a_worker_being_deleted_is_waited_for_not_restarted_again() {
+        let going = PodStatus {
+            terminating: true,
+            ..pod("c-1", false, "old")
+        };
+        let s = set(vec![pod("c-0", true, "old"), going]);
+        assert_eq!(
+            next("a", &desired(), seen(&s)),
+            Step::Wait("workers starting: c-1 is being replaced".into())
         );
     }
 }

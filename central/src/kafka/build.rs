@@ -55,6 +55,8 @@ pub struct BuiltNode {
     pub roles: BTreeSet<Role>,
     /// The pod's `strimzi.io/revision`.
     pub revision: String,
+    /// Its PersistentVolumeClaims (none for ephemeral storage): what new disks replace.
+    pub claims: Vec<String>,
 }
 
 /// Everything built for one Kafka cluster.
@@ -504,6 +506,7 @@ impl NodeInputs<'_> {
             id,
             pool: pool.name.clone(),
             alias: alias.to_owned(),
+            claims: claim_names(pool, &pod_name),
             pod: pod_name,
             roles: pool.roles.clone(),
             revision,
@@ -667,6 +670,15 @@ fn certificate_secret(
         ctx.object_meta(pod, ctx.pool_labels(&pool.name)),
         files.into_iter().map(|(k, v)| (k, v.as_bytes())),
     )
+}
+
+/// The names of `pod`'s PersistentVolumeClaims.
+fn claim_names(pool: &ResolvedPool, pod: &str) -> Vec<String> {
+    pool_volumes(pool)
+        .into_iter()
+        .filter(|(storage, _)| matches!(storage, SingleVolumeStorage::PersistentClaim(_)))
+        .map(|(_, volume)| claim_name(&volume, pod))
+        .collect()
 }
 
 fn claims(ctx: &Ctx<'_>, pool: &ResolvedPool, pod: &str) -> Vec<Value> {

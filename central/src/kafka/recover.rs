@@ -314,6 +314,7 @@ async fn restart(ctx: &Context, kafka: &Kafka, rec: &QuorumRecoveryStatus, uid: 
         name: rec.pod.clone(),
         uid: uid.to_owned(),
         reason: "rebuilding the controller quorum from this node".to_owned(),
+        claims: Vec::new(),
     };
     if let Err(e) = ctx
         .restarts
@@ -809,9 +810,12 @@ mod tests {
                 ready: false,
                 revision: "r".into(),
                 manual: false,
+                new_disks: false,
+                terminating: false,
             }),
             connected,
             applied,
+            claims: Vec::new(),
         }
     }
 

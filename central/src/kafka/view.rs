@@ -12,9 +12,16 @@ use kstretch_kadmin::{
 
 use super::checks::KafkaAccess;
 
-/// One partition as the roll check needs it: `(name, replication factor, ISR,
-/// min.insync.replicas)`, for [`super::roll::partitions_blocking_restart`].
-pub type PartitionIsr = (String, usize, Vec<i32>, usize);
+/// One partition as the roll checks need it (see [`super::roll::pick`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionIsr {
+    /// `<topic>-<index>`.
+    pub name: String,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// The topic's `min.insync.replicas`.
+    pub min_isr: usize,
+}
 
 /// Which parts of Kafka's state a pass reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -145,13 +152,11 @@ impl KafkaView {
             .iter()
             .flat_map(|t| {
                 let min_isr = min_isr.get(&t.name).copied().unwrap_or(1);
-                t.partitions.iter().map(move |p| {
-                    (
-                        format!("{}-{}", t.name, p.index),
-                        p.replicas.len(),
-                        p.isr.clone(),
-                        min_isr,
-                    )
+                t.partitions.iter().map(move |p| PartitionIsr {
+                    name: format!("{}-{}", t.name, p.index),
+                    replicas: p.replicas.clone(),
+                    isr: p.isr.clone(),
+                    min_isr,
                 })
             })
             .collect())

@@ -64,6 +64,9 @@ pub enum Reason {
     /// A roll waits: it would take partitions below `min.insync.replicas` or the quorum below
     /// a majority.
     RollingUpdateBlocked,
+    /// A pod asks for new disks (`strimzi.io/delete-pod-and-pvc`) and holds the only in-sync
+    /// copy of partitions.
+    NewDisksHeldBack,
     /// An agent could not apply some of the objects.
     ApplyFailed,
     /// Certificate renewals wait for a maintenance window.
@@ -99,6 +102,7 @@ impl Reason {
             Reason::UnregistrationPending => "UnregistrationPending",
             Reason::UnregistrationFailed => "UnregistrationFailed",
             Reason::RollingUpdateBlocked => "RollingUpdateBlocked",
+            Reason::NewDisksHeldBack => "NewDisksHeldBack",
             Reason::ApplyFailed => "ApplyFailed",
             Reason::CertificateRenewalPostponed => "CertificateRenewalPostponed",
             Reason::InvalidMaintenanceTimeWindows => "InvalidMaintenanceTimeWindows",
@@ -110,7 +114,7 @@ impl Reason {
     pub const fn recheck(self) -> Option<Duration> {
         match self {
             Reason::PoolMoving => Some(MOVE_RECHECK),
-            Reason::ScaleDownBlocked => Some(BLOCKED_RECHECK),
+            Reason::ScaleDownBlocked | Reason::NewDisksHeldBack => Some(BLOCKED_RECHECK),
             Reason::CertificateRenewalPostponed => Some(WINDOW_RECHECK),
             _ => None,
         }

@@ -38,6 +38,8 @@ pub struct PodToRestart {
     pub name: String,
     pub uid: String,
     pub reason: String,
+    /// Claims deleted with the pod (new, empty disks); empty for a restart.
+    pub claims: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -106,6 +108,7 @@ impl Restarts {
             name: pod.name,
             uid: pod.uid,
             reason: pod.reason,
+            claims: pod.claims,
         };
         if outbox.send(request).await.is_err() {
             self.lock().pending.remove(&id);
@@ -150,6 +153,7 @@ mod tests {
             name: "c-b-1".into(),
             uid: "u".into(),
             reason: "revision changed".into(),
+            claims: Vec::new(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! A Kafka on real pods outlives central: rolls, upgrades, manual rolling updates, restarts and
-//! central's absence lose no acknowledged record, and a deleted pod or killed process keeps its
-//! data.
+//! central's absence lose no acknowledged record, a deleted pod or killed process keeps its
+//! data, and a node given new disks comes back empty and refills.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,9 +8,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kstretch_api::{Kafka, StrimziPodSet, names};
 use kstretch_tests::TestEnv;
-use kstretch_tests::clients::{full_isr, no_loss, wait_for_acks};
+use kstretch_tests::clients::{full_isr, no_loss, placed_topic, wait_for_acks};
 use kstretch_tests::kafka::{
-    consume, create_topic, finalized_by_kafkas_tool, kraft_version_by_kafkas_tool, produce,
+    admin, consume, create_topic, finalized_by_kafkas_tool, kraft_version_by_kafkas_tool, produce,
+    produce_with_acks,
 };
 use kstretch_tests::live::{
     ONE_AT_A_TIME, START_TIMEOUT, all_brokers, claim_dir, kafka, live_kafka_of, persistent,
@@ -83,6 +84,7 @@ async fn a_kafka_outlives_central_rolls_and_restarts_without_losing_an_acknowled
     upgraded_and_not_downgraded(&stretch, &bootstrap, &load).await;
     manual_rolling_updates_restart_the_marked_pods_only(&mut stretch).await;
     a_deleted_pod_and_a_killed_process_keep_their_data(&stretch, &bootstrap).await;
+    new_disks_replace_a_broken_one_when_no_record_goes_with_it(&stretch, &bootstrap).await;
     let acked = load.acked();
     wait_for_acks(&load, acked + 50).await;
     no_loss(load, &bootstrap, "rolled").await;
@@ -354,4 +356,103 @@ async fn a_deleted_pod_and_a_killed_process_keep_their_data(stretch: &Stretch, b
         .await
         .unwrap();
     assert_eq!(read, records);
+}
+
+/// Strimzi's `strimzi.io/delete-pod-and-pvc` on beta's node (a combined node, a voter), under
+/// the producer. Refused while the node holds the only in-sync copy of a partition: a
+/// NewDisksHeldBack warning names it, pod and claim stay, the annotation too. With that topic
+/// deleted, the pod and its claim are replaced: the node comes back empty with the same ID,
+/// refills every partition it held (in its new directory) and is a voter again on its new
+/// metadata directory, as Kafka's own tool reads the quorum.
+async fn new_disks_replace_a_broken_one_when_no_record_goes_with_it(
+    stretch: &Stretch,
+    bootstrap: &str,
+) {
+    let kafkas: Api<Kafka> = stretch.api(ALPHA);
+    let k = kafkas.get("live").await.unwrap();
+    let voters = shown_quorum_is_kafkas(stretch, &k, None).await;
+    placed_topic(bootstrap, "solo", &[&[2]]).await;
+    let solo: Vec<(String, String)> = (0..10)
+        .map(|i| (format!("s{i}"), format!("solo {i}")))
+        .collect();
+    produce_with_acks(bootstrap, "solo", &solo, "1").await;
+    let before = pod_states(stretch).await;
+    let (claim_uid, dir) = claim_dir(stretch, BETA, "live-b-2").await;
+    let pods: Api<Pod> = stretch.api(BETA);
+    let mark = json!({"metadata": {"annotations": {names::DELETE_POD_AND_PVC: "true"}}});
+    pods.patch("live-b-2", &PatchParams::default(), &Patch::Merge(&mark))
+        .await
+        .unwrap();
+    let k = stretch
+        .wait_in_alpha("live", "new disks held back", START_TIMEOUT, |k| {
+            warning(k, "NewDisksHeldBack").is_some()
+        })
+        .await;
+    let held = warning(&k, "NewDisksHeldBack").unwrap();
+    assert!(
+        held.contains("live-b-2 (solo-0 (replicas [2], ISR [2]))"),
+        "{held}"
+    );
+    assert!(held.contains(names::SKIP_BROKER_SCALEDOWN_CHECK), "{held}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        pod_states(stretch).await["live-b-2"].0,
+        before["live-b-2"].0
+    );
+    assert_eq!(claim_dir(stretch, BETA, "live-b-2").await.0, claim_uid);
+    let pod = pods.get("live-b-2").await.unwrap();
+    assert_eq!(
+        pod.annotations()
+            .get(names::DELETE_POD_AND_PVC)
+            .map(String::as_str),
+        Some("true"),
+        "the annotation is kept while the new disks wait"
+    );
+
+    let deleted = admin(bootstrap)
+        .delete_topics(&["solo"], &rdkafka::admin::AdminOptions::new())
+        .await
+        .unwrap();
+    assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
+    wait_for("live-b-2 back on new disks", START_TIMEOUT, || async {
+        let now = pod_states(stretch).await;
+        let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> = stretch.api(BETA);
+        let claim = claims.get_opt("data-live-b-2").await.unwrap();
+        let claim_now = claim.as_ref().and_then(|c| c.metadata.uid.clone());
+        match now.get("live-b-2") {
+            Some((uid, _, true))
+                if *uid != before["live-b-2"].0
+                    && claim_now.as_ref().is_some_and(|c| *c != claim_uid) =>
+            {
+                Seen::Done(())
+            }
+            other => Seen::NotYet(format!("pod {other:?}, claim {claim_now:?}")),
+        }
+    })
+    .await;
+    full_isr(bootstrap, "rolled").await;
+    full_isr(bootstrap, "kept").await;
+    let (_, new_dir) = claim_dir(stretch, BETA, "live-b-2").await;
+    assert_ne!(new_dir, dir, "a new volume");
+    assert!(
+        segment(&new_dir, 2, "kept").1 > 0,
+        "kept-0 refilled on the new disk"
+    );
+    let k = stretch
+        .wait_in_alpha("live", "Ready on the new disks", START_TIMEOUT, is_ready)
+        .await;
+    let after = shown_quorum_is_kafkas(stretch, &k, Some((2, &voters[&2]))).await;
+    assert_ne!(
+        after[&2], voters[&2],
+        "voter 2 votes from its new metadata directory"
+    );
+    assert!(
+        !pods
+            .get("live-b-2")
+            .await
+            .unwrap()
+            .annotations()
+            .contains_key(names::DELETE_POD_AND_PVC),
+        "the new pod carries no annotation"
+    );
 }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use kstretch_api::Kafka;
+use kstretch_api::{Kafka, names};
 use kstretch_core::kraft::{self, REPLICATION_LISTENER};
 use kube::ResourceExt;
 
@@ -105,11 +105,15 @@ pub(super) async fn advance(
     let quorum_busy = quorum_step(pass, plan, built, &views, &view, now_ms).await?;
     let quorum_unsettled = kafka_steps::quorum_unsettled(quorum_busy.as_deref(), &view, now_ms);
     let step = roll::next(&views, quorum_busy.as_deref());
-    let rolled = match kafka_steps::roll_step(&step, &views, &view) {
+    let lose_only_copies = kafka
+        .annotations()
+        .get(names::SKIP_BROKER_SCALEDOWN_CHECK)
+        .is_some_and(|v| v == "true");
+    let rolled = match kafka_steps::roll_step(&step, &views, &view, lose_only_copies) {
         RollStep::Nothing => None,
         RollStep::Restart(node) => Some(restart(ctx, kafka, &namespace, node).await),
-        RollStep::HeldBack(warning) => {
-            pass.warnings.extend(warning);
+        RollStep::HeldBack(warnings) => {
+            pass.warnings.extend(warnings);
             Some(RollStep::HELD_BACK.to_owned())
         }
     };
@@ -273,6 +277,7 @@ async fn restart(ctx: &Context, kafka: &Kafka, namespace: &str, node: &NodeView)
         name: node.pod.clone(),
         uid: reported.uid.clone(),
         reason: node.roll_reason().to_owned(),
+        claims: node.claims_to_replace(),
     };
     match ctx
         .restarts

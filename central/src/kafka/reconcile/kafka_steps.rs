@@ -10,7 +10,7 @@ use kstretch_core::versions::Target;
 
 use crate::kafka::build::Built;
 use crate::kafka::quorum::{self, Planned};
-use crate::kafka::roll::{self, NodeView, Pick, Reported, Step};
+use crate::kafka::roll::{self, HeldWhy, NodeView, Pick, Reported, Step};
 use crate::kafka::version;
 use crate::kafka::view::{KafkaView, Unread, Wanted};
 use crate::kafka::warning::{Reason, Warning};
@@ -44,6 +44,8 @@ pub(super) fn node_views(
                     ready: p.ready,
                     revision: p.revision.clone(),
                     manual: p.manual_rolling_update,
+                    new_disks: p.delete_pod_and_pvc,
+                    terminating: p.terminating,
                 });
             NodeView {
                 id: n.id,
@@ -54,6 +56,7 @@ pub(super) fn node_views(
                 reported,
                 connected: connected.contains(&n.alias),
                 applied: applied.contains(&n.alias),
+                claims: n.claims.clone(),
             }
         })
         .collect()
@@ -149,19 +152,23 @@ pub(super) enum RollStep<'a> {
     Nothing,
     /// Restart this pod.
     Restart(&'a NodeView),
-    /// Stale pods wait until one can be restarted safely (a warning names what holds them).
-    HeldBack(Option<Warning>),
+    /// Stale pods wait until one can be restarted safely (warnings name what holds them).
+    HeldBack(Vec<Warning>),
 }
 
 impl RollStep<'_> {
     /// What the `Ready` condition says of a roll that waits.
-    pub(super) const HELD_BACK: &'static str =
-        "pods run an outdated revision; waiting until one can be restarted safely";
+    pub(super) const HELD_BACK: &'static str = "pods wait to restart (an outdated revision, a manual rolling update or new disks) until one can be restarted safely";
 }
 
 /// The first of a restart step's candidates that is safe to restart, checked against the
-/// partitions `view` read.
-pub(super) fn roll_step<'a>(step: &Step, views: &'a [NodeView], view: &KafkaView) -> RollStep<'a> {
+/// partitions `view` read. `lose_only_copies`: see [`roll::pick`].
+pub(super) fn roll_step<'a>(
+    step: &Step,
+    views: &'a [NodeView],
+    view: &KafkaView,
+    lose_only_copies: bool,
+) -> RollStep<'a> {
     let Step::Restart(candidates) = step else {
         return RollStep::Nothing;
     };
@@ -175,18 +182,43 @@ pub(super) fn roll_step<'a>(step: &Step, views: &'a [NodeView], view: &KafkaView
     let partitions = partitions
         .as_ref()
         .map(|p| p.as_deref().map_err(String::as_str));
-    match roll::pick(candidates, views, partitions) {
+    match roll::pick(candidates, views, partitions, lose_only_copies) {
         Pick::Restart(node) if node.reported.is_some() => RollStep::Restart(node),
         Pick::Restart(_) => RollStep::Nothing,
-        Pick::HeldBack(held_back) => RollStep::HeldBack((!held_back.is_empty()).then(|| {
-            Warning::new(
-                Reason::RollingUpdateBlocked,
-                format!(
-                    "pods waiting to roll would take partitions below min.insync.replicas: {}",
-                    held_back.join("; ")
-                ),
-            )
-        })),
+        Pick::HeldBack(held_back) => {
+            let (mut min_isr, mut only_copy) = (Vec::new(), Vec::new());
+            for held in held_back {
+                match held.why {
+                    HeldWhy::MinIsr(parts) => {
+                        min_isr.push(format!("{} ({})", held.pod, parts.join(", ")));
+                    }
+                    HeldWhy::OnlyCopy(parts) => {
+                        only_copy.push(format!("{} ({})", held.pod, parts.join(", ")));
+                    }
+                }
+            }
+            let mut warnings = Vec::new();
+            if !only_copy.is_empty() {
+                warnings.push(Warning::new(
+                    Reason::NewDisksHeldBack,
+                    format!(
+                        "pods asking for new disks (strimzi.io/delete-pod-and-pvc) hold the only in-sync copy of partitions, whose records would be lost: {}. They get new disks once another replica is in sync; to accept the loss, annotate the Kafka with {}: \"true\"",
+                        only_copy.join("; "),
+                        names::SKIP_BROKER_SCALEDOWN_CHECK
+                    ),
+                ));
+            }
+            if !min_isr.is_empty() {
+                warnings.push(Warning::new(
+                    Reason::RollingUpdateBlocked,
+                    format!(
+                        "pods waiting to roll would take partitions below min.insync.replicas: {}",
+                        min_isr.join("; ")
+                    ),
+                ));
+            }
+            RollStep::HeldBack(warnings)
+        }
     }
 }
 
@@ -464,9 +496,12 @@ mod tests {
                 ready,
                 revision: revision.into(),
                 manual: false,
+                new_disks: false,
+                terminating: false,
             }),
             connected: true,
             applied: true,
+            claims: vec![format!("data-k-p-{id}")],
         }
     }
 
@@ -676,7 +711,10 @@ mod tests {
             min_isr: Ok(BTreeMap::from([("t".to_owned(), 2)])),
             ..nothing_read()
         };
-        let RollStep::HeldBack(Some(warning)) = roll_step(&step, &views, &at_minimum) else {
+        let RollStep::HeldBack(warnings) = roll_step(&step, &views, &at_minimum, false) else {
+            panic!("held back");
+        };
+        let [warning] = &warnings[..] else {
             panic!("held back");
         };
         assert_eq!(warning.reason, Reason::RollingUpdateBlocked);
@@ -693,22 +731,62 @@ mod tests {
             ..nothing_read()
         };
         assert_eq!(
-            roll_step(&step, &views, &in_sync),
+            roll_step(&step, &views, &in_sync, false),
             RollStep::Restart(&views[0])
         );
         // Kafka not answering holds every broker that is up, and says why.
         let unreachable = KafkaView::unread(Some("k:9091"), Unread::Unreachable("refused".into()));
-        let RollStep::HeldBack(Some(warning)) = roll_step(&step, &views, &unreachable) else {
+        let RollStep::HeldBack(warnings) = roll_step(&step, &views, &unreachable, false) else {
+            panic!("held back");
+        };
+        let [warning] = &warnings[..] else {
             panic!("held back");
         };
         assert!(warning.message.contains("cannot reach Kafka: refused"));
         // A broker that is down anyway needs no partitions.
         let down = [node(1, B, "old", false)];
         assert_eq!(
-            roll_step(&step, &down, &unreachable),
+            roll_step(&step, &down, &unreachable, false),
             RollStep::Restart(&down[0])
         );
-        assert_eq!(roll_step(&Step::Done, &views, &in_sync), RollStep::Nothing);
+        assert_eq!(
+            roll_step(&Step::Done, &views, &in_sync, false),
+            RollStep::Nothing
+        );
+    }
+
+    #[test]
+    fn new_disks_wait_naming_the_only_copies_and_how_to_accept_their_loss() {
+        let mut asking = node(1, B, "new", true);
+        asking.reported.as_mut().unwrap().new_disks = true;
+        let views = [asking, node(2, B, "new", true)];
+        let step = roll::next(&views, None);
+        assert_eq!(step, Step::Restart(vec![1]));
+        let only_here = KafkaView {
+            topics: Ok(vec![topic("solo", &[(&[1], &[1])])]),
+            min_isr: Ok(BTreeMap::from([("solo".to_owned(), 1)])),
+            ..nothing_read()
+        };
+        let RollStep::HeldBack(warnings) = roll_step(&step, &views, &only_here, false) else {
+            panic!("held back");
+        };
+        let [warning] = &warnings[..] else {
+            panic!("{warnings:?}");
+        };
+        assert_eq!(warning.reason, Reason::NewDisksHeldBack);
+        assert!(
+            warning
+                .message
+                .contains("k-p-1 (solo-0 (replicas [1], ISR [1]))")
+                && warning.message.contains(names::SKIP_BROKER_SCALEDOWN_CHECK),
+            "{}",
+            warning.message
+        );
+        assert_eq!(
+            roll_step(&step, &views, &only_here, true),
+            RollStep::Restart(&views[0])
+        );
+        assert_eq!(views[0].claims_to_replace(), vec!["data-k-p-1".to_owned()]);
     }
 
     #[test]
