@@ -81,7 +81,14 @@ pub const CONNECTOR_OFFSETS_ALTER: &str = "alter";
 pub const CONNECTOR_OFFSETS_RESET: &str = "reset";
 /// Key of the offsets document in the ConfigMaps used by the offsets operations.
 pub const CONNECTOR_OFFSETS_CONFIG_MAP_KEY: &str = "offsets.json";
-/// `KafkaConnector` annotation: restart the connector once.
+/// `KafkaConnector` annotation: restart the connector once: `"true"`, or `includeTasks`
+/// and/or `onlyFailed` (comma-separated) for Connect's restart options.
+pub const RESTART: &str = "strimzi.io/restart";
+/// Value of [`RESTART`]: restart the tasks too.
+pub const RESTART_INCLUDE_TASKS: &str = "includeTasks";
+/// Value of [`RESTART`]: restart only what has failed.
+pub const RESTART_ONLY_FAILED: &str = "onlyFailed";
+/// `KafkaMirrorMaker2` annotation: restart the named connector once.
 pub const RESTART_CONNECTOR: &str = "strimzi.io/restart-connector";
 /// `KafkaConnector` annotation: restart the task with the given ID once.
 pub const RESTART_TASK: &str = "strimzi.io/restart-task";

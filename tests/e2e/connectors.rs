@@ -13,6 +13,7 @@ use std::time::Duration;
 use kstretch_tests::TestEnv;
 use kstretch_tests::connect::{connector_get, connector_state};
 use kstretch_tests::connectors::{ConnectorOperator, reported_state, unique, warning};
+use kstretch_tests::events::{note, wait_event};
 use kstretch_tests::wait::{Seen, wait_for};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -475,6 +476,106 @@ async fn failed_tasks_are_restarted_automatically_with_backoff() {
     assert_eq!(
         kc.status.unwrap().auto_restart.and_then(|a| a.count),
         Some(1)
+    );
+    op.finish().await;
+}
+
+/// Strimzi's restart annotations on a `KafkaConnector`. A sink task fails on a directory that
+/// does not exist, and Connect never retries it; once the directory exists, only a restart
+/// brings it back. Malformed values are warnings naming them and restart nothing;
+/// `strimzi.io/restart-task: "0"` restarts that task, `strimzi.io/restart: includeTasks,onlyFailed`
+/// the connector and its failed task; each annotation goes once Connect took the restart, with
+/// an Event.
+#[tokio::test]
+async fn restart_annotations_restart_the_connector_or_one_task_once() {
+    let op = ConnectorOperator::start("ctr-restart-anno").await;
+    let topic = unique("ctr-restart-anno");
+    create_topic(&topic).await;
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(op.connectors().into_client(), op.ns());
+    let sink = |file: &std::path::Path| json!({"class": SINK, "tasksMax": 1, "config": {"file": file.to_str().unwrap(), "topics": topic}});
+    let missing_dir = || std::env::temp_dir().join(unique("kstretch-restart-dir"));
+
+    let task_dir = missing_dir();
+    let by_task = unique("sink-restart-task");
+    op.apply_connector(&by_task, sink(&task_dir.join("out.txt")), json!({}))
+        .await;
+    op.wait_not_ready(&by_task, "TasksFailed").await;
+    op.annotate(&by_task, "strimzi.io/restart", Some("true,includeTasks"))
+        .await;
+    op.annotate(&by_task, "strimzi.io/restart-task", Some("first"))
+        .await;
+    op.wait_warning(&by_task, "RestartConnector", "\"true,includeTasks\"")
+        .await;
+    let kc = op
+        .wait_warning(&by_task, "RestartConnectorTask", "\"first\"")
+        .await;
+    assert!(
+        kc.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key("strimzi.io/restart-task"),
+        "a malformed request stays for the user to fix"
+    );
+    op.annotate(&by_task, "strimzi.io/restart", None).await;
+    std::fs::create_dir_all(&task_dir).unwrap();
+    op.annotate(&by_task, "strimzi.io/restart-task", Some("0"))
+        .await;
+    let kc = op.wait_ready(&by_task).await;
+    assert!(warning(&kc, "RestartConnectorTask").is_none());
+    op.wait_connector(&by_task, "the restart-task annotation gone", |kc| {
+        !kc.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("strimzi.io/restart-task"))
+    })
+    .await;
+    wait_event(
+        &events,
+        "KafkaConnector",
+        &by_task,
+        "ConnectorTaskRestarted",
+        Duration::from_secs(30),
+    )
+    .await;
+
+    let connector_dir = missing_dir();
+    let by_connector = unique("sink-restart");
+    op.apply_connector(
+        &by_connector,
+        sink(&connector_dir.join("out.txt")),
+        json!({}),
+    )
+    .await;
+    op.wait_not_ready(&by_connector, "TasksFailed").await;
+    std::fs::create_dir_all(&connector_dir).unwrap();
+    op.annotate(
+        &by_connector,
+        "strimzi.io/restart",
+        Some("includeTasks,onlyFailed"),
+    )
+    .await;
+    op.wait_ready(&by_connector).await;
+    op.wait_connector(&by_connector, "the restart annotation gone", |kc| {
+        !kc.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("strimzi.io/restart"))
+    })
+    .await;
+    let restarted = wait_event(
+        &events,
+        "KafkaConnector",
+        &by_connector,
+        "ConnectorRestarted",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        note(&restarted).contains("includeTasks=true, onlyFailed=true"),
+        "{}",
+        note(&restarted)
     );
     op.finish().await;
 }

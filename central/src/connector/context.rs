@@ -31,6 +31,8 @@ pub struct Context {
     /// Shared by every Connect cluster's client (one connection pool).
     pub http: reqwest::Client,
     pub metrics: ConnectorMetrics,
+    /// Events on the `KafkaConnector` for what it asked for (restarts).
+    pub events: kstretch_runtime::events::Events,
     pub resync: Duration,
     /// Per connector, the delay before retrying a transient failure.
     retries: Backoff<(String, String)>,
@@ -50,6 +52,7 @@ impl std::fmt::Debug for Context {
 impl Context {
     pub fn new(client: Client, metrics: ConnectorMetrics, args: &ConnectorArgs) -> Self {
         Self {
+            events: kstretch_runtime::events::Events::new(client.clone(), "kstretch-central"),
             client,
             http: rest::ConnectClient::http_client(),
             metrics,

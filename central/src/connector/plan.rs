@@ -366,6 +366,66 @@ pub fn offsets_op(annotation: Option<&str>) -> Result<Option<OffsetsOp>, String>
     }
 }
 
+/// A restart the user asked for with `strimzi.io/restart` (Connect's options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartRequest {
+    pub include_tasks: bool,
+    pub only_failed: bool,
+}
+
+/// Reads `strimzi.io/restart` as Strimzi does: unset, blank or containing `false` asks for
+/// nothing; `true` restarts the connector; `includeTasks` and/or `onlyFailed` (comma-separated,
+/// any case) pass Connect's options. `Err` is the warning of a value that mixes `true` with
+/// options or names anything else; the annotation then stays and nothing restarts.
+pub fn restart_request(annotation: Option<&str>) -> Result<Option<RestartRequest>, String> {
+    let Some(value) = annotation.filter(|v| !v.trim().is_empty() && !v.contains("false")) else {
+        return Ok(None);
+    };
+    let mut request = RestartRequest {
+        include_tasks: false,
+        only_failed: false,
+    };
+    let (mut flag, mut options) = (false, false);
+    for part in value.split(',').map(str::trim) {
+        if part.eq_ignore_ascii_case("true") {
+            flag = true;
+        } else if part.eq_ignore_ascii_case(names::RESTART_INCLUDE_TASKS) {
+            (options, request.include_tasks) = (true, true);
+        } else if part.eq_ignore_ascii_case(names::RESTART_ONLY_FAILED) {
+            (options, request.only_failed) = (true, true);
+        } else {
+            return Err(invalid_restart(value));
+        }
+    }
+    if flag && options {
+        return Err(invalid_restart(value));
+    }
+    Ok(Some(request))
+}
+
+fn invalid_restart(value: &str) -> String {
+    format!(
+        "Invalid annotation format: {} is {value:?}; use \"true\", or {} and/or {} separated by a comma",
+        names::RESTART,
+        names::RESTART_INCLUDE_TASKS,
+        names::RESTART_ONLY_FAILED
+    )
+}
+
+/// Reads `strimzi.io/restart-task`: the ID of the task to restart once. `Err` is the warning
+/// of a value that is not a task ID; the annotation then stays.
+pub fn restart_task(annotation: Option<&str>) -> Result<Option<u32>, String> {
+    match annotation.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(id) => id.parse::<u32>().map(Some).map_err(|_| {
+            format!(
+                "Invalid annotation format: {} is {id:?}; use the ID of the task to restart, e.g. \"0\"",
+                names::RESTART_TASK
+            )
+        }),
+    }
+}
+
 /// Warning when the property an operation needs is missing (Strimzi's message).
 pub fn missing_property_message(op: OffsetsOp) -> String {
     let (verb, property) = match op {
@@ -906,5 +966,39 @@ mod tests {
         );
         assert_eq!(tasks_max(&spec(json!({})), Some(&status)), Some(2));
         assert_eq!(tasks_max(&spec(json!({})), None), None);
+    }
+
+    #[test]
+    fn restart_annotations_read_as_strimzi_reads_them() {
+        let asks = |include_tasks, only_failed| {
+            Ok(Some(RestartRequest {
+                include_tasks,
+                only_failed,
+            }))
+        };
+        assert_eq!(restart_request(None), Ok(None));
+        assert_eq!(restart_request(Some(" ")), Ok(None));
+        assert_eq!(restart_request(Some("false")), Ok(None));
+        assert_eq!(restart_request(Some("true")), asks(false, false));
+        assert_eq!(restart_request(Some("includeTasks")), asks(true, false));
+        assert_eq!(restart_request(Some("onlyfailed")), asks(false, true));
+        assert_eq!(
+            restart_request(Some("includeTasks, onlyFailed")),
+            asks(true, true)
+        );
+        for bad in ["true,includeTasks", "includeTasks,wrongArg", "yes"] {
+            let err = restart_request(Some(bad)).unwrap_err();
+            assert!(
+                err.contains(bad) && err.contains("strimzi.io/restart"),
+                "{err}"
+            );
+        }
+        assert_eq!(restart_task(None), Ok(None));
+        assert_eq!(restart_task(Some("2")), Ok(Some(2)));
+        let err = restart_task(Some("-1")).unwrap_err();
+        assert!(
+            err.contains("strimzi.io/restart-task") && err.contains("\"-1\""),
+            "{err}"
+        );
     }
 }

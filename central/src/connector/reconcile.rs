@@ -260,6 +260,7 @@ async fn sync(
         }
         Err(message) => warnings.push(Warning::new(Reason::ManageOffsets, message)),
     }
+    warnings.extend(restarts_asked(ctx, kc, client).await?);
 
     let mut status = status_with_backoff(client, &name).await?;
     let previous = ctx.previous_restart(kc);
@@ -551,9 +552,90 @@ async fn remove_finalizer(ctx: &Context, kc: &KafkaConnector) -> Result<(), kube
     crate::finalizer::remove(&api::<KafkaConnector>(ctx, kc), kc, FINALIZER).await
 }
 
+/// Carries out `strimzi.io/restart` and `strimzi.io/restart-task`, each once: the annotation
+/// goes once Connect took the restart. A malformed value or a failed restart is a warning and
+/// the annotation stays (a failed restart is tried again at the next reconciliation).
+async fn restarts_asked(
+    ctx: &Context,
+    kc: &KafkaConnector,
+    client: &ConnectClient,
+) -> Result<Vec<Warning>, kube::Error> {
+    let name = kc.name_any();
+    let annotation = |key: &str| kc.annotations().get(key).map(String::as_str);
+    let mut warnings = Vec::new();
+    match plan::restart_request(annotation(names::RESTART)) {
+        Ok(None) => {}
+        Ok(Some(r)) => {
+            tracing::info!(
+                include_tasks = r.include_tasks,
+                only_failed = r.only_failed,
+                "restarting connector on request"
+            );
+            match client.restart(&name, r.include_tasks, r.only_failed).await {
+                Ok(()) => {
+                    remove_annotation(ctx, kc, names::RESTART).await?;
+                    ctx.events.about(
+                        kc,
+                        false,
+                        "ConnectorRestarted",
+                        "Restart",
+                        format!(
+                            "restarted connector {name} (includeTasks={}, onlyFailed={}) as {} asked",
+                            r.include_tasks,
+                            r.only_failed,
+                            names::RESTART
+                        ),
+                    );
+                }
+                Err(e) => warnings.push(Warning::new(
+                    Reason::RestartConnector,
+                    format!("Failed to restart connector {name}. {e}"),
+                )),
+            }
+        }
+        Err(message) => warnings.push(Warning::new(Reason::RestartConnector, message)),
+    }
+    match plan::restart_task(annotation(names::RESTART_TASK)) {
+        Ok(None) => {}
+        Ok(Some(task)) => {
+            tracing::info!(task, "restarting connector task on request");
+            match client.restart_task(&name, task).await {
+                Ok(()) => {
+                    remove_annotation(ctx, kc, names::RESTART_TASK).await?;
+                    ctx.events.about(
+                        kc,
+                        false,
+                        "ConnectorTaskRestarted",
+                        "Restart",
+                        format!(
+                            "restarted task {task} of connector {name} as {} asked",
+                            names::RESTART_TASK
+                        ),
+                    );
+                }
+                Err(e) => warnings.push(Warning::new(
+                    Reason::RestartConnectorTask,
+                    format!("Failed to restart connector task {name}:{task}. {e}"),
+                )),
+            }
+        }
+        Err(message) => warnings.push(Warning::new(Reason::RestartConnectorTask, message)),
+    }
+    Ok(warnings)
+}
+
 /// Success removes `strimzi.io/connector-offsets`, so the operation runs once per request.
 async fn remove_offsets_annotation(ctx: &Context, kc: &KafkaConnector) -> Result<(), kube::Error> {
-    let patch = json!({"metadata": {"annotations": {names::CONNECTOR_OFFSETS: null}}});
+    remove_annotation(ctx, kc, names::CONNECTOR_OFFSETS).await
+}
+
+/// Removes the request annotation `key`, so that what it asked for runs once.
+async fn remove_annotation(
+    ctx: &Context,
+    kc: &KafkaConnector,
+    key: &str,
+) -> Result<(), kube::Error> {
+    let patch = json!({"metadata": {"annotations": {key: null}}});
     api::<KafkaConnector>(ctx, kc)
         .patch(
             &kc.name_any(),

@@ -290,6 +290,14 @@ impl ConnectClient {
             .map(drop)
     }
 
+    /// `POST /connectors/{name}/tasks/{task}/restart`.
+    pub async fn restart_task(&self, name: &str, task: u32) -> Result<(), RestError> {
+        let path = format!("/connectors/{}/tasks/{task}/restart", enc(name));
+        self.call("restart task", Method::POST, &path, None)
+            .await
+            .map(drop)
+    }
+
     /// `DELETE /connectors/{name}`; a connector already gone is fine.
     pub async fn delete(&self, name: &str) -> Result<(), RestError> {
         let path = format!("/connectors/{}", enc(name));

@@ -14,6 +14,10 @@ pub enum Reason {
     ResetOffsets,
     /// The offsets annotation names no operation kstretch knows.
     ManageOffsets,
+    /// `strimzi.io/restart` is malformed, or the restart failed.
+    RestartConnector,
+    /// `strimzi.io/restart-task` is malformed, or the task's restart failed.
+    RestartConnectorTask,
 }
 
 impl crate::status::Reason for Reason {
@@ -24,6 +28,8 @@ impl crate::status::Reason for Reason {
             Reason::AlterOffsets => "AlterOffsets",
             Reason::ResetOffsets => "ResetOffsets",
             Reason::ManageOffsets => "ManageOffsets",
+            Reason::RestartConnector => "RestartConnector",
+            Reason::RestartConnectorTask => "RestartConnectorTask",
         }
     }
 }
