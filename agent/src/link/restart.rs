@@ -151,7 +151,7 @@ impl Restarter {
         let (outcome, message) = match decide(&request, &self.scope, cached.as_deref()) {
             Decision::Refuse(refusal) => (RestartOutcome::Refused, refusal.to_string()),
             Decision::Gone(why) => (RestartOutcome::Gone, why),
-            Decision::Delete if request.claims.is_empty() => self.delete(&request).await,
+            Decision::Delete if request.claims.is_empty() => self.delete_pod(&request, false).await,
             Decision::Delete => self.delete_with_claims(&request).await,
         };
         match outcome {
@@ -169,10 +169,6 @@ impl Restarter {
             outcome: outcome.into(),
             message,
         }
-    }
-
-    async fn delete(&self, request: &RestartPod) -> (RestartOutcome, String) {
-        self.delete_pod(request, false).await
     }
 
     /// Deletes the pod with the UID precondition (`dry_run`: only checks that it would).

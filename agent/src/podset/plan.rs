@@ -241,16 +241,19 @@ impl ObservedPod {
 /// Whether `annotations` (a podset's or a pod's) ask for a manual rolling update: Strimzi's
 /// `strimzi.io/manual-rolling-update: "true"`.
 pub fn asks_manual_roll(annotations: Option<&BTreeMap<String, String>>) -> bool {
-    annotations
-        .and_then(|a| a.get(names::MANUAL_ROLLING_UPDATE))
-        .is_some_and(|v| v == "true")
+    is_true(annotations, names::MANUAL_ROLLING_UPDATE)
 }
 
 /// Whether a pod's `annotations` ask for its disks to be replaced by empty ones: Strimzi's
 /// `strimzi.io/delete-pod-and-pvc: "true"`. Central decides when; the agent only reports it.
 pub fn asks_new_disks(annotations: Option<&BTreeMap<String, String>>) -> bool {
+    is_true(annotations, names::DELETE_POD_AND_PVC)
+}
+
+/// Whether annotation `key` is `"true"`.
+fn is_true(annotations: Option<&BTreeMap<String, String>>, key: &str) -> bool {
     annotations
-        .and_then(|a| a.get(names::DELETE_POD_AND_PVC))
+        .and_then(|a| a.get(key))
         .is_some_and(|v| v == "true")
 }
 

@@ -571,27 +571,18 @@ async fn restarts_asked(
                 only_failed = r.only_failed,
                 "restarting connector on request"
             );
-            match client.restart(&name, r.include_tasks, r.only_failed).await {
-                Ok(()) => {
-                    remove_annotation(ctx, kc, names::RESTART).await?;
-                    ctx.events.about(
-                        kc,
-                        false,
-                        "ConnectorRestarted",
-                        "Restart",
-                        format!(
-                            "restarted connector {name} (includeTasks={}, onlyFailed={}) as {} asked",
-                            r.include_tasks,
-                            r.only_failed,
-                            names::RESTART
-                        ),
-                    );
-                }
-                Err(e) => warnings.push(Warning::new(
-                    Reason::RestartConnector,
-                    format!("Failed to restart connector {name}. {e}"),
-                )),
-            }
+            let done = client.restart(&name, r.include_tasks, r.only_failed).await;
+            let asked = Asked {
+                key: names::RESTART,
+                event: "ConnectorRestarted",
+                done: format!(
+                    "restarted connector {name} (includeTasks={}, onlyFailed={})",
+                    r.include_tasks, r.only_failed
+                ),
+                warning: Reason::RestartConnector,
+                failed: format!("Failed to restart connector {name}."),
+            };
+            warnings.extend(asked.settle(ctx, kc, done).await?);
         }
         Err(message) => warnings.push(Warning::new(Reason::RestartConnector, message)),
     }
@@ -599,29 +590,51 @@ async fn restarts_asked(
         Ok(None) => {}
         Ok(Some(task)) => {
             tracing::info!(task, "restarting connector task on request");
-            match client.restart_task(&name, task).await {
-                Ok(()) => {
-                    remove_annotation(ctx, kc, names::RESTART_TASK).await?;
-                    ctx.events.about(
-                        kc,
-                        false,
-                        "ConnectorTaskRestarted",
-                        "Restart",
-                        format!(
-                            "restarted task {task} of connector {name} as {} asked",
-                            names::RESTART_TASK
-                        ),
-                    );
-                }
-                Err(e) => warnings.push(Warning::new(
-                    Reason::RestartConnectorTask,
-                    format!("Failed to restart connector task {name}:{task}. {e}"),
-                )),
-            }
+            let done = client.restart_task(&name, task).await;
+            let asked = Asked {
+                key: names::RESTART_TASK,
+                event: "ConnectorTaskRestarted",
+                done: format!("restarted task {task} of connector {name}"),
+                warning: Reason::RestartConnectorTask,
+                failed: format!("Failed to restart connector task {name}:{task}."),
+            };
+            warnings.extend(asked.settle(ctx, kc, done).await?);
         }
         Err(message) => warnings.push(Warning::new(Reason::RestartConnectorTask, message)),
     }
     Ok(warnings)
+}
+
+/// A restart an annotation asked for, and what to say of its outcome.
+struct Asked {
+    key: &'static str,
+    event: &'static str,
+    done: String,
+    warning: Reason,
+    failed: String,
+}
+
+impl Asked {
+    /// Done: the annotation goes, with an Event. Failed: a warning, and the annotation stays.
+    async fn settle(
+        self,
+        ctx: &Context,
+        kc: &KafkaConnector,
+        done: Result<(), RestError>,
+    ) -> Result<Option<Warning>, kube::Error> {
+        match done {
+            Ok(()) => {
+                remove_annotation(ctx, kc, self.key).await?;
+                let note = format!("{} as {} asked", self.done, self.key);
+                ctx.events.about(kc, false, self.event, "Restart", note);
+                Ok(None)
+            }
+            Err(e) => Ok(Some(Warning::new(
+                self.warning,
+                format!("{} {e}", self.failed),
+            ))),
+        }
+    }
 }
 
 /// Success removes `strimzi.io/connector-offsets`, so the operation runs once per request.

@@ -53,8 +53,7 @@ impl NodeView {
             .is_some_and(|r| r.revision == self.desired_revision && !r.manual && !r.new_disks)
     }
 
-    /// Whether the pod asks for new disks and has claims to replace (a pod of ephemeral
-    /// storage gets new, empty disks from any restart).
+    /// Whether the pod asks for new disks (`strimzi.io/delete-pod-and-pvc`).
     pub fn wants_new_disks(&self) -> bool {
         self.reported.as_ref().is_some_and(|r| r.new_disks)
     }
