@@ -150,11 +150,7 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     if per_node.is_empty() && listeners.is_empty() {
         return Ok(ControlFlow::Continue(()));
     }
-    let fresh = pass.status.registered_node_ids.is_empty()
-        && pass
-            .pools
-            .iter()
-            .all(|p| p.status.as_ref().is_none_or(|s| s.node_ids.is_empty()));
+    let fresh = nothing_runs_yet(&pass.status.registered_node_ids, &plan.resolved);
     publish_services_first(ctx, kafka, &pass.owner, &plan.resolved, &plan.ids, fresh)?;
     let refused = refused_services(ctx, kafka, plan);
     let condition = waiting_condition(per_node, listeners, &refused);
@@ -167,6 +163,17 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     Ok(ControlFlow::Break(End::Wait(
         kube::runtime::controller::Action::requeue(BUSY_REQUEUE),
     )))
+}
+
+/// Whether no node of the Kafka was ever given an ID, neither recorded in a status nor adopted
+/// from the pods the agents report: only then may a first snapshot hold nothing but Services.
+/// A `Kafka` and its pools re-applied without status over running pods (a new central, GitOps)
+/// are not fresh: their adopted IDs say so, and a Services-only snapshot would delete the pods.
+fn nothing_runs_yet(registered: &[i32], resolved: &Resolved) -> bool {
+    registered.is_empty()
+        && resolved.pools.iter().all(|p| {
+            p.ids.current.as_ref().is_none_or(Vec::is_empty) && p.ids.leaving.is_empty()
+        })
 }
 
 /// The `Ready` condition while brokers wait to advertise: a listener a member cluster cannot
@@ -342,4 +349,33 @@ fn publish_services_first(
     }
     ctx.owners.put(owner.clone(), Part::Objects(objects))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::nothing_runs_yet;
+    use crate::kafka::resolve::resolve;
+    use crate::kafka::resolve::tests::{kafka, members, pool};
+
+    #[test]
+    fn a_kafka_is_fresh_only_while_no_node_has_an_id_recorded_or_adopted() {
+        let k = kafka(json!({}));
+        let new = pool("b", &["broker", "controller"], 1, json!({}));
+        let mut resolved = resolve(&k, &[&new], &members()).unwrap();
+        assert!(nothing_runs_yet(&[], &resolved));
+        assert!(!nothing_runs_yet(&[0], &resolved), "registered in Kafka");
+
+        // Re-applied without status over running pods: the IDs adopted from the agents'
+        // reports make it not fresh, so the running pods stay in the snapshot.
+        resolved.pools[0].ids.current = Some(vec![0]);
+        assert!(!nothing_runs_yet(&[], &resolved));
+
+        resolved.pools[0].ids.current = None;
+        resolved.pools[0].ids.leaving = vec![3];
+        assert!(!nothing_runs_yet(&[], &resolved), "a node still leaving");
+    }
 }
