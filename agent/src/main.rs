@@ -6,6 +6,7 @@ use kstretch_runtime::namespaces::Namespaces;
 use kstretch_runtime::watch::WatchMetrics;
 use kstretch_runtime::{Health, KubeArgs, ObservabilityArgs, Registry};
 
+mod kafka_exporter;
 mod link;
 mod metrics_agent;
 mod podset;
@@ -47,6 +48,9 @@ async fn main() -> anyhow::Result<()> {
     match std::env::args().nth(1).as_deref() {
         Some(recover::COMMAND) => return recover::main(std::env::args_os().skip(1)),
         Some(metrics_agent::COMMAND) => return metrics_agent::main(std::env::args_os().skip(1)),
+        Some(kafka_exporter::COMMAND) => {
+            return kafka_exporter::main(std::env::args_os().skip(1)).await;
+        }
         _ => {}
     }
     let args = Args::parse();

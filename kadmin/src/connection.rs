@@ -76,6 +76,11 @@ admin_requests! {
         |r| (r.error_code, r.error_message.as_ref());
     RemoveRaftVoterRequest => RemoveRaftVoterResponse, RemoveRaftVoter,
         |r| (r.error_code, r.error_message.as_ref());
+    ListGroupsRequest => ListGroupsResponse, ListGroups, |r| (r.error_code, None);
+    FindCoordinatorRequest => FindCoordinatorResponse, FindCoordinator;
+    DescribeGroupsRequest => DescribeGroupsResponse, DescribeGroups;
+    OffsetFetchRequest => OffsetFetchResponse, OffsetFetch;
+    ListOffsetsRequest => ListOffsetsResponse, ListOffsets;
 }
 
 /// The byte stream under a connection: plaintext TCP or TLS over it, chosen in [`dial`].

@@ -10,6 +10,7 @@ mod cluster;
 mod configs;
 mod connection;
 mod error;
+mod groups;
 mod leaders;
 mod quorum;
 mod quotas;
@@ -26,6 +27,7 @@ pub use configs::{
     ResourceConfigs,
 };
 pub use error::{Error, KafkaError, code_name};
+pub use groups::{GroupDescription, GroupListing, OffsetSpec, Offsets};
 pub use kafka_protocol::ResponseError;
 pub use kafka_protocol::messages::ApiKey;
 pub use leaders::ElectionFailure;

@@ -787,3 +787,142 @@ async fn concurrent_requests_share_one_client() {
         assert_eq!(n, expected, "task {i}");
     }
 }
+
+/// A group's committed offsets and the partitions' offsets as kstretch's admin client reads
+/// them (what Kafka Exporter serves) match what rdkafka committed and produced; the agent's
+/// `kafka-exporter` serves the lag under Kafka Exporter's names, -1 for a partition of a
+/// consumed topic without a committed offset.
+#[tokio::test]
+async fn group_offsets_and_the_kafka_exporters_lag_match_what_rdkafka_committed() {
+    use kstretch_kadmin::OffsetSpec;
+    use kstretch_tests::process::{Spawned, binary, free_port};
+    use rdkafka::consumer::CommitMode;
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let bootstrap = TestEnv::get().kafka_bootstrap.clone();
+    let topic = unique("lag");
+    let group = format!("{topic}-group");
+    let admin = client().await;
+    admin
+        .create_topics(&[NewTopic::new(&topic, 3, 1)], false)
+        .await
+        .unwrap();
+    rd_wait_topic(&topic, 3).await;
+    let records: Vec<(String, String)> = (0..90)
+        .map(|i| (format!("k{i}"), format!("v{i}")))
+        .collect();
+    kafka::produce(&bootstrap, &topic, &records).await;
+
+    // The group commits 10 on partition 0 and everything on partition 1; nothing on 2.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", &group)
+        .create()
+        .unwrap();
+    let (_, high1) = consumer
+        .fetch_watermarks(&topic, 1, Duration::from_secs(10))
+        .unwrap();
+    let mut commit = TopicPartitionList::new();
+    commit
+        .add_partition_offset(&topic, 0, Offset::Offset(10))
+        .unwrap();
+    commit
+        .add_partition_offset(&topic, 1, Offset::Offset(high1))
+        .unwrap();
+    consumer.commit(&commit, CommitMode::Sync).unwrap();
+
+    let listed = admin.list_groups().await.unwrap();
+    assert!(listed.iter().any(|g| g.group_id == group), "{listed:?}");
+    let coordinator = admin.group_coordinator(&group).await.unwrap();
+    let committed = admin.committed_offsets(&group, coordinator).await.unwrap();
+    assert_eq!(
+        committed,
+        BTreeMap::from([((topic.clone(), 0), 10), ((topic.clone(), 1), high1)])
+    );
+    assert_eq!(
+        admin
+            .describe_group(&group, coordinator)
+            .await
+            .unwrap()
+            .members,
+        0
+    );
+    let leaders: BTreeMap<(String, i32), i32> = rd_partitions(&topic)
+        .unwrap()
+        .into_iter()
+        .map(|(p, (leader, _, _))| ((topic.clone(), p), leader))
+        .collect();
+    let newest = admin
+        .list_offsets(&leaders, OffsetSpec::Latest)
+        .await
+        .unwrap();
+    let oldest = admin
+        .list_offsets(&leaders, OffsetSpec::Earliest)
+        .await
+        .unwrap();
+    for p in 0..3 {
+        let (low, high) = consumer
+            .fetch_watermarks(&topic, p, Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(newest[&(topic.clone(), p)], high, "partition {p}");
+        assert_eq!(oldest[&(topic.clone(), p)], low, "partition {p}");
+    }
+    let high0 = newest[&(topic.clone(), 0)];
+
+    let port = free_port();
+    let mut command = std::process::Command::new(binary("kstretch-agent"));
+    command
+        .args(["kafka-exporter", "--bootstrap", &bootstrap])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--topic-regex", &format!("^{topic}$")])
+        .args(["--group-regex", &format!("^{group}$")]);
+    let exporter = Spawned::start("kafka-exporter", command);
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let text = wait_for("the exporter's metrics", TIMEOUT, || async {
+        match reqwest::get(&url).await {
+            Ok(r) if r.status().is_success() => Seen::Done(r.text().await.unwrap()),
+            Ok(r) => Seen::NotYet(format!(
+                "{}: {}",
+                r.status(),
+                r.text().await.unwrap_or_default()
+            )),
+            Err(e) => Seen::NotYet(e.to_string()),
+        }
+    })
+    .await;
+    let sample = |name: &str, p: i32| {
+        format!("{name}{{consumergroup=\"{group}\",partition=\"{p}\",topic=\"{topic}\"}} ")
+    };
+    let value = |line: String| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("{line} missing:\n{text}\n{}", exporter.log_tail(20)))
+            .to_owned()
+    };
+    assert_eq!(
+        value(sample("kafka_consumergroup_lag", 0)),
+        (high0 - 10).to_string()
+    );
+    assert_eq!(value(sample("kafka_consumergroup_lag", 1)), "0");
+    assert_eq!(value(sample("kafka_consumergroup_lag", 2)), "-1");
+    assert_eq!(value(sample("kafka_consumergroup_current_offset", 2)), "-1");
+    assert_eq!(
+        value(format!(
+            "kafka_consumergroup_lag_sum{{consumergroup=\"{group}\",topic=\"{topic}\"}} "
+        )),
+        (high0 - 10).to_string()
+    );
+    assert_eq!(
+        value(format!("kafka_topic_partitions{{topic=\"{topic}\"}} ")),
+        "3"
+    );
+    // The topic filter holds: no other topic is shown.
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with("kafka_topic_partitions{"))
+            .count()
+            == 1,
+        "{text}"
+    );
+    rd_delete(&[&topic]).await;
+}

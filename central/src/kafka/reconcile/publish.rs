@@ -171,9 +171,10 @@ async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
 /// are not fresh: their adopted IDs say so, and a Services-only snapshot would delete the pods.
 fn nothing_runs_yet(registered: &[i32], resolved: &Resolved) -> bool {
     registered.is_empty()
-        && resolved.pools.iter().all(|p| {
-            p.ids.current.as_ref().is_none_or(Vec::is_empty) && p.ids.leaving.is_empty()
-        })
+        && resolved
+            .pools
+            .iter()
+            .all(|p| p.ids.current.as_ref().is_none_or(Vec::is_empty) && p.ids.leaving.is_empty())
 }
 
 /// The `Ready` condition while brokers wait to advertise: a listener a member cluster cannot
