@@ -296,6 +296,7 @@ can "$kc_beta" "$a" yes create pods -n "$ns"
 can "$kc_beta" "$a" yes patch strimzipodsets.core.strimzi.io --subresource status -n "$ns"
 can "$kc_beta" "$a" yes delete serviceexports.multicluster.x-k8s.io -n "$ns"
 can "$kc_beta" "$a" yes patch poddisruptionbudgets.policy -n "$ns"
+can "$kc_beta" "$a" yes delete deployments.apps -n "$ns"
 can "$kc_beta" "$a" yes patch ingresses.networking.k8s.io -n "$ns"
 can "$kc_beta" "$a" yes patch secrets -n "$ns"
 can "$kc_beta" "$a" no get secrets -n kube-system

@@ -71,10 +71,9 @@ pub struct KafkaSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub cruise_control: Option<OpaqueObject>,
-    /// Kafka Exporter settings; accepted and kept, not acted on.
+    /// Kafka Exporter: consumer lag and partition offsets served for Prometheus.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "opaque_object")]
-    pub kafka_exporter: Option<OpaqueObject>,
+    pub kafka_exporter: Option<KafkaExporterSpec>,
     /// Settings of the cluster certificate authority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
@@ -290,6 +289,44 @@ pub struct EntityOperatorSpec {
     pub user_operator: Option<OpaqueObject>,
     /// What Strimzi's schema has here and kstretch does not model (`template`, `tlsSidecar`): kept as
     /// written, and named in a `NotActedOn` warning.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unmodelled: OpaqueObject,
+}
+
+/// `spec.kafkaExporter`: Kafka Exporter, deployed in one member cluster, serving consumer lag
+/// and partition offsets on port 9404 (`tcp-prometheus`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = keep_unknown_fields)]
+pub struct KafkaExporterSpec {
+    /// Topics shown: a regular expression matching anywhere in the name (default `.*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_regex: Option<String>,
+    /// Topics not shown, though `topicRegex` matches them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_exclude_regex: Option<String>,
+    /// Consumer groups shown: a regular expression matching anywhere in the group ID (default
+    /// `.*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_regex: Option<String>,
+    /// Consumer groups not shown, though `groupRegex` matches them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_exclude_regex: Option<String>,
+    /// Offsets and lag of every partition of the topics a group consumes (default); `false`:
+    /// only of the partitions assigned to its members now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub show_all_offsets: Option<bool>,
+    /// The exporter's log level (`info` by default; `debug`, `trace`, `warn`, `error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logging: Option<String>,
+    /// CPU and memory of the exporter's container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "resource_requirements")]
+    pub resources: Option<ResourceRequirements>,
+    /// What Strimzi's schema has here and kstretch does not model (`image`,
+    /// `enableSaramaLogging`, probes, `template`): kept as written, and named in a
+    /// `NotActedOn` warning.
     #[serde(flatten)]
     #[schemars(skip)]
     pub unmodelled: OpaqueObject,

@@ -31,7 +31,9 @@ pub use connect::{KafkaConnect, KafkaConnectSpec, KafkaConnectStatus};
 pub use connector::{KafkaConnector, KafkaConnectorSpec, KafkaConnectorStatus};
 pub use crd::all_crds;
 pub use error::Error;
-pub use kafka::{Kafka, KafkaSpec, KafkaStatus, QuorumStatus, QuorumVoterStatus};
+pub use kafka::{
+    Kafka, KafkaExporterSpec, KafkaSpec, KafkaStatus, QuorumStatus, QuorumVoterStatus,
+};
 pub use node_pool::{KafkaNodePool, KafkaNodePoolSpec, KafkaNodePoolStatus, ProcessRole};
 pub use operation::{KafkaOperation, KafkaOperationSpec, KafkaOperationStatus};
 pub use pod_set::{StrimziPodSet, StrimziPodSetSpec, StrimziPodSetStatus};

@@ -90,6 +90,13 @@ pub const MANAGED_KINDS: &[ManagedKind] = &[
         optional: false,
     },
     ManagedKind {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        optional: false,
+    },
+    ManagedKind {
         group: "core.strimzi.io",
         version: "v1",
         kind: "StrimziPodSet",

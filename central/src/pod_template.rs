@@ -43,6 +43,9 @@ pub const KAFKA_TEMPLATE: Applied = &[
     ("podDisruptionBudget", &["metadata", "maxUnavailable"]),
 ];
 
+/// The parts of a `Kafka`'s `kafkaExporter.template` its Deployment applies.
+pub const EXPORTER_TEMPLATE: Applied = &[("pod", TEMPLATE_POD), ("deployment", &["metadata"])];
+
 /// What one pod is made of.
 #[derive(Debug)]
 pub struct PodParts<'a> {

@@ -95,7 +95,7 @@ const CA: &[&str] = &[
 ];
 
 /// What of `kafka`'s spec is not acted on, each a sentence naming the field's path.
-pub fn kafka(spec: &KafkaSpec, template: Applied) -> Vec<String> {
+pub fn kafka(spec: &KafkaSpec, template: Applied, exporter_template: Applied) -> Vec<String> {
     let mut out = unmodelled(".spec", &spec.unmodelled, KAFKA_SPEC);
     out.extend(cluster(&spec.kafka, template));
     if let Some(eo) = &spec.entity_operator {
@@ -124,17 +124,56 @@ pub fn kafka(spec: &KafkaSpec, template: Applied) -> Vec<String> {
             "Cruise Control is not deployed",
         ));
     }
-    if spec.kafka_exporter.is_some() {
-        out.push(not_acted_on(
-            ".spec.kafkaExporter",
-            "Kafka Exporter is not deployed",
-        ));
+    if let Some(exporter) = &spec.kafka_exporter {
+        out.extend(kafka_exporter(exporter, exporter_template));
     }
     for (key, ca) in [
         ("clusterCa", &spec.cluster_ca),
         ("clientsCa", &spec.clients_ca),
     ] {
         out.extend(ca.iter().flat_map(|ca| certificate_authority(key, ca)));
+    }
+    out
+}
+
+/// Fields of `kafkaExporter` kstretch keeps without acting on, with what happens instead.
+const KAFKA_EXPORTER: &[(&str, &str)] = &[
+    (
+        "image",
+        "kstretch's Kafka Exporter runs from the agent's image of the member cluster",
+    ),
+    (
+        "enableSaramaLogging",
+        "kstretch's Kafka Exporter does not use Sarama; its Kafka client logs at the level of logging",
+    ),
+    (
+        "livenessProbe",
+        "the exporter has kstretch's own HTTP probes on /healthz",
+    ),
+    (
+        "readinessProbe",
+        "the exporter has kstretch's own HTTP probes on /healthz",
+    ),
+];
+
+/// What of `kafkaExporter` is not acted on: its unmodelled fields, and of its `template` the
+/// parts the exporter's Deployment does not apply.
+fn kafka_exporter(spec: &kstretch_api::KafkaExporterSpec, applied: Applied) -> Vec<String> {
+    let path = ".spec.kafkaExporter";
+    let mut fields = spec.unmodelled.clone();
+    let template = fields.remove("template");
+    let mut out = unmodelled(path, &fields, KAFKA_EXPORTER);
+    match template {
+        Some(Value::Object(template)) => out.extend(template_parts(
+            &format!("{path}.template"),
+            Some(&template),
+            applied,
+        )),
+        Some(_) => out.push(not_acted_on(
+            &format!("{path}.template"),
+            "it is not an object",
+        )),
+        None => {}
     }
     out
 }
@@ -311,6 +350,10 @@ mod tests {
     use super::*;
 
     const APPLIED: Applied = &[("pod", &["affinity", "metadata"])];
+    const EXPORTER_APPLIED: Applied = &[
+        ("pod", &["affinity", "metadata"]),
+        ("deployment", &["metadata"]),
+    ];
 
     fn kafka_spec(spec: Value) -> KafkaSpec {
         let k: Kafka = serde_json::from_value(json!({
@@ -342,7 +385,10 @@ mod tests {
             "clusterCa": {"generateCertificateAuthority": true, "validityDays": 30,
                           "certificateExpirationPolicy": "renew-certificate"}
         }));
-        assert_eq!(kafka(&spec, APPLIED), Vec::<String>::new());
+        assert_eq!(
+            kafka(&spec, APPLIED, EXPORTER_APPLIED),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -370,12 +416,16 @@ mod tests {
             "zookeeper": {"replicas": 3},
             "entityOperator": {"topicOperator": {"watchedNamespace": "x"},
                                "userOperator": {"secretPrefix": "p-"}, "template": {}},
-            "cruiseControl": {}, "kafkaExporter": {"topicRegex": ".*"},
+            "cruiseControl": {},
+            "kafkaExporter": {"topicRegex": ".*", "showAllOffsets": false, "logging": "debug",
+                              "image": "x", "enableSaramaLogging": true,
+                              "template": {"pod": {"affinity": {}, "volumes": []},
+                                           "service": {}}},
             "maintenanceTimeWindows": ["* * 0-1 ? * SUN *"],
             "clusterCa": {"certificateExpirationPolicy": "replace-key"},
             "clientsCa": {"generateSecretOwnerReference": false}
         }));
-        let w = kafka(&spec, APPLIED);
+        let w = kafka(&spec, APPLIED, EXPORTER_APPLIED);
         for path in [
             ".spec.kafka.listeners[0].configuration.useServiceDnsDomain",
             ".spec.kafka.listeners[0].networkPolicyPeers",
@@ -396,13 +446,25 @@ mod tests {
             ".spec.entityOperator.userOperator.secretPrefix",
             ".spec.entityOperator.template",
             ".spec.cruiseControl",
-            ".spec.kafkaExporter",
+            ".spec.kafkaExporter.image",
+            ".spec.kafkaExporter.enableSaramaLogging",
+            ".spec.kafkaExporter.template.pod.volumes",
+            ".spec.kafkaExporter.template.service",
             ".spec.clusterCa.certificateExpirationPolicy",
             ".spec.clientsCa.generateSecretOwnerReference",
         ] {
             assert!(named(&w, path), "{path} not named in {w:#?}");
         }
-        assert_eq!(w.len(), 22, "nothing else: {w:#?}");
+        assert_eq!(w.len(), 25, "nothing else: {w:#?}");
+        for served in [
+            "topicRegex",
+            "showAllOffsets",
+            "logging",
+            "template.pod.affinity",
+        ] {
+            let path = format!(".spec.kafkaExporter.{served}");
+            assert!(!named(&w, &path), "{path} is served: {w:#?}");
+        }
         assert!(
             !named(&w, ".spec.kafka.metricsConfig"),
             "the reporter is served"

@@ -328,12 +328,14 @@ pub fn all_brokers(k: &Kafka) -> String {
     )
 }
 
-/// Pod name -> (UID, restarts, ready) in both clusters.
+/// Pod name -> (UID, restarts, ready) in both clusters, of the Kafka's nodes and whatever else
+/// runs there but Kafka Exporter (a Deployment's pod, which gets a new name when it rolls).
 pub async fn pod_states(stretch: &Stretch) -> BTreeMap<String, (String, i32, bool)> {
     let mut out = BTreeMap::new();
+    let not_exporter = ListParams::default().labels("strimzi.io/component-type!=kafka-exporter");
     for alias in [ALPHA, BETA] {
         let pods: Api<Pod> = stretch.api(alias);
-        for pod in pods.list(&ListParams::default()).await.unwrap().items {
+        for pod in pods.list(&not_exporter).await.unwrap().items {
             let ready = pod_ready(&pod);
             let status = pod.status.clone().unwrap_or_default();
             let restarts = status

@@ -70,10 +70,12 @@ pub struct ExporterArgs {
 }
 
 struct Exporter {
-    admin: AdminClient,
+    config: AdminConfig,
     filters: Filters,
-    /// One read of Kafka at a time: scrapes that arrive meanwhile wait for their own.
-    reading: tokio::sync::Mutex<()>,
+    /// The admin client once connected; one read of Kafka at a time (scrapes that arrive
+    /// meanwhile wait for their own). Connected at the first scrape that reaches Kafka, so the
+    /// exporter serves `/healthz` (and does not restart) while Kafka is still starting.
+    admin: tokio::sync::Mutex<Option<AdminClient>>,
 }
 
 pub async fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow::Result<()> {
@@ -116,14 +118,10 @@ async fn serve(args: ExporterArgs) -> anyhow::Result<()> {
         let identity = identity.as_ref().map(|(c, k)| (c.as_str(), k.as_str()));
         config = config.with_tls(Tls::new(&ca, identity).context("the TLS files")?);
     }
-    // Kafka may not be up yet: the admin client connects on the first request.
-    let admin = AdminClient::connect(config)
-        .await
-        .context("the Kafka admin client")?;
     let exporter = Arc::new(Exporter {
-        admin,
+        config,
         filters,
-        reading: tokio::sync::Mutex::new(()),
+        admin: tokio::sync::Mutex::new(None),
     });
     let app = Router::new()
         .route("/metrics", get(metrics))
@@ -141,8 +139,15 @@ async fn serve(args: ExporterArgs) -> anyhow::Result<()> {
 }
 
 async fn metrics(State(exporter): State<Arc<Exporter>>) -> Response {
-    let _one = exporter.reading.lock().await;
-    match tokio::time::timeout(SCRAPE_TIMEOUT, read(&exporter.admin, &exporter.filters)).await {
+    let mut admin = exporter.admin.lock().await;
+    let scrape = async {
+        let client = match admin.as_ref() {
+            Some(client) => client,
+            None => admin.insert(AdminClient::connect(exporter.config.clone()).await?),
+        };
+        read(client, &exporter.filters).await
+    };
+    match tokio::time::timeout(SCRAPE_TIMEOUT, scrape).await {
         Ok(Ok(scrape)) => (
             [(
                 header::CONTENT_TYPE,
@@ -240,4 +245,46 @@ async fn read_group(admin: &AdminClient, id: &str) -> Result<Group, kstretch_kad
         assigned: described.assigned,
         committed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_regex_that_does_not_compile_stops_start_up_naming_it() {
+        let args = ExporterArgs::parse_from([
+            "kafka-exporter",
+            "--bootstrap",
+            "127.0.0.1:1",
+            "--group-exclude-regex",
+            "(",
+        ]);
+        let error = serve(args).await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--group-exclude-regex \"(\" is not a regular expression"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_scrape_while_kafka_is_unreachable_answers_503_and_connects_later() {
+        let exporter = Arc::new(Exporter {
+            // Nothing listens on port 1.
+            config: AdminConfig::new(["127.0.0.1:1"]).with_connect_timeout(Duration::from_secs(1)),
+            filters: Filters {
+                topic: Regex::new(".*").unwrap(),
+                topic_exclude: None,
+                group: Regex::new(".*").unwrap(),
+                group_exclude: None,
+                show_all_offsets: true,
+            },
+            admin: tokio::sync::Mutex::new(None),
+        });
+        let response = metrics(State(exporter.clone())).await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(exporter.admin.lock().await.is_none(), "not connected");
+    }
 }

@@ -82,7 +82,7 @@ pub enum Rejection {
     #[error("invalid object: {0}")]
     Invalid(String),
     #[error(
-        "kind {0} is not applied by the agent (it applies ConfigMap, Secret, Service, PersistentVolumeClaim, ServiceExport, PodDisruptionBudget, StrimziPodSet)"
+        "kind {0} is not applied by the agent (it applies ConfigMap, Secret, Service, PersistentVolumeClaim, ServiceExport, PodDisruptionBudget, Deployment, StrimziPodSet)"
     )]
     KindNotManaged(String),
     #[error("namespace {0:?} is not managed by this agent")]

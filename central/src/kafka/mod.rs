@@ -8,6 +8,7 @@ pub mod answer;
 pub mod build;
 pub mod checks;
 pub mod context;
+pub mod exporter;
 pub mod external;
 pub mod forget;
 pub mod jmx_exporter;

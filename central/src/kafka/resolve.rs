@@ -17,7 +17,7 @@ use kube::ResourceExt;
 
 use super::external::{self, ExternalListener, ExternalProblem};
 use super::security::{self, SecretCertificate, SecurityProblem};
-use crate::pod_template::{KAFKA_TEMPLATE, POOL_TEMPLATE};
+use crate::pod_template::{EXPORTER_TEMPLATE, KAFKA_TEMPLATE, POOL_TEMPLATE};
 use crate::unserved;
 
 /// `Kafka` annotation choosing how nodes in different member clusters reach each other:
@@ -323,7 +323,8 @@ pub fn resolve(
     invalid.extend(
         crate::logging::invalid(".spec.kafka", spec.logging.as_ref()).map(Invalid::Logging),
     );
-    let kstretch_principals = crate::pki::kstretch_principals(&kafka_name);
+    let kstretch_principals =
+        crate::pki::kstretch_principals(&kafka_name, kafka.spec.kafka_exporter.is_some());
     let authorization = security::authorization(spec.authorization.as_ref(), &kstretch_principals)
         .unwrap_or_else(|problem| {
             invalid.push(problem.into());
@@ -558,7 +559,7 @@ fn addressing(
 
 /// What of `kafka` and its `pools` is not acted on.
 fn not_acted_on(kafka: &Kafka, pools: &[ResolvedPool]) -> Vec<String> {
-    let mut out = unserved::kafka(&kafka.spec, KAFKA_TEMPLATE);
+    let mut out = unserved::kafka(&kafka.spec, KAFKA_TEMPLATE, EXPORTER_TEMPLATE);
     for pool in pools {
         out.extend(
             pool.not_acted_on

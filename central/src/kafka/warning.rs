@@ -73,6 +73,9 @@ pub enum Reason {
     CertificateRenewalPostponed,
     /// A maintenance window is not a Quartz cron expression.
     InvalidMaintenanceTimeWindows,
+    /// `kafkaExporter` is set and no exporter runs: what it asks for cannot run, or where it
+    /// would run is not known yet.
+    KafkaExporterNotDeployed,
 }
 
 impl Reason {
@@ -106,6 +109,7 @@ impl Reason {
             Reason::ApplyFailed => "ApplyFailed",
             Reason::CertificateRenewalPostponed => "CertificateRenewalPostponed",
             Reason::InvalidMaintenanceTimeWindows => "InvalidMaintenanceTimeWindows",
+            Reason::KafkaExporterNotDeployed => "KafkaExporterNotDeployed",
         }
     }
 
@@ -116,6 +120,8 @@ impl Reason {
             Reason::PoolMoving => Some(MOVE_RECHECK),
             Reason::ScaleDownBlocked | Reason::NewDisksHeldBack => Some(BLOCKED_RECHECK),
             Reason::CertificateRenewalPostponed => Some(WINDOW_RECHECK),
+            // Waiting for the agent of its cluster to say which image it runs.
+            Reason::KafkaExporterNotDeployed => Some(BLOCKED_RECHECK),
             _ => None,
         }
     }

@@ -160,13 +160,64 @@ pub(crate) fn test_ca(kafka: &Kafka, kind: CaKind) -> Ca {
     }
 }
 
-/// The principals of kstretch itself in `kafka`'s nodes (the nodes, central), which an
-/// authorizer must let do everything.
-pub fn kstretch_principals(kafka: &str) -> Vec<String> {
-    [node_common_name(kafka).as_str(), CENTRAL_COMMON_NAME]
+/// The principals of kstretch itself in `kafka`'s nodes (the nodes, central, and Kafka
+/// Exporter when it runs), which an authorizer must let do everything. The exporter's is
+/// listed only while it runs, so that a cluster without one keeps its configuration (and
+/// does not roll) on upgrade.
+pub fn kstretch_principals(kafka: &str, exporter: bool) -> Vec<String> {
+    let exporter_cn = exporter_common_name(kafka);
+    let mut names = vec![node_common_name(kafka), CENTRAL_COMMON_NAME.to_owned()];
+    if exporter {
+        names.push(exporter_cn);
+    }
+    names
         .iter()
         .map(|cn| format!("User:CN={cn},O={}", issue::ORGANIZATION))
         .collect()
+}
+
+/// The common name of `kafka`'s Kafka Exporter's client certificate, as Strimzi names it.
+pub fn exporter_common_name(kafka: &str) -> String {
+    format!("{kafka}-kafka-exporter")
+}
+
+/// Kafka Exporter's client certificate under `ca`: `stored` while the current CA certificate
+/// issued it and it is not within `renewalDays` of expiring, else a new one (`true`: it must
+/// be stored).
+pub fn exporter_identity(
+    kafka: &str,
+    ca: &Ca,
+    stored: Option<Pem>,
+    now: OffsetDateTime,
+) -> Result<(Pem, bool), Refusal> {
+    let good = |pem: &Pem| {
+        read(&ca.pem.cert).is_ok_and(|ca_read| {
+            still_good(
+                &pem.cert,
+                &ca_read,
+                &BTreeSet::new(),
+                ca.settings.renewal_days,
+                now,
+            )
+        })
+    };
+    match stored {
+        Some(pem) if good(&pem) => Ok((pem, false)),
+        _ => issue(
+            &ca.pem,
+            &exporter_common_name(kafka),
+            &BTreeSet::new(),
+            Usage::Client,
+            ca.settings.validity_days,
+            now,
+        )
+        .map(|pem| (pem, true))
+        .map_err(|e| {
+            ca.settings.kind.refuse(format!(
+                "cannot issue Kafka Exporter's client certificate: {e}"
+            ))
+        }),
+    }
 }
 
 /// The common name of every node certificate of `kafka`.

@@ -4,7 +4,7 @@ controller watches podsets and pods, creates, patches and deletes pods, writes p
 removes a podset's manual-rolling-update annotation once it handed it to the pods;
 the link server-side applies, lists (to prune) and deletes the kinds central sends (agent/src/link/objects.rs:
 ConfigMap, Secret, Service, Ingress, Route, TLSRoute, PersistentVolumeClaim, ServiceExport,
-StrimziPodSet, PodDisruptionBudget), watches the
+StrimziPodSet, PodDisruptionBudget, Deployment: Kafka Exporter), watches the
 per-node Services and records Events. Nothing else: no Strimzi user kinds. (It also reads the
 cluster's nodes, cluster-wide and read only, in rbac.yaml: where `nodeport` listeners are reached.)
 */}}
@@ -23,6 +23,9 @@ cluster's nodes, cluster-wide and read only, in rbac.yaml: where `nodeport` list
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]

@@ -981,6 +981,71 @@ async fn every_broker_reports_its_metrics_to_prometheus(stretch: &Stretch) {
     .await;
 }
 
+/// A group commits an offset behind the end of a partition: Kafka Exporter, running in a
+/// member cluster and scraped by the environment's Prometheus, serves that lag under Kafka
+/// Exporter's names with Strimzi's labels, and only for the groups and topics its filters keep.
+async fn kafka_exporter_serves_the_lag_of_a_group(stretch: &Stretch, k: &Kafka) {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+    let bootstrap = all_brokers(k);
+    create_topic(&bootstrap, "lagged", 1, 3).await;
+    let records: Vec<(String, String)> = (0..25)
+        .map(|i| (format!("k{i}"), format!("v{i}")))
+        .collect();
+    kstretch_tests::kafka::produce(&bootstrap, "lagged", &records).await;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "lag-check")
+        .create()
+        .unwrap();
+    let mut commit = TopicPartitionList::new();
+    commit
+        .add_partition_offset("lagged", 0, Offset::Offset(10))
+        .unwrap();
+    consumer.commit(&commit, CommitMode::Sync).unwrap();
+    let (_, high) = consumer
+        .fetch_watermarks("lagged", 0, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(high, 25, "every record acknowledged");
+
+    let expr = format!(
+        "kafka_consumergroup_lag{{namespace=\"{}\",consumergroup=\"lag-check\",topic=\"lagged\",partition=\"0\"}}",
+        stretch.ns
+    );
+    let series = wait_for(
+        "Kafka Exporter's lag in Prometheus",
+        START_TIMEOUT,
+        || async {
+            match kstretch_tests::prometheus::query(&expr).await {
+                Ok(series) if series.iter().any(|(_, v)| *v == 15.0) => Seen::Done(series),
+                other => Seen::NotYet(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let (labels, _) = &series[0];
+    assert_eq!(
+        labels.get("strimzi_io_kind").map(String::as_str),
+        Some("Kafka"),
+        "{labels:?}"
+    );
+    assert_eq!(
+        labels.get("strimzi_io_name").map(String::as_str),
+        Some("live-kafka-exporter"),
+        "{labels:?}"
+    );
+    // The filters hold: no internal topic, no group outside groupRegex.
+    let others = format!(
+        "kafka_topic_partitions{{namespace=\"{0}\",topic=~\"__.*\"}} or kafka_consumergroup_members{{namespace=\"{0}\",consumergroup!~\"lag-.*\"}}",
+        stretch.ns
+    );
+    assert_eq!(
+        kstretch_tests::prometheus::query(&others).await,
+        Ok(Vec::new())
+    );
+}
+
 /// Now, in Unix seconds.
 fn unix_now() -> i64 {
     let since = std::time::SystemTime::now()
@@ -1019,8 +1084,22 @@ fn windows_soon() -> (Vec<String>, i64) {
 async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_acknowledged_record()
 {
     let _one = ONE_AT_A_TIME.lock().await;
-    let (stretch, k) = live_kafka_of("running-renew", secured_kafka(), persistent(), vec![]).await;
+    let mut shape = secured_kafka();
+    // Kafka Exporter, from this build's agent image, reaching the secured brokers as a super
+    // user with its own certificate.
+    // Its `template.pod` puts it on the cluster's real node, as the pools' put the nodes.
+    shape["spec"]["kafkaExporter"] = json!({
+        "groupRegex": "^lag-", "topicExcludeRegex": "^__",
+        "template": {"pod": {
+            "nodeSelector": {"kstretch.test/node": "real"},
+            "tolerations": [{"key": "kstretch.test/real-node", "operator": "Exists",
+                             "effect": "NoSchedule"}]
+        }}
+    });
+    kstretch_tests::helm::import_images_once();
+    let (stretch, k) = live_kafka_of("running-renew", shape, persistent(), vec![]).await;
     users_are_authenticated_and_authorized(&stretch, &k).await;
+    kafka_exporter_serves_the_lag_of_a_group(&stretch, &k).await;
     connect_workers_reach_the_secured_kafka(&stretch, &k).await;
 
     let bootstrap = all_brokers(&k);

@@ -11,6 +11,7 @@ use kube::ResourceExt;
 use time::OffsetDateTime;
 
 use crate::kafka::build::{self, Built, UserFiles};
+use crate::kafka::exporter;
 use crate::kafka::resolve::Resolved;
 use crate::logging;
 use crate::pki::{self, Pem};
@@ -52,6 +53,15 @@ pub(super) struct Decided {
     pub(super) store_certs: Option<BTreeMap<String, Pem>>,
     /// Pods whose certificate renewal waits for a maintenance window.
     pub(super) postponed_certs: Vec<String>,
+    /// Kafka Exporter's client certificate and the brokers' replication bootstrap, when
+    /// `kafkaExporter` asks for one.
+    pub(super) exporter: Option<ExporterAccess>,
+}
+
+/// How Kafka Exporter reaches the brokers.
+pub(super) struct ExporterAccess {
+    pub(super) identity: Pem,
+    pub(super) bootstrap: String,
 }
 
 /// Every object of the `Kafka`, with the certificates its nodes need; or why it cannot be
@@ -67,15 +77,39 @@ pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
         inputs.quorum,
     );
     let hosts = build::node_hostnames(&model).map_err(refusal)?;
+    let kafka_name = inputs.kafka.name_any();
+    let mut stored_certs = inputs.stored_certs;
+    // Kept with the nodes' certificates, but not one of them.
+    let stored_exporter = stored_certs.remove(&exporter::name(&kafka_name));
+    let exporter = match &inputs.kafka.spec.kafka_exporter {
+        Some(_) => {
+            let (identity, issued) = pki::exporter_identity(
+                &kafka_name,
+                inputs.ca,
+                stored_exporter.clone(),
+                inputs.now,
+            )?;
+            let bootstrap =
+                kraft::bootstrap_servers(&model, kraft::REPLICATION_LISTENER).map_err(refusal)?;
+            Some((
+                ExporterAccess {
+                    identity,
+                    bootstrap,
+                },
+                issued,
+            ))
+        }
+        None => None,
+    };
     let clients_trusted = model
         .needs_clients_ca()
         .then_some(inputs.clients_ca.trusted.as_str());
     let node_certs = pki::node_certificates(
-        &inputs.kafka.name_any(),
+        &kafka_name,
         inputs.ca,
         clients_trusted,
         &hosts,
-        inputs.stored_certs,
+        stored_certs,
         inputs.now,
         inputs.renew_expiring,
     )?;
@@ -102,10 +136,21 @@ pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
         files,
     )
     .map_err(refusal)?;
+    // The exporter's certificate is stored with the nodes' when it or they changed, and
+    // dropped with the exporter.
+    let exporter_changed = match &exporter {
+        Some((_, issued)) => *issued,
+        None => stored_exporter.is_some(),
+    };
+    let mut stored = certs.nodes;
+    if let Some((access, _)) = &exporter {
+        stored.insert(exporter::name(&kafka_name), access.identity.clone());
+    }
     Ok(Decided {
         built,
-        store_certs: node_certs.store.then_some(certs.nodes),
+        store_certs: (node_certs.store || exporter_changed).then_some(stored),
         postponed_certs: node_certs.postponed,
+        exporter: exporter.map(|(access, _)| access),
     })
 }
 
@@ -211,5 +256,57 @@ mod tests {
         let missing = Refusal::new("SecretNotFound", "listener tls: no Secret");
         let refused = decide(inputs(&three, stored, Err(missing.clone())));
         assert_eq!(refused.err(), Some(missing));
+    }
+
+    #[test]
+    fn kafka_exporters_certificate_is_issued_kept_and_dropped_with_it() {
+        let with = kafka(json!({"spec": {"kafkaExporter": {}}}));
+        let without = kafka(json!({}));
+        let d = pool("dual", &["controller", "broker"], 1, json!({}));
+        let ca = pki::test_ca(&with, CaKind::Cluster);
+        let clients_ca = pki::test_ca(&with, CaKind::Clients);
+        let voters = BTreeMap::new();
+        let one = ids(&[0]);
+        let decide_for = |k: &Kafka, stored| {
+            let resolved = resolve::resolve(k, &[&d], &members()).unwrap();
+            decide(Inputs {
+                kafka: k,
+                resolved: &resolved,
+                ids: &one,
+                cluster_id: "abc",
+                quorum: kraft::QuorumMode::Static,
+                initial_voters: &voters,
+                ca: &ca,
+                clients_ca: &clients_ca,
+                stored_certs: stored,
+                listener_certs: Ok(BTreeMap::new()),
+                metrics_rules: Ok(None),
+                external_logging: Ok(None),
+                now: OffsetDateTime::now_utc(),
+                renew_expiring: true,
+            })
+            .unwrap()
+        };
+        let first = decide_for(&with, BTreeMap::new());
+        let access = first.exporter.expect("the exporter's access");
+        assert_eq!(
+            access.bootstrap,
+            "my-cluster-kafka-bootstrap.kafka.svc:9091"
+        );
+        let stored = first.store_certs.expect("stored with the nodes'");
+        assert!(stored["my-cluster-kafka-exporter"] == access.identity);
+        assert!(!first.built.nodes.is_empty());
+
+        // Kept while good: nothing to store, the same certificate.
+        let again = decide_for(&with, stored.clone());
+        assert!(again.store_certs.is_none());
+        assert!(again.exporter.expect("still there").identity == access.identity);
+
+        // Without the exporter, its certificate goes; the nodes' stay.
+        let gone = decide_for(&without, stored.clone());
+        let kept = gone.store_certs.expect("the removal is stored");
+        assert!(!kept.contains_key("my-cluster-kafka-exporter"));
+        assert!(kept["my-cluster-dual-0"] == stored["my-cluster-dual-0"]);
+        assert!(gone.exporter.is_none());
     }
 }

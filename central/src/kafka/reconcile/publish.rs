@@ -20,6 +20,7 @@ use crate::budget;
 use crate::error::Error;
 use crate::kafka::build::{self, Built};
 use crate::kafka::context::Context;
+use crate::kafka::exporter;
 use crate::kafka::external::{self, Unadvertised};
 use crate::kafka::jmx_exporter;
 use crate::kafka::maintenance;
@@ -297,7 +298,32 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
             Err(CertError::Kube(e)) => return Err(e.into()),
         }
     }
-    Ok(ControlFlow::Continue(decided.built))
+    let mut built = decided.built;
+    if let (Some(spec), Some(access)) = (&kafka.spec.kafka_exporter, &decided.exporter) {
+        let images = pass
+            .ctx
+            .agents
+            .list()
+            .into_iter()
+            .map(|r| (r.cluster_alias, r.image))
+            .filter(|(_, image)| !image.is_empty())
+            .collect();
+        let access = (&access.identity, access.bootstrap.as_str());
+        match exporter::deploy(
+            kafka,
+            spec,
+            &plan.resolved,
+            &images,
+            &plan.ca.trusted,
+            access,
+        ) {
+            Ok((alias, objects)) => built.objects.entry(alias).or_default().extend(objects),
+            Err(message) => pass
+                .warnings
+                .push(Warning::new(Reason::KafkaExporterNotDeployed, message)),
+        }
+    }
+    Ok(ControlFlow::Continue(built))
 }
 
 /// The data of the user's ConfigMap `name` in the `Kafka`'s namespace; `None` when it does
