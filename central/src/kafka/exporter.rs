@@ -49,8 +49,35 @@ pub fn cluster(resolved: &Resolved) -> Option<String> {
         .min()
 }
 
+/// Why no exporter is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotDeployed {
+    /// What `kafkaExporter` asks for cannot run (a regex, a log level).
+    Invalid(String),
+    /// No node pool runs brokers.
+    NoBrokers,
+    /// The agent of the cluster it runs in has not reported its image (yet): what runs there
+    /// is kept.
+    NoImage { alias: String },
+}
+
+impl NotDeployed {
+    /// What the warning says.
+    pub fn message(&self) -> String {
+        match self {
+            NotDeployed::Invalid(problem) => format!("{problem}; Kafka Exporter is not deployed"),
+            NotDeployed::NoBrokers => {
+                "no node pool runs brokers: Kafka Exporter is not deployed".to_owned()
+            }
+            NotDeployed::NoImage { alias } => format!(
+                "Kafka Exporter runs in cluster {alias} from its agent's image, and that agent has not reported its image yet"
+            ),
+        }
+    }
+}
+
 /// The member cluster the exporter of `kafka` runs in and its objects there, from the agents'
-/// images by cluster; or why none runs, in the words of a warning.
+/// images by cluster; or why none is built.
 pub fn deploy(
     kafka: &Kafka,
     spec: &KafkaExporterSpec,
@@ -58,17 +85,13 @@ pub fn deploy(
     images: &BTreeMap<String, String>,
     ca_trusted: &str,
     access: (&Pem, &str),
-) -> Result<(String, Vec<Value>), String> {
+) -> Result<(String, Vec<Value>), NotDeployed> {
     if let Some(problem) = invalid(spec) {
-        return Err(format!("{problem}; Kafka Exporter is not deployed"));
+        return Err(NotDeployed::Invalid(problem));
     }
-    let Some(alias) = cluster(resolved) else {
-        return Err("no node pool runs brokers: Kafka Exporter is not deployed".to_owned());
-    };
+    let alias = cluster(resolved).ok_or(NotDeployed::NoBrokers)?;
     let Some(image) = images.get(&alias) else {
-        return Err(format!(
-            "Kafka Exporter runs in cluster {alias} from its agent's image, and that agent has not reported its image yet"
-        ));
+        return Err(NotDeployed::NoImage { alias });
     };
     let (identity, bootstrap) = access;
     let objects = objects(&Inputs {
@@ -80,6 +103,21 @@ pub fn deploy(
         identity,
     });
     Ok((alias, objects))
+}
+
+/// Of `objects` (what a cluster got before), the exporter's of `kafka`: kept while its agent's
+/// image is unknown (just after central restarts), rather than removed.
+pub fn kept(kafka: &str, objects: &[Value]) -> Vec<Value> {
+    let name = name(kafka);
+    let secret = format!("{name}-certs");
+    objects
+        .iter()
+        .filter(|o| {
+            (o["kind"] == "Deployment" && o["metadata"]["name"] == name.as_str())
+                || (o["kind"] == "Secret" && o["metadata"]["name"] == secret.as_str())
+        })
+        .cloned()
+        .collect()
 }
 
 /// What the exporter is built from.
@@ -413,7 +451,9 @@ mod tests {
         let images = BTreeMap::from([("beta".to_owned(), "agent:1".to_owned())]);
         let (k, resolved) = setup(json!({"groupRegex": "(unclosed"}));
         let spec = k.spec.kafka_exporter.clone().unwrap();
-        let err = deploy(&k, &spec, &resolved, &images, "CA", access).unwrap_err();
+        let err = deploy(&k, &spec, &resolved, &images, "CA", access)
+            .unwrap_err()
+            .message();
         assert!(
             err.starts_with(
                 ".spec.kafkaExporter.groupRegex \"(unclosed\" is not a regular expression"
@@ -422,14 +462,25 @@ mod tests {
         );
         let (k, resolved) = setup(json!({"logging": "loud"}));
         let spec = k.spec.kafka_exporter.clone().unwrap();
-        let err = deploy(&k, &spec, &resolved, &images, "CA", access).unwrap_err();
+        let err = deploy(&k, &spec, &resolved, &images, "CA", access)
+            .unwrap_err()
+            .message();
         assert!(err.contains("\"loud\" is not a log level"), "{err}");
         let (k, resolved) = setup(json!({}));
         let spec = k.spec.kafka_exporter.clone().unwrap();
         let err = deploy(&k, &spec, &resolved, &BTreeMap::new(), "CA", access).unwrap_err();
-        assert!(
-            err.contains("cluster beta") && err.contains("not reported its image"),
-            "{err}"
+        assert_eq!(
+            err,
+            NotDeployed::NoImage {
+                alias: "beta".into()
+            }
         );
+        assert!(err.message().contains("not reported its image"), "{err:?}");
+
+        // What ran before stays while the image is unknown; nothing else of the cluster's.
+        let (_, built) = deploy(&k, &spec, &resolved, &images, "CA", access).unwrap();
+        let mut before = built.clone();
+        before.push(json!({"kind": "Service", "metadata": {"name": "my-cluster-kafka-exporter"}}));
+        assert_eq!(kept("my-cluster", &before), built);
     }
 }

@@ -318,9 +318,19 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
             access,
         ) {
             Ok((alias, objects)) => built.objects.entry(alias).or_default().extend(objects),
-            Err(message) => pass
-                .warnings
-                .push(Warning::new(Reason::KafkaExporterNotDeployed, message)),
+            Err(why) => {
+                if let exporter::NotDeployed::NoImage { alias } = &why
+                    && let Some(Part::Objects(before)) = pass.ctx.owners.get(&pass.owner)
+                {
+                    let before = before.get(alias).map_or(&[][..], Vec::as_slice);
+                    let kept = exporter::kept(&kafka.name_any(), before);
+                    built.objects.entry(alias.clone()).or_default().extend(kept);
+                }
+                pass.warnings.push(Warning::new(
+                    Reason::KafkaExporterNotDeployed,
+                    why.message(),
+                ));
+            }
         }
     }
     Ok(ControlFlow::Continue(built))
