@@ -84,13 +84,18 @@ pub fn pod(parts: PodParts<'_>) -> Value {
     let spec = &mut pod["spec"];
     spec["containers"] = Value::Array(vec![parts.container]);
     if let Some(template) = parts.template {
-        for key in TEMPLATE_POD.iter().filter(|k| **k != "metadata") {
-            if let Some(value) = template.get(*key) {
-                spec[*key] = value.clone();
-            }
-        }
+        scheduling(spec, template);
     }
     pod
+}
+
+/// Sets on a pod's `spec` the scheduling fields of a `template.pod`, as given.
+pub fn scheduling(spec: &mut Value, template: &Map<String, Value>) {
+    for key in TEMPLATE_POD.iter().filter(|k| **k != "metadata") {
+        if let Some(value) = template.get(*key) {
+            spec[*key] = value.clone();
+        }
+    }
 }
 
 /// The Kafka version a resource runs (`version`, else [`DEFAULT_KAFKA_VERSION`]) and its

@@ -23,7 +23,7 @@ use crate::kafka::jmx_exporter::{PORT, PORT_NAME};
 use crate::kafka::resolve::Resolved;
 use crate::objects;
 use crate::pki::Pem;
-use crate::pod_template::TEMPLATE_POD;
+use crate::pod_template;
 
 const CERTS_DIR: &str = "/etc/kafka-exporter/certs";
 const CERT_KEY: &str = "kafka-exporter.crt";
@@ -217,12 +217,7 @@ fn objects(inputs: &Inputs<'_>) -> Vec<Value> {
     });
     // The template's scheduling fields, as given (as for the nodes' pods).
     if let Some(t) = template_pod {
-        let spec = &mut deployment["spec"]["template"]["spec"];
-        for key in TEMPLATE_POD.iter().filter(|k| **k != "metadata") {
-            if let Some(value) = t.get(*key) {
-                spec[*key] = value.clone();
-            }
-        }
+        pod_template::scheduling(&mut deployment["spec"]["template"]["spec"], t);
     }
     vec![secret, deployment]
 }

@@ -71,15 +71,10 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
     if let Some(r) = &plan.recovering {
         recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
     }
-    if plan.resolved.metrics.is_some() || plan.resolved.metrics_reporter.is_some() {
-        let images = built
-            .objects
-            .keys()
-            .filter_map(|alias| Some((alias.clone(), pass.ctx.agents.get(alias)?.image)))
-            .collect();
-        if let Err(r) = jmx_exporter::equip(&mut built.objects, &images) {
-            return pass.refused(r.reason, &r.message);
-        }
+    if (plan.resolved.metrics.is_some() || plan.resolved.metrics_reporter.is_some())
+        && let Err(r) = jmx_exporter::equip(&mut built.objects, &agent_images(pass.ctx))
+    {
+        return pass.refused(r.reason, &r.message);
     }
     let disrupted = disrupted_clusters(pass.ctx, pass.kafka, &built);
     let unsettled = pass
@@ -118,6 +113,17 @@ fn refused_services(ctx: &Context, kafka: &Kafka, plan: &Plan) -> Vec<String> {
         .map(|(alias, a)| (alias.as_str(), a))
         .collect();
     external::refused(&names, &kafka.namespace().unwrap_or_default(), &reports)
+}
+
+/// The image each member cluster's agent said it runs (what the metrics jars and Kafka
+/// Exporter come from), by cluster alias; agents that said none are left out.
+fn agent_images(ctx: &Context) -> BTreeMap<String, String> {
+    ctx.agents
+        .list()
+        .into_iter()
+        .map(|r| (r.cluster_alias, r.image))
+        .filter(|(_, image)| !image.is_empty())
+        .collect()
 }
 
 /// The member clusters where a node of the Kafka may be down, from what their agents report.
@@ -300,14 +306,7 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
     }
     let mut built = decided.built;
     if let (Some(spec), Some(access)) = (&kafka.spec.kafka_exporter, &decided.exporter) {
-        let images = pass
-            .ctx
-            .agents
-            .list()
-            .into_iter()
-            .map(|r| (r.cluster_alias, r.image))
-            .filter(|(_, image)| !image.is_empty())
-            .collect();
+        let images = agent_images(pass.ctx);
         let access = (&access.identity, access.bootstrap.as_str());
         match exporter::deploy(
             kafka,
