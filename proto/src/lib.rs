@@ -18,6 +18,10 @@ pub mod agent {
         /// `Hello.capabilities`: the agent removes a whole owner's objects only when a snapshot
         /// declares the owner deleted, and confirms it in `ApplyReport.confirmed_deleted`.
         pub const EXPLICIT_DELETION: &str = "explicit-deletion";
+
+        /// `Hello.capabilities`: the agent makes `ConnectCall`s to the Kafka Connect workers
+        /// of its cluster and answers each with a `ConnectAnswer`.
+        pub const CONNECT_CALLS: &str = "connect-calls";
     }
 }
 

@@ -11,8 +11,8 @@ use kstretch_proto::agent::v1::agent_link_client::AgentLinkClient;
 use kstretch_proto::agent::v1::agent_message::Body;
 use kstretch_proto::agent::v1::central_message::Body as CentralBody;
 use kstretch_proto::agent::v1::{
-    AgentMessage, ApplyReport, CentralMessage, Heartbeat, Hello, ObjectResult, Outcome,
-    RestartOutcome, RestartResult, Snapshot,
+    AgentMessage, ApplyReport, CentralMessage, ConnectAnswer, Heartbeat, Hello, ObjectResult,
+    Outcome, RestartOutcome, RestartResult, Snapshot,
 };
 use prost::Message as _;
 use tokio::sync::mpsc;
@@ -253,6 +253,12 @@ async fn serve(mut stream: RawStream, log: Arc<Mutex<MemberLog>>, report_applies
                 request_id: request.request_id,
                 outcome: RestartOutcome::Gone.into(),
                 message: "simulated member: no such pod".to_owned(),
+            })),
+            // Nor Connect workers to call.
+            CentralBody::ConnectCall(call) => Some(Body::ConnectAnswer(ConnectAnswer {
+                request_id: call.request_id,
+                error: "simulated member: no Connect workers".to_owned(),
+                ..Default::default()
             })),
             CentralBody::Error(e) => {
                 lock().errors.push(format!("{}: {}", e.reason, e.message));

@@ -13,6 +13,7 @@
 //! with the detail) and the metric `kstretch_agent_link_connected`.
 
 pub mod apply;
+pub mod connect;
 pub mod metrics;
 pub mod nodes;
 pub mod objects;
@@ -27,7 +28,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kstretch_proto::agent::v1::{ApplyReport, BuildInfo, EXPLICIT_DELETION, Hello, Snapshot};
+use kstretch_proto::agent::v1::{
+    ApplyReport, BuildInfo, CONNECT_CALLS, EXPLICIT_DELETION, Hello, Snapshot,
+};
 use kstretch_runtime::namespaces::Namespaces;
 use kstretch_runtime::{Health, Registry};
 use kube::Client;
@@ -194,6 +197,7 @@ pub fn start(
             caches.pods.clone(),
             snapshots.clone(),
         );
+        let connect_caller = connect::ConnectCaller::new(scope.clone(), caches.pods.clone());
         let (services, services_watch) =
             status::NodeServices::start(&client, &identity.namespaces, shutdown.clone());
         tokio::spawn(services_watch);
@@ -216,7 +220,7 @@ pub fn start(
                 claimed_cluster_alias: identity.cluster_alias.clone(),
                 kubernetes_version: identity.kubernetes_version.clone(),
                 namespaces: scope.names(),
-                capabilities: vec![EXPLICIT_DELETION.to_owned()],
+                capabilities: vec![EXPLICIT_DELETION.to_owned(), CONNECT_CALLS.to_owned()],
                 last_applied: None,
                 obeyed_term: 0,
                 image,
@@ -226,6 +230,7 @@ pub fn start(
             reports: reports_rx,
             status,
             restarter,
+            connect_caller,
             metrics: metrics.clone(),
             term,
         };

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use kstretch_proto::agent::v1::central_message::Body;
-use kstretch_proto::agent::v1::{CentralMessage, ProtocolError, RestartPod, Snapshot, Welcome};
+use kstretch_proto::agent::v1::{
+    CentralMessage, ConnectCall, ProtocolError, RestartPod, Snapshot, Welcome,
+};
 
 /// A message from central that passed the rules.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +18,8 @@ pub enum FromCentral {
     Error(ProtocolError),
     /// Delete one pod so its podset recreates it.
     RestartPod(RestartPod),
+    /// Call the REST API of a Kafka Connect cluster of this cluster.
+    ConnectCall(ConnectCall),
 }
 
 /// Why a message from central was refused; answered with a `ProtocolError`.
@@ -61,6 +65,7 @@ pub fn classify(message: CentralMessage, welcomed: bool) -> Result<FromCentral, 
         Body::Snapshot(s) => Ok(FromCentral::Snapshot(s)),
         Body::Heartbeat(_) => Ok(FromCentral::Heartbeat),
         Body::RestartPod(r) => Ok(FromCentral::RestartPod(r)),
+        Body::ConnectCall(c) => Ok(FromCentral::ConnectCall(c)),
     }
 }
 

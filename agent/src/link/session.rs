@@ -8,8 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 use kstretch_proto::agent::v1::agent_link_client::AgentLinkClient;
 use kstretch_proto::agent::v1::agent_message::Body;
 use kstretch_proto::agent::v1::{
-    AgentMessage, ApplyReport, CentralMessage, Heartbeat, Hello, ProtocolError, RestartResult,
-    Snapshot, StatusReport, Welcome,
+    AgentMessage, ApplyReport, CentralMessage, Heartbeat, Hello, ProtocolError, Snapshot,
+    StatusReport, Welcome,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -17,6 +17,7 @@ use tonic::Streaming;
 use tonic::transport::{Channel, Endpoint};
 
 use super::apply::Applier;
+use super::connect::ConnectCaller;
 use super::metrics::LinkMetrics;
 use super::protocol::{self, FromCentral};
 use super::restart::Restarter;
@@ -44,6 +45,7 @@ pub(crate) struct Ctx {
     pub reports: watch::Receiver<Option<Arc<ApplyReport>>>,
     pub status: StatusSource,
     pub restarter: Restarter,
+    pub connect_caller: ConnectCaller,
     pub metrics: LinkMetrics,
     /// The term of the central this agent obeys.
     pub term: TermStore,
@@ -286,12 +288,13 @@ async fn serve(
     tx: mpsc::Sender<AgentMessage>,
     interval: Duration,
 ) -> Ended {
-    // Restarts run beside the stream (a delete may take a while); results come back here.
-    let (restarted_tx, mut restarted) = mpsc::channel::<RestartResult>(16);
+    // Restarts and Connect calls run beside the stream (a delete or a worker may take a
+    // while); their answers come back here.
+    let (answers_tx, mut answers) = mpsc::channel::<Body>(16);
     let stream = Established {
         ctx,
         tx,
-        restarted_tx,
+        answers_tx,
     };
     let mut reports = ctx.reports.clone();
     // Only reports of snapshots received from now on: an older one may name a generation of
@@ -315,7 +318,7 @@ async fn serve(
                 Ok(None) => Err(ended("central closed the stream")),
                 Err(status) => Err(ended(&format!("stream failed: {}", status_text(&status)))),
             },
-            Some(result) = restarted.recv() => stream.send(Body::RestartResult(result)).await,
+            Some(answer) = answers.recv() => stream.send(answer).await,
             changed = reports.changed() => match changed {
                 Err(_) => Err(ended("the applier stopped")),
                 Ok(()) => {
@@ -354,7 +357,8 @@ fn ended(reason: &str) -> Ended {
 struct Established<'a> {
     ctx: &'a Ctx,
     tx: mpsc::Sender<AgentMessage>,
-    restarted_tx: mpsc::Sender<RestartResult>,
+    /// Where restarts and Connect calls running beside the stream send their answers.
+    answers_tx: mpsc::Sender<Body>,
 }
 
 impl Established<'_> {
@@ -378,8 +382,8 @@ impl Established<'_> {
         Ok(())
     }
 
-    /// Acts on one message from central: a snapshot goes to the applier, a restart runs
-    /// beside the stream, a protocol violation is answered with an error.
+    /// Acts on one message from central: a snapshot goes to the applier, a restart or a
+    /// Connect call runs beside the stream, a protocol violation is answered with an error.
     async fn receive(&self, message: CentralMessage) -> Result<(), Ended> {
         match protocol::classify(message, true) {
             Ok(FromCentral::Snapshot(snapshot)) => {
@@ -394,9 +398,18 @@ impl Established<'_> {
             }
             Ok(FromCentral::RestartPod(request)) => {
                 let restarter = self.ctx.restarter.clone();
-                let done = self.restarted_tx.clone();
+                let done = self.answers_tx.clone();
                 tokio::spawn(async move {
-                    let _ = done.send(restarter.restart(request).await).await;
+                    let result = restarter.restart(request).await;
+                    let _ = done.send(Body::RestartResult(result)).await;
+                });
+            }
+            Ok(FromCentral::ConnectCall(call)) => {
+                let caller = self.ctx.connect_caller.clone();
+                let done = self.answers_tx.clone();
+                tokio::spawn(async move {
+                    let answer = caller.call(call).await;
+                    let _ = done.send(Body::ConnectAnswer(answer)).await;
                 });
             }
             Ok(FromCentral::Heartbeat | FromCentral::Welcome(_)) => {}

@@ -37,6 +37,9 @@ pub struct CachedPodSpec {
 #[serde(rename_all = "camelCase")]
 pub struct CachedPodStatus {
     pub phase: Option<String>,
+    /// Where the link calls a Kafka Connect worker for central (`ConnectCall`).
+    #[serde(rename = "podIP")]
+    pub pod_ip: Option<String>,
     pub conditions: Option<Vec<PodCondition>>,
     pub init_container_statuses: Option<Vec<ContainerStatus>>,
     pub container_statuses: Option<Vec<ContainerStatus>>,

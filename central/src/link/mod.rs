@@ -9,6 +9,8 @@
 //!   `ListAgents`, readiness detail and metrics).
 
 pub mod agents;
+pub mod calls;
+pub mod connect;
 pub mod desired;
 pub mod identity;
 pub mod metrics;

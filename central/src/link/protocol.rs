@@ -3,8 +3,8 @@
 //! Pure (no I/O), so every rule is unit-tested.
 
 use kstretch_proto::agent::v1::{
-    AgentMessage, ApplyReport, BuildInfo, Hello, Mismatch, ProtocolError, RestartResult,
-    StatusReport, agent_message::Body,
+    AgentMessage, ApplyReport, BuildInfo, ConnectAnswer, Hello, Mismatch, ProtocolError,
+    RestartResult, StatusReport, agent_message::Body,
 };
 
 /// Where a stream is in its life.
@@ -27,6 +27,7 @@ pub enum Incoming {
     /// The agent could not use something central sent.
     PeerError(ProtocolError),
     RestartResult(RestartResult),
+    ConnectAnswer(ConnectAnswer),
 }
 
 /// Why a message (or a stream) was refused; sent back as a `ProtocolError`.
@@ -139,6 +140,9 @@ pub fn classify(message: AgentMessage, phase: Phase) -> Result<Incoming, Violati
         (Phase::Established { .. }, Body::Error(error)) => Ok(Incoming::PeerError(error)),
         (Phase::Established { .. }, Body::RestartResult(result)) => {
             Ok(Incoming::RestartResult(result))
+        }
+        (Phase::Established { .. }, Body::ConnectAnswer(answer)) => {
+            Ok(Incoming::ConnectAnswer(answer))
         }
     }
 }

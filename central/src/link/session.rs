@@ -243,10 +243,20 @@ async fn established(
         return "agent went away during the handshake".into();
     }
 
-    let mut restarts = link.restarts.attach(alias, stream);
-    let reason = serve(link, tx, alias, stream, superseded, inbound, &mut restarts).await;
+    let mut requests = Requests {
+        restarts: link.restarts.attach(alias, stream),
+        connect_calls: link.connect_calls.attach(alias, stream),
+    };
+    let reason = serve(link, tx, alias, stream, superseded, inbound, &mut requests).await;
     link.restarts.detach(alias, stream);
+    link.connect_calls.detach(alias, stream);
     reason
+}
+
+/// What others ask this cluster's agent through the stream.
+struct Requests {
+    restarts: tokio::sync::mpsc::Receiver<kstretch_proto::agent::v1::RestartPod>,
+    connect_calls: tokio::sync::mpsc::Receiver<kstretch_proto::agent::v1::ConnectCall>,
 }
 
 /// The established stream's loop; returns why it ended.
@@ -257,7 +267,7 @@ async fn serve(
     stream: u64,
     superseded: &tokio_util::sync::CancellationToken,
     inbound: &mut Streaming<AgentMessage>,
-    restarts: &mut tokio::sync::mpsc::Receiver<kstretch_proto::agent::v1::RestartPod>,
+    requests: &mut Requests,
 ) -> String {
     let config = &link.config;
     let mut desired = link.desired.subscribe();
@@ -314,10 +324,17 @@ async fn serve(
                     sent_generation = snapshot.generation;
                 }
             }
-            Some(request) = restarts.recv() => {
+            Some(request) = requests.restarts.recv() => {
                 tracing::info!(pod = %request.name, namespace = %request.namespace,
                     reason = %request.reason, "asking the agent to restart a pod");
                 if !tx.send(Body::RestartPod(request)).await {
+                    return "agent went away".into();
+                }
+            }
+            Some(call) = requests.connect_calls.recv() => {
+                tracing::debug!(connect = %call.connect, namespace = %call.namespace,
+                    method = %call.method, path = %call.path, "asking the agent to call Kafka Connect");
+                if !tx.send(Body::ConnectCall(call)).await {
                     return "agent went away".into();
                 }
             }
@@ -398,6 +415,7 @@ fn record(link: &Link, alias: &str, stream: u64, incoming: Incoming) {
             link.agents.notify();
         }
         Incoming::RestartResult(result) => link.restarts.resolve(result),
+        Incoming::ConnectAnswer(answer) => link.connect_calls.resolve(answer),
         Incoming::PeerError(error) => {
             tracing::warn!(reason = %error.reason, message = %error.message,
                 "agent could not use a message from central");

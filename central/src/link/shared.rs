@@ -6,6 +6,7 @@ use kstretch_runtime::Health;
 use tokio_util::sync::CancellationToken;
 
 use super::agents::Agents;
+use super::connect;
 use super::desired::DesiredStates;
 use super::metrics::LinkMetrics;
 use super::restart;
@@ -45,6 +46,7 @@ pub struct Link {
     pub agents: Agents,
     pub desired: DesiredStates,
     pub restarts: restart::Restarts,
+    pub connect_calls: connect::ConnectCalls,
     pub metrics: LinkMetrics,
     pub config: LinkConfig,
     pub(super) health: Option<Health>,
@@ -63,6 +65,7 @@ impl Link {
             agents: Agents::new(),
             desired,
             restarts: restart::Restarts::default(),
+            connect_calls: connect::ConnectCalls::default(),
             metrics,
             config,
             health: None,
