@@ -288,6 +288,12 @@ fn spawn_controllers(
                 client.clone(),
                 metrics.connector,
                 &settings.connectors,
+                // With agents, the workers kstretch runs are called through them.
+                settings.linked.then(|| connector::Relays {
+                    agents: link.agents.clone(),
+                    calls: link.connect_calls.clone(),
+                    own: members.own.clone(),
+                }),
             )),
             shutdown.clone(),
         ),

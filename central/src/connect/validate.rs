@@ -177,13 +177,18 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
     })
 }
 
-/// The member cluster the workers run in: the stretch alias annotation's, else central's own.
-fn alias(connect: &KafkaConnect, members: &Members) -> Result<String, Invalid> {
-    let alias = connect
+/// The member cluster the workers run in: the stretch alias annotation's, else central's own
+/// (`own`); whether it is a member is checked by [`validate`].
+pub fn placed_in(connect: &KafkaConnect, own: &str) -> String {
+    connect
         .annotations()
         .get(names::STRETCH_CLUSTER_ALIAS)
         .map(|a| a.trim().to_owned())
-        .unwrap_or_else(|| members.own.clone());
+        .unwrap_or_else(|| own.to_owned())
+}
+
+fn alias(connect: &KafkaConnect, members: &Members) -> Result<String, Invalid> {
+    let alias = placed_in(connect, &members.own);
     if !members.all.contains(&alias) {
         return Err(Invalid::UnknownClusterAlias {
             alias,

@@ -11,7 +11,10 @@ use kstretch_runtime::backoff::Backoff;
 use kube::{Client, ResourceExt};
 
 use super::metrics::ConnectorMetrics;
-use super::rest;
+use super::plan::RestTarget;
+use super::rest::{self, ConnectClient, Relay};
+use crate::link::agents::Agents;
+use crate::link::connect::{self, ConnectCalls};
 
 /// Finalizer that makes deleting a `KafkaConnector` delete its connector from Connect.
 pub const FINALIZER: &str = "kstretch.io/kafka-connector";
@@ -34,6 +37,8 @@ pub struct Context {
     /// Events on the `KafkaConnector` for what it asked for (restarts).
     pub events: kstretch_runtime::events::Events,
     pub resync: Duration,
+    /// How workers that kstretch runs are called; `None` when central runs without agents.
+    pub relays: Option<Relays>,
     /// Per connector, the delay before retrying a transient failure.
     retries: Backoff<(String, String)>,
     /// Per connector, the auto-restart record last written: the cached resource may not show
@@ -49,9 +54,24 @@ impl std::fmt::Debug for Context {
     }
 }
 
+/// The agents of the member clusters, which call the workers kstretch runs there.
+#[derive(Debug, Clone)]
+pub struct Relays {
+    pub agents: Agents,
+    pub calls: ConnectCalls,
+    /// Central's own cluster: where a KafkaConnect without a stretch alias runs.
+    pub own: String,
+}
+
 impl Context {
-    pub fn new(client: Client, metrics: ConnectorMetrics, args: &ConnectorArgs) -> Self {
+    pub fn new(
+        client: Client,
+        metrics: ConnectorMetrics,
+        args: &ConnectorArgs,
+        relays: Option<Relays>,
+    ) -> Self {
         Self {
+            relays,
             events: kstretch_runtime::events::Events::new(client.clone(), "kstretch-central"),
             client,
             http: rest::ConnectClient::http_client(),
@@ -60,6 +80,40 @@ impl Context {
             retries: Backoff::new(Duration::from_secs(args.resync_secs.max(1))),
             restarts: Mutex::default(),
         }
+    }
+
+    /// Central's own cluster when it calls workers through agents.
+    pub(super) fn own_cluster(&self) -> Option<&str> {
+        self.relays.as_ref().map(|r| r.own.as_str())
+    }
+
+    /// A client for the REST API of KafkaConnect `connect` in `namespace`, at `target`.
+    pub(super) fn connect_client(
+        &self,
+        namespace: &str,
+        connect: &str,
+        target: &RestTarget,
+    ) -> ConnectClient {
+        let alias = match target {
+            RestTarget::Url(url) => return ConnectClient::new(self.http.clone(), url),
+            RestTarget::Agent { alias } => alias,
+        };
+        // Without agents nothing is connected: the calls say so.
+        let relays = self.relays.clone().unwrap_or_else(|| Relays {
+            agents: Agents::new(),
+            calls: ConnectCalls::default(),
+            own: String::new(),
+        });
+        ConnectClient::through(Relay {
+            makes_calls: relays
+                .agents
+                .get(alias)
+                .is_none_or(|r| connect::makes_calls(&r)),
+            calls: relays.calls,
+            alias: alias.clone(),
+            namespace: namespace.to_owned(),
+            connect: connect.to_owned(),
+        })
     }
 
     /// The auto-restart record to decide from: the one this process wrote last when the

@@ -21,7 +21,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub use context::{ConnectorArgs, Context, FINALIZER};
+pub use context::{ConnectorArgs, Context, FINALIZER, Relays};
 
 pub use metrics::ConnectorMetrics;
 

@@ -54,14 +54,28 @@ pub fn connect_name(labels: &BTreeMap<String, String>) -> Result<&str, TargetErr
         .ok_or(TargetError::MissingClusterLabel)
 }
 
+/// Where central reaches a Connect cluster's REST API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestTarget {
+    /// At this address: the override annotation's, or `status.url` when central runs without
+    /// agents (in the workers' Kubernetes cluster, with its DNS).
+    Url(String),
+    /// Through the agent of the member cluster `alias`, where kstretch runs the workers.
+    Agent { alias: String },
+}
+
 /// Where central reaches the Connect REST API of `connect` (in `namespace`, named `name`):
-/// the override annotation, else `status.url`. The KafkaConnect must manage its connectors
-/// with resources (`strimzi.io/use-connector-resources: "true"`).
-pub fn rest_url(
+/// the override annotation, else through the agent of the cluster its workers run in
+/// (`own`: central's own cluster, where they run without a stretch alias; `None` when central
+/// runs without agents: then at `status.url`). The KafkaConnect must manage its connectors
+/// with resources (`strimzi.io/use-connector-resources: "true"`) and have been built
+/// (`status.url` set).
+pub fn rest_target(
     namespace: &str,
     name: &str,
     connect: Option<&KafkaConnect>,
-) -> Result<String, TargetError> {
+    own: Option<&str>,
+) -> Result<RestTarget, TargetError> {
     let Some(connect) = connect else {
         return Err(TargetError::KafkaConnectNotFound {
             namespace: namespace.to_owned(),
@@ -77,21 +91,27 @@ pub fn rest_url(
             name: name.to_owned(),
         });
     }
-    annotations
+    let trimmed = |u: &String| u.trim().trim_end_matches('/').to_owned();
+    if let Some(url) = annotations
         .and_then(|a| a.get(CONNECT_REST_URL_ANNOTATION))
         .filter(|u| !u.trim().is_empty())
-        .cloned()
-        .or_else(|| {
-            connect
-                .status
-                .as_ref()
-                .and_then(|s| s.url.clone())
-                .filter(|u| !u.is_empty())
-        })
-        .map(|u| u.trim().trim_end_matches('/').to_owned())
+    {
+        return Ok(RestTarget::Url(trimmed(url)));
+    }
+    let url = connect
+        .status
+        .as_ref()
+        .and_then(|s| s.url.as_ref())
+        .filter(|u| !u.is_empty())
         .ok_or_else(|| TargetError::NoRestUrl {
             name: name.to_owned(),
-        })
+        })?;
+    Ok(match own {
+        Some(own) => RestTarget::Agent {
+            alias: crate::connect::validate::placed_in(connect, own),
+        },
+        None => RestTarget::Url(trimmed(url)),
+    })
 }
 
 /// Keys of `spec.config` that the operator sets itself (Strimzi's forbidden options).
@@ -608,7 +628,7 @@ mod tests {
     }
 
     #[test]
-    fn rest_url_needs_connector_resources_and_prefers_the_override() {
+    fn the_rest_target_needs_connector_resources_and_prefers_the_override() {
         let labels = BTreeMap::from([(names::CLUSTER.to_owned(), "kc".to_owned())]);
         assert_eq!(connect_name(&labels), Ok("kc"));
         assert_eq!(
@@ -616,14 +636,14 @@ mod tests {
             "MissingClusterLabel"
         );
         assert_eq!(
-            rest_url("ns", "kc", None).unwrap_err().reason(),
+            rest_target("ns", "kc", None, None).unwrap_err().reason(),
             "KafkaConnectNotFound"
         );
         let off = connect(
             json!({}),
             json!({"url": "http://kc-connect-api.ns.svc:8083"}),
         );
-        let e = rest_url("ns", "kc", Some(&off)).unwrap_err();
+        let e = rest_target("ns", "kc", Some(&off), None).unwrap_err();
         assert_eq!(e.reason(), "ConnectorResourcesDisabled");
         assert!(e.to_string().contains("strimzi.io/use-connector-resources"));
         let on = connect(
@@ -631,8 +651,8 @@ mod tests {
             json!({"url": "http://kc-connect-api.ns.svc:8083"}),
         );
         assert_eq!(
-            rest_url("ns", "kc", Some(&on)).unwrap(),
-            "http://kc-connect-api.ns.svc:8083"
+            rest_target("ns", "kc", Some(&on), None).unwrap(),
+            RestTarget::Url("http://kc-connect-api.ns.svc:8083".into())
         );
         let overridden = connect(
             json!({"strimzi.io/use-connector-resources": "true",
@@ -640,16 +660,43 @@ mod tests {
             json!({"url": "http://kc-connect-api.ns.svc:8083"}),
         );
         assert_eq!(
-            rest_url("ns", "kc", Some(&overridden)).unwrap(),
-            "http://127.0.0.1:18083"
+            rest_target("ns", "kc", Some(&overridden), Some("alpha")).unwrap(),
+            RestTarget::Url("http://127.0.0.1:18083".into())
         );
         let pending = connect(
             json!({"strimzi.io/use-connector-resources": "true"}),
             json!({}),
         );
         assert_eq!(
-            rest_url("ns", "kc", Some(&pending)).unwrap_err().reason(),
+            rest_target("ns", "kc", Some(&pending), Some("alpha"))
+                .unwrap_err()
+                .reason(),
             "KafkaConnectNotReady"
+        );
+    }
+
+    #[test]
+    fn with_agents_the_workers_are_called_through_the_agent_of_their_cluster() {
+        let own = connect(
+            json!({"strimzi.io/use-connector-resources": "true"}),
+            json!({"url": "http://kc-connect-api.ns.svc:8083"}),
+        );
+        assert_eq!(
+            rest_target("ns", "kc", Some(&own), Some("alpha")).unwrap(),
+            RestTarget::Agent {
+                alias: "alpha".into()
+            }
+        );
+        let in_beta = connect(
+            json!({"strimzi.io/use-connector-resources": "true",
+                   "strimzi.io/stretch-cluster-alias": "beta"}),
+            json!({"url": "http://kc-connect-api.ns.svc:8083"}),
+        );
+        assert_eq!(
+            rest_target("ns", "kc", Some(&in_beta), Some("alpha")).unwrap(),
+            RestTarget::Agent {
+                alias: "beta".into()
+            }
         );
     }
 

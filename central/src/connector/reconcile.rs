@@ -86,7 +86,10 @@ pub async fn apply(kc: Arc<KafkaConnector>, ctx: Arc<Context>) -> Result<Action,
         Ok(n) => api::<KafkaConnect>(&ctx, &kc).get_opt(n).await?,
         Err(_) => None,
     };
-    let target = connect_name.and_then(|n| plan::rest_url(&namespace, &n, connect.as_ref()));
+    let target = connect_name.and_then(|n| {
+        let target = plan::rest_target(&namespace, &n, connect.as_ref(), ctx.own_cluster())?;
+        Ok(ctx.connect_client(&namespace, &n, &target))
+    });
 
     if kc.metadata.deletion_timestamp.is_some() {
         return delete(&kc, &ctx, target, connect.as_ref()).await;
@@ -106,8 +109,8 @@ pub async fn apply(kc: Arc<KafkaConnector>, ctx: Arc<Context>) -> Result<Action,
         return Ok(Action::requeue(ctx.resync));
     }
 
-    let url = match target {
-        Ok(url) => url,
+    let client = match target {
+        Ok(client) => client,
         Err(e) => {
             tracing::info!(reason = e.reason(), %e, "connector not reconciled");
             refuse(&ctx, &kc, e.reason(), &e.to_string(), Vec::new()).await?;
@@ -117,7 +120,6 @@ pub async fn apply(kc: Arc<KafkaConnector>, ctx: Arc<Context>) -> Result<Action,
     if !kc.finalizers().iter().any(|f| f == FINALIZER) {
         add_finalizer(&ctx, &kc).await?;
     }
-    let client = ConnectClient::new(ctx.http.clone(), &url);
     let mut warnings = Vec::new();
     let desired = match plan::desired_config(&name, &kc.spec) {
         Ok(d) => d,
@@ -483,7 +485,7 @@ fn owner(kc: &KafkaConnector) -> OwnerReference {
 async fn delete(
     kc: &KafkaConnector,
     ctx: &Context,
-    target: Result<String, plan::TargetError>,
+    target: Result<ConnectClient, plan::TargetError>,
     connect: Option<&KafkaConnect>,
 ) -> Result<Action, Error> {
     if !kc.finalizers().iter().any(|f| f == FINALIZER) {
@@ -491,8 +493,7 @@ async fn delete(
     }
     let connect_going = connect.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
     match target {
-        Ok(url) if !connect_going => {
-            let client = ConnectClient::new(ctx.http.clone(), &url);
+        Ok(client) if !connect_going => {
             if let Err(e) = client.delete(&kc.name_any()).await {
                 tracing::warn!(reason = e.reason(), %e, "cannot delete the connector from Kafka Connect; retrying");
                 ctx.metrics.failed(e.reason());
@@ -688,7 +689,7 @@ mod against_the_apiserver {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::connector::context::ConnectorArgs;
+    use crate::connector::context::{ConnectorArgs, Relays};
     use crate::testing::{Apiserver, status_path};
 
     const RESYNC: Duration = Duration::from_secs(60);
@@ -715,6 +716,14 @@ mod against_the_apiserver {
     /// One reconciliation of `kc` with `held` in the apiserver: the action and the `Ready`
     /// condition of the status written.
     async fn reconciled(kc: &KafkaConnector, held: Option<&KafkaConnect>) -> (Action, Value) {
+        reconciled_with(kc, held, None).await
+    }
+
+    async fn reconciled_with(
+        kc: &KafkaConnector,
+        held: Option<&KafkaConnect>,
+        relays: Option<Relays>,
+    ) -> (Action, Value) {
         let apiserver = Apiserver::default();
         apiserver.hold(kc);
         if let Some(c) = held {
@@ -723,7 +732,7 @@ mod against_the_apiserver {
         let args = ConnectorArgs {
             resync_secs: RESYNC.as_secs(),
         };
-        let ctx = Context::new(apiserver.client(), Default::default(), &args);
+        let ctx = Context::new(apiserver.client(), Default::default(), &args, relays);
         let pass = apply(Arc::new(kc.clone()), Arc::new(ctx));
         let action = tokio::time::timeout(Duration::from_secs(10), pass)
             .await
@@ -771,6 +780,31 @@ mod against_the_apiserver {
         }));
         let (action, ready) = reconciled(&labelled, Some(&c)).await;
         assert_eq!(ready["reason"], "ConnectUnreachable");
+        assert_ne!(action, Action::requeue(RESYNC));
+    }
+
+    #[tokio::test]
+    async fn a_connector_of_workers_whose_agent_is_away_says_so_and_is_retried() {
+        let labelled = connector(json!({"strimzi.io/cluster": "my-connect"}), json!({}));
+        let mut c = connect(json!({
+            (names::USE_CONNECTOR_RESOURCES): "true",
+            (names::STRETCH_CLUSTER_ALIAS): "beta"
+        }));
+        c.status = Some(kstretch_api::KafkaConnectStatus {
+            url: Some("http://my-connect-connect-api.ns.svc:8083".into()),
+            ..Default::default()
+        });
+        let relays = Relays {
+            agents: crate::link::agents::Agents::new(),
+            calls: crate::link::connect::ConnectCalls::default(),
+            own: "alpha".into(),
+        };
+        let (action, ready) = reconciled_with(&labelled, Some(&c), Some(relays)).await;
+        assert_eq!(ready["reason"], "ConnectUnreachable");
+        assert_eq!(
+            ready["message"],
+            "cannot reach Kafka Connect at the workers of KafkaConnect my-connect in cluster beta (through its agent): the agent of cluster \"beta\" is not connected"
+        );
         assert_ne!(action, Action::requeue(RESYNC));
     }
 

@@ -5,9 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kstretch_proto::agent::v1::{ConnectAnswer, ConnectCall};
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::link::connect::ConnectCalls;
 
 /// Why a call to Connect failed.
 #[derive(Debug, thiserror::Error)]
@@ -106,9 +109,32 @@ impl Validation {
 /// A client for one Connect cluster's REST API.
 #[derive(Debug, Clone)]
 pub struct ConnectClient {
-    http: reqwest::Client,
+    route: Route,
+    /// Where the calls go, as errors name it: the REST API's address, or the workers and the
+    /// cluster whose agent calls them.
     base: String,
 }
+
+/// How the calls reach Connect.
+#[derive(Debug, Clone)]
+enum Route {
+    Http(reqwest::Client),
+    Agent(Relay),
+}
+
+/// The agent that calls a KafkaConnect's workers in its member cluster, for central.
+#[derive(Debug, Clone)]
+pub struct Relay {
+    pub calls: ConnectCalls,
+    pub alias: String,
+    pub namespace: String,
+    pub connect: String,
+    /// Whether that agent makes Connect calls (an older one does not).
+    pub makes_calls: bool,
+}
+
+/// How long central waits for an agent's answer: the agent gives a worker 30 s.
+const RELAY_TIMEOUT: Duration = Duration::from_secs(35);
 
 fn enc(segment: &str) -> String {
     // Connector names and classes may hold characters that are not path-safe.
@@ -128,8 +154,19 @@ impl ConnectClient {
     /// A client for the REST API at `base` (`http://host:8083`), sharing `http`'s pool.
     pub fn new(http: reqwest::Client, base: &str) -> Self {
         Self {
-            http,
+            route: Route::Http(http),
             base: base.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// A client whose calls the agent of the workers' member cluster makes.
+    pub fn through(relay: Relay) -> Self {
+        Self {
+            base: format!(
+                "the workers of KafkaConnect {} in cluster {} (through its agent)",
+                relay.connect, relay.alias
+            ),
+            route: Route::Agent(relay),
         }
     }
 
@@ -153,20 +190,31 @@ impl ConnectClient {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(StatusCode, String), RestError> {
-        let url = format!("{}{path}", self.base);
-        let mut request = self.http.request(method, &url);
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request.send().await.map_err(|e| RestError::Unreachable {
+        let unreachable = |message: String| RestError::Unreachable {
             url: self.base.clone(),
-            message: error_chain(&e),
-        })?;
-        let status = response.status();
-        let text = response.text().await.map_err(|e| RestError::Unreachable {
-            url: self.base.clone(),
-            message: error_chain(&e),
-        })?;
+            message,
+        };
+        let (status, text) = match &self.route {
+            Route::Http(http) => {
+                let mut request = http.request(method, format!("{}{path}", self.base));
+                if let Some(body) = body {
+                    request = request.json(body);
+                }
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|e| unreachable(error_chain(&e)))?;
+                let status = response.status();
+                let text = response
+                    .text()
+                    .await
+                    .map_err(|e| unreachable(error_chain(&e)))?;
+                (status, text)
+            }
+            Route::Agent(relay) => relayed(relay, method, path, body)
+                .await
+                .map_err(unreachable)?,
+        };
         if status.is_success() {
             return Ok((status, text));
         }
@@ -356,6 +404,52 @@ struct ActiveTopics {
 }
 
 /// Connect's error body is `{"error_code": .., "message": ".."}`; anything else is shown as is.
+/// Has the agent of `relay` make the call; `Err` says why no worker answered.
+async fn relayed(
+    relay: &Relay,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<(StatusCode, String), String> {
+    if !relay.makes_calls {
+        return Err(format!(
+            "the agent of cluster {} does not make Connect calls (it predates them); upgrade it",
+            relay.alias
+        ));
+    }
+    let request = ConnectCall {
+        request_id: String::new(),
+        namespace: relay.namespace.clone(),
+        connect: relay.connect.clone(),
+        method: method.as_str().to_owned(),
+        path: path.to_owned(),
+        body: body.map(Value::to_string).unwrap_or_default().into_bytes(),
+    };
+    let answer = relay
+        .calls
+        .ask(&relay.alias, request, RELAY_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    answered(answer)
+}
+
+/// Connect's answer as the agent handed it back, or why no worker answered.
+fn answered(answer: ConnectAnswer) -> Result<(StatusCode, String), String> {
+    if answer.status == 0 {
+        return Err(answer.error);
+    }
+    let status = u16::try_from(answer.status)
+        .ok()
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .ok_or_else(|| {
+            format!(
+                "the agent relayed status {}, which is not HTTP's",
+                answer.status
+            )
+        })?;
+    Ok((status, String::from_utf8_lossy(&answer.body).into_owned()))
+}
+
 fn error_message(body: &str) -> String {
     #[derive(Deserialize)]
     struct ErrorBody {
@@ -389,7 +483,84 @@ struct NewConnector<'a> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
+
+    fn relay(calls: &ConnectCalls, makes_calls: bool) -> ConnectClient {
+        ConnectClient::through(Relay {
+            calls: calls.clone(),
+            alias: "beta".into(),
+            namespace: "kafka".into(),
+            connect: "kc".into(),
+            makes_calls,
+        })
+    }
+
+    #[tokio::test]
+    async fn calls_through_the_agent_carry_connects_answer_back() {
+        let calls = ConnectCalls::default();
+        let mut requests = calls.attach("beta", 1);
+        let agent = {
+            let calls = calls.clone();
+            tokio::spawn(async move {
+                let call = requests.recv().await.unwrap();
+                assert_eq!(
+                    (call.namespace.as_str(), call.connect.as_str()),
+                    ("kafka", "kc")
+                );
+                assert_eq!(
+                    (call.method.as_str(), call.path.as_str()),
+                    ("PUT", "/connectors/s%20x/pause")
+                );
+                calls.resolve(ConnectAnswer {
+                    request_id: call.request_id,
+                    status: 202,
+                    ..Default::default()
+                });
+                let call = requests.recv().await.unwrap();
+                assert_eq!(call.path, "/connectors/gone/config");
+                calls.resolve(ConnectAnswer {
+                    request_id: call.request_id,
+                    status: 404,
+                    body: br#"{"error_code":404,"message":"Connector gone not found"}"#.to_vec(),
+                    ..Default::default()
+                });
+                let call = requests.recv().await.unwrap();
+                calls.resolve(ConnectAnswer {
+                    request_id: call.request_id,
+                    error: "no worker of KafkaConnect kc in namespace kafka is ready".into(),
+                    ..Default::default()
+                });
+            })
+        };
+        let client = relay(&calls, true);
+        client.pause("s x").await.unwrap();
+        assert_eq!(client.config("gone").await.unwrap(), None);
+        let down = client.status("s").await.unwrap_err();
+        assert_eq!(down.reason(), "ConnectUnreachable");
+        assert_eq!(
+            down.to_string(),
+            "cannot reach Kafka Connect at the workers of KafkaConnect kc in cluster beta (through its agent): no worker of KafkaConnect kc in namespace kafka is ready"
+        );
+        agent.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn without_an_agent_that_makes_calls_connect_is_unreachable() {
+        let calls = ConnectCalls::default();
+        let gone = relay(&calls, true).status("s").await.unwrap_err();
+        assert_eq!(gone.reason(), "ConnectUnreachable");
+        assert!(
+            gone.to_string()
+                .ends_with("the agent of cluster \"beta\" is not connected"),
+            "{gone}"
+        );
+        let _requests = calls.attach("beta", 1);
+        let old = relay(&calls, false).status("s").await.unwrap_err();
+        assert_eq!(old.reason(), "ConnectUnreachable");
+        assert!(old.to_string().contains("upgrade it"), "{old}");
+    }
 
     #[test]
     fn connect_error_bodies_give_their_message() {

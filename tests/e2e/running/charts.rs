@@ -1,24 +1,27 @@
 //! kstretch installed with its Helm charts runs in pods and runs a stretched Kafka on real
-//! pods.
+//! pods, and Kafka Connect workers in the other cluster whose connectors it manages.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use kstretch_api::Kafka;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kstretch_api::{Kafka, KafkaConnect, KafkaConnector};
 use kstretch_tests::clients::serves_across_clusters;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
-use kstretch_tests::live::{ONE_AT_A_TIME, START_TIMEOUT, kafka, pool, ready_on_real_node};
+use kstretch_tests::live::{
+    ONE_AT_A_TIME, START_TIMEOUT, all_brokers, kafka, pool, ready_on_real_node,
+};
 use kstretch_tests::ready::kafka_ready as is_ready;
 use kstretch_tests::stretch::{ALPHA, BETA};
 use kstretch_tests::wait::Seen;
-use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
 use serde_json::json;
 
 /// kstretch installed with `helm install` as a user installs it: central (two replicas, one
 /// leading) in alpha and an agent in each cluster run as pods on the real nodes, from the
 /// images packed from this build, with the charts' RBAC, probes and generated link
-/// certificates. A stretched Kafka under them becomes Ready and serves across the clusters,
-/// and deleting it removes its pods in both clusters.
+/// certificates. A stretched Kafka under them becomes Ready and serves across the clusters;
+/// Kafka Connect workers in beta run a connector applied in alpha; deleting the Kafka removes
+/// its pods in both clusters.
 #[tokio::test]
 async fn kstretch_installed_with_its_charts_runs_in_pods_and_runs_a_stretched_kafka() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -86,6 +89,7 @@ async fn kstretch_installed_with_its_charts_runs_in_pods_and_runs_a_stretched_ka
     })
     .await;
     serves_across_clusters(&k).await;
+    a_connector_runs_on_workers_in_beta_through_their_agent(&install, &k).await;
 
     // Deleting the Kafka removes its pods in both clusters, through the agents in pods.
     kafkas.delete("live", &Default::default()).await.unwrap();
@@ -112,4 +116,197 @@ async fn kstretch_installed_with_its_charts_runs_in_pods_and_runs_a_stretched_ka
     )
     .await;
     install.finish().await;
+}
+
+/// A `KafkaConnect` placed in beta runs its worker as a pod on beta's real node, from the
+/// apache/kafka image; a `KafkaConnector` applied in alpha (the file source connector Kafka
+/// ships) runs on it, though central has no route into beta: its REST calls go through beta's
+/// agent. It copies a file of the worker's image, line by line, to a topic; its offsets are
+/// listed and it is restarted on the user's annotations; deleting it deletes it from Connect
+/// (through the agent again) before its finalizer goes.
+async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmInstall, k: &Kafka) {
+    let bootstrap = all_brokers(k);
+    install
+        .apply(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
+            "metadata": {"name": "files", "annotations": {
+                "strimzi.io/use-connector-resources": "true",
+                "strimzi.io/stretch-cluster-alias": BETA}},
+            "spec": {
+                "replicas": 1,
+                "bootstrapServers": bootstrap,
+                "groupId": "files", "configStorageTopic": "files-configs",
+                "statusStorageTopic": "files-status", "offsetStorageTopic": "files-offsets",
+                "config": {"offset.flush.interval.ms": 2000},
+                "jvmOptions": {"-Xms": "128m", "-Xmx": "320m", "-XX": {"TieredStopAtLevel": "1"}},
+                "template": {"pod": {
+                    "nodeSelector": {"kstretch.test/node": "real"},
+                    "tolerations": [{"key": "kstretch.test/real-node", "operator": "Exists",
+                                     "effect": "NoSchedule"}]}}
+            }
+        }))
+        .await;
+    // The test environment's image ships this file; the worker reads its copy.
+    let file = "config/connect-log4j2.yaml";
+    install
+        .apply(json!({
+            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnector",
+            "metadata": {"name": "lines", "labels": {"strimzi.io/cluster": "files"}},
+            "spec": {
+                "class": "FileStreamSource",
+                "tasksMax": 1,
+                "config": {
+                    "file": format!("/opt/kafka/{file}"), "topic": "lines",
+                    "value.converter": "org.apache.kafka.connect.storage.StringConverter"
+                },
+                "listOffsets": {"toConfigMap": {"name": "lines-offsets"}}
+            }
+        }))
+        .await;
+    let connectors: Api<KafkaConnector> = install.api(ALPHA);
+    let worker = running_task(install, &connectors, "lines").await;
+    assert!(
+        worker.starts_with("files-connect-0."),
+        "the task runs on {worker}, not on beta's worker"
+    );
+    let workers: Api<Pod> = install.api(BETA);
+    let pod = workers.get("files-connect-0").await.unwrap();
+    assert_eq!(
+        ready_on_real_node(std::slice::from_ref(&pod), BETA),
+        ["files-connect-0"]
+    );
+    let mut expected: Vec<String> = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("env/image/kafka")
+            .join(file),
+    )
+    .unwrap()
+    .lines()
+    .map(str::to_owned)
+    .collect();
+    let mut copied: Vec<String> = {
+        let (bootstrap, count) = (bootstrap.clone(), expected.len());
+        tokio::task::spawn_blocking(move || {
+            kstretch_tests::kafka::consume_until(&bootstrap, "lines", 1, START_TIMEOUT, |r| {
+                r.len() >= count
+            })
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, value)| value)
+        .collect()
+    };
+    // Read back sorted (the consumer's order), compared as the same lines.
+    copied.sort();
+    expected.sort();
+    assert_eq!(copied, expected, "the topic holds the file's lines");
+
+    // The user's annotations, carried out through the agent and removed once done: a
+    // restart, and the offsets listed once Connect has committed some (its flush interval).
+    carried_out(install, &connectors, "strimzi.io/restart", "true").await;
+    let offsets: Api<ConfigMap> = install.api(ALPHA);
+    wait_with_logs(
+        install,
+        "the connector's offsets",
+        START_TIMEOUT,
+        || async {
+            carried_out(install, &connectors, "strimzi.io/connector-offsets", "list").await;
+            let listed = offsets.get_opt("lines-offsets").await.ok().flatten();
+            let json = listed
+                .and_then(|cm| cm.data)
+                .and_then(|mut d| d.remove("offsets.json"))
+                .unwrap_or_default();
+            if json.contains("connect-log4j2.yaml") && json.contains("position") {
+                Seen::Done(())
+            } else {
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                Seen::NotYet(json)
+            }
+        },
+    )
+    .await;
+    running_task(install, &connectors, "lines").await;
+
+    connectors
+        .delete("lines", &Default::default())
+        .await
+        .unwrap();
+    wait_with_logs(
+        install,
+        "the connector to be deleted from Connect",
+        START_TIMEOUT,
+        || async {
+            match connectors.get_opt("lines").await {
+                Ok(None) => Seen::Done(()),
+                other => Seen::NotYet(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let connects: Api<KafkaConnect> = install.api(ALPHA);
+    connects.delete("files", &Default::default()).await.unwrap();
+}
+
+/// Waits until connector `name` is ready with its first task running; returns that task's
+/// worker, as Connect names it.
+async fn running_task(
+    install: &HelmInstall,
+    connectors: &Api<KafkaConnector>,
+    name: &str,
+) -> String {
+    wait_with_logs(
+        install,
+        &format!("connector {name}'s task to run"),
+        START_TIMEOUT,
+        || async {
+            let status = connectors
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|c| c.status)
+                .map(|s| serde_json::to_value(s).unwrap_or_default())
+                .unwrap_or_default();
+            let task = &status["connectorStatus"]["tasks"][0];
+            let ready = status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            match (ready, task["state"].as_str(), task["worker_id"].as_str()) {
+                (true, Some("RUNNING"), Some(worker)) => Seen::Done(worker.to_owned()),
+                _ => Seen::NotYet(status.to_string()),
+            }
+        },
+    )
+    .await
+}
+
+/// Sets `annotation` on connector `lines` and waits until central has carried it out (and
+/// removed it).
+async fn carried_out(
+    install: &HelmInstall,
+    connectors: &Api<KafkaConnector>,
+    annotation: &str,
+    value: &str,
+) {
+    let patch = json!({"metadata": {"annotations": {annotation: value}}});
+    connectors
+        .patch("lines", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_with_logs(
+        install,
+        &format!("{annotation} to be carried out"),
+        START_TIMEOUT,
+        || async {
+            let c = connectors.get("lines").await.unwrap();
+            match c.annotations().get(annotation) {
+                None => Seen::Done(()),
+                Some(_) => Seen::NotYet(format!("{:?}", c.status)),
+            }
+        },
+    )
+    .await;
 }
