@@ -5,6 +5,7 @@
 //! [`http::serve`] next to its real work until [`shutdown::signal`] fires.
 
 pub mod backoff;
+pub mod errors;
 pub mod events;
 pub mod health;
 pub mod http;

@@ -14,8 +14,9 @@ use reqwest::Method;
 
 use crate::podset::cached_pod::CachedPod;
 
+use kstretch_runtime::errors::chain;
+
 use super::objects::Scope;
-use super::session::chain;
 
 /// Port of the Connect REST API on every worker (Strimzi's).
 pub const REST_API_PORT: u16 = 8083;

@@ -17,6 +17,8 @@ use tonic::Streaming;
 use tonic::transport::{Channel, Endpoint};
 
 use super::apply::Applier;
+use kstretch_runtime::errors::chain;
+
 use super::connect::ConnectCaller;
 use super::metrics::LinkMetrics;
 use super::protocol::{self, FromCentral};
@@ -115,22 +117,6 @@ impl SessionError {
             SessionError::Term(_) => "term-store",
         }
     }
-}
-
-/// An error with its causes, `outer: inner: innermost` (tonic's transport errors say only
-/// "transport error" on their own; the cause says e.g. which certificate was refused).
-pub fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let next = cause.to_string();
-        if !text.ends_with(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// `message (Code)` and the causes of a status.
@@ -430,23 +416,6 @@ impl Established<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("{0}")]
-    struct Layer(&'static str, #[source] Option<Box<Layer>>);
-
-    #[test]
-    fn errors_show_their_causes_once() {
-        let inner = Layer("invalid peer certificate: UnknownIssuer", None);
-        let middle = Layer("tls handshake", Some(Box::new(inner)));
-        let outer = Layer("transport error", Some(Box::new(middle)));
-        assert_eq!(
-            chain(&outer),
-            "transport error: tls handshake: invalid peer certificate: UnknownIssuer"
-        );
-        let repeated = Layer("x: y", Some(Box::new(Layer("y", None))));
-        assert_eq!(chain(&repeated), "x: y");
-    }
 
     #[test]
     fn a_connection_closed_while_opening_hints_at_the_certificate() {

@@ -203,12 +203,12 @@ impl ConnectClient {
                 let response = request
                     .send()
                     .await
-                    .map_err(|e| unreachable(error_chain(&e)))?;
+                    .map_err(|e| unreachable(kstretch_runtime::errors::chain(&e)))?;
                 let status = response.status();
                 let text = response
                     .text()
                     .await
-                    .map_err(|e| unreachable(error_chain(&e)))?;
+                    .map_err(|e| unreachable(kstretch_runtime::errors::chain(&e)))?;
                 (status, text)
             }
             Route::Agent(relay) => relayed(relay, method, path, body)
@@ -460,17 +460,6 @@ fn error_message(body: &str) -> String {
         _ if body.trim().is_empty() => "no message".to_owned(),
         _ => body.trim().chars().take(2000).collect(),
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    message
 }
 
 /// The body of `POST /connectors`.
