@@ -1,11 +1,24 @@
 //! A key of a user's ConfigMap that a resource's field names (`metricsConfig`'s rules,
-//! `logging`'s file): its text, or a refusal saying what is missing. Pure.
+//! `logging`'s file): the ConfigMap read ([`data`]), then its text or a refusal saying what is
+//! missing ([`key_text`], pure).
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kstretch_api::common::ConfigMapKeyRef;
 
 use crate::status::Refusal;
+
+/// The data of ConfigMap `name` in `namespace`; `None` when it does not exist.
+pub async fn data(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<BTreeMap<String, String>>, kube::Error> {
+    let config_maps: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), namespace);
+    let found = config_maps.get_opt(name).await?;
+    Ok(found.map(|c| c.data.unwrap_or_default()))
+}
 
 /// The text of `source` in the ConfigMap's `data` (`None`: the ConfigMap does not exist), or
 /// `refuse` of what is missing ("ConfigMap x, which does not exist", "key k of ConfigMap x,

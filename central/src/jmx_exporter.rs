@@ -1,5 +1,5 @@
-//! `metricsConfig` on a `Kafka`'s nodes, as Strimzi serves it, on port 9404
-//! (`tcp-prometheus`) of every node (controllers too). `jmxPrometheusExporter`: the JMX
+//! `metricsConfig` on a `Kafka`'s nodes (controllers too) and a `KafkaConnect`'s workers, as
+//! Strimzi serves it, on port 9404 (`tcp-prometheus`) of every pod. `jmxPrometheusExporter`: the JMX
 //! Prometheus exporter as a Java agent with the rules of the user's ConfigMap, which each member
 //! cluster gets in a ConfigMap of its own that the exporter reads again when it changes (a
 //! change of rules rolls nothing). `strimziMetricsReporter`: Strimzi's metrics reporter on
@@ -37,12 +37,34 @@ pub const INIT_CONTAINER: &str = "metrics-agent";
 const INIT_DIR: &str = "/opt/kstretch/metrics-install";
 const JAR_VOLUME: &str = "metrics-agent";
 const RULES_VOLUME: &str = "metrics-config";
-/// Why a `Kafka` is not ready when its metrics cannot be served.
+/// Why a `Kafka` or `KafkaConnect` is not ready when its metrics cannot be served.
 pub const REASON: &str = "InvalidMetricsConfig";
+
+/// Whose metrics: where its `metricsConfig` is and what its pods are, for the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    pub field: &'static str,
+    pub pods: &'static str,
+}
+
+/// A `Kafka`'s nodes.
+pub const KAFKA: Served = Served {
+    field: ".spec.kafka.metricsConfig",
+    pods: "nodes",
+};
+
+/// A `KafkaConnect`'s workers.
+pub const CONNECT: Served = Served {
+    field: ".spec.metricsConfig",
+    pods: "workers",
+};
 
 /// The ConfigMap key with the exporter's rules, for a `jmxPrometheusExporter`; `None` without
 /// metrics or with a type not served (a warning names it); `Err` when the rules are not named.
-pub fn source(config: Option<&MetricsConfig>) -> Result<Option<ConfigMapKeyRef>, Refusal> {
+pub fn source(
+    config: Option<&MetricsConfig>,
+    served: Served,
+) -> Result<Option<ConfigMapKeyRef>, Refusal> {
     let Some(config) = config.filter(|c| c.type_ == MetricsType::JmxPrometheusExporter) else {
         return Ok(None);
     };
@@ -50,7 +72,10 @@ pub fn source(config: Option<&MetricsConfig>) -> Result<Option<ConfigMapKeyRef>,
         Some(from) => Ok(Some(from.config_map_key_ref.clone())),
         None => Err(Refusal::new(
             REASON,
-            ".spec.kafka.metricsConfig of type jmxPrometheusExporter needs valueFrom.configMapKeyRef naming the ConfigMap key with the exporter's rules".to_owned(),
+            format!(
+                "{} of type jmxPrometheusExporter needs valueFrom.configMapKeyRef naming the ConfigMap key with the exporter's rules",
+                served.field
+            ),
         )),
     }
 }
@@ -78,16 +103,15 @@ pub const DEFAULT_ALLOW_LIST: &[&str] = &[
 
 /// Strimzi's metrics reporter for a `strimziMetricsReporter`; `None` without metrics or for
 /// the exporter; `Err` when `values.allowList` is not a list of patterns Kafka can read.
-pub fn reporter(config: Option<&MetricsConfig>) -> Result<Option<kraft::MetricsReporter>, Refusal> {
+pub fn reporter(
+    config: Option<&MetricsConfig>,
+    served: Served,
+) -> Result<Option<kraft::MetricsReporter>, Refusal> {
     let Some(config) = config.filter(|c| c.type_ == MetricsType::StrimziMetricsReporter) else {
         return Ok(None);
     };
-    let refused = |why: String| {
-        Refusal::new(
-            REASON,
-            format!(".spec.kafka.metricsConfig.values.allowList {why}"),
-        )
-    };
+    let refused =
+        |why: String| Refusal::new(REASON, format!("{}.values.allowList {why}", served.field));
     let allow_list = match config.values.as_ref().and_then(|v| v.get("allowList")) {
         None | Some(Value::Null) => DEFAULT_ALLOW_LIST.iter().map(|s| (*s).to_owned()).collect(),
         Some(Value::Array(items)) => items
@@ -118,57 +142,61 @@ pub fn reporter(config: Option<&MetricsConfig>) -> Result<Option<kraft::MetricsR
 pub fn rules(
     source: &ConfigMapKeyRef,
     data: Option<&BTreeMap<String, String>>,
+    served: Served,
 ) -> Result<String, Refusal> {
     crate::config_map::key_text(source, data, |what| {
         Refusal::new(
             REASON,
             format!(
-                ".spec.kafka.metricsConfig names {what}; create it with the JMX exporter's rules or fix valueFrom.configMapKeyRef (the nodes run on without metrics changes until then)"
+                "{} names {what}; create it with the JMX exporter's rules or fix valueFrom.configMapKeyRef (the {} run on without metrics changes until then)",
+                served.field, served.pods
             ),
         )
     })
 }
 
-/// The ConfigMap a member cluster's nodes read their rules from.
-pub fn config_map_name(kafka: &str) -> String {
-    format!("{kafka}-kstretch-metrics")
+/// The ConfigMap a member cluster's pods of `owner` (a `Kafka`'s name, a `KafkaConnect`'s
+/// component) read their rules from.
+pub fn config_map_name(owner: &str) -> String {
+    format!("{owner}-kstretch-metrics")
 }
 
 pub fn config_map(
-    kafka: &str,
+    owner: &str,
     namespace: &str,
     labels: &BTreeMap<String, String>,
     rules: &str,
 ) -> Value {
     objects::to_json(&ConfigMap {
-        metadata: objects::meta(&config_map_name(kafka), namespace, labels.clone()),
+        metadata: objects::meta(&config_map_name(owner), namespace, labels.clone()),
         data: Some(BTreeMap::from([(RULES_KEY.to_owned(), rules.to_owned())])),
         ..Default::default()
     })
 }
 
-/// How a node serves metrics.
+/// How a pod serves metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeMetrics {
+pub enum PodMetrics {
     /// The JMX exporter as a Java agent.
     Exporter,
     /// Strimzi's reporter on Kafka's class path (its options are Kafka's).
     Reporter,
 }
 
-/// What a node's container gets to serve metrics: the port, the jars' volume, and for the
-/// exporter the Java agent in `KAFKA_OPTS` (after the user's options) and the rules' volume,
-/// for the reporter its jars on `CLASSPATH` (which Kafka's start script adds to its class path).
-pub fn add_to_node(
-    kafka: &str,
-    how: NodeMetrics,
+/// What a pod's Kafka container gets to serve metrics: the port, the jars' volume, and for the
+/// exporter the Java agent in `KAFKA_OPTS` (after the user's options) and the rules' volume
+/// (`owner`'s, see [`config_map_name`]), for the reporter its jars on `CLASSPATH` (which
+/// Kafka's start scripts add to the class path).
+pub fn add_to_container(
+    owner: &str,
+    how: PodMetrics,
     env: &mut Vec<EnvVar>,
     ports: &mut Vec<ContainerPort>,
     mounts: &mut Vec<VolumeMount>,
     volumes: &mut Vec<Volume>,
 ) {
-    if how == NodeMetrics::Exporter {
-        add_exporter(kafka, env, mounts, volumes);
+    if how == PodMetrics::Exporter {
+        add_exporter(owner, env, mounts, volumes);
     } else {
         env.push(EnvVar {
             name: "CLASSPATH".to_owned(),
@@ -196,7 +224,7 @@ pub fn add_to_node(
 
 /// The exporter's Java agent and rules.
 fn add_exporter(
-    kafka: &str,
+    owner: &str,
     env: &mut Vec<EnvVar>,
     mounts: &mut Vec<VolumeMount>,
     volumes: &mut Vec<Volume>,
@@ -222,7 +250,7 @@ fn add_exporter(
     volumes.push(Volume {
         name: RULES_VOLUME.to_owned(),
         config_map: Some(ConfigMapVolumeSource {
-            name: config_map_name(kafka),
+            name: config_map_name(owner),
             ..Default::default()
         }),
         ..Default::default()
@@ -235,6 +263,7 @@ fn add_exporter(
 pub fn equip(
     objects: &mut BTreeMap<String, Vec<Value>>,
     images: &BTreeMap<String, String>,
+    served: Served,
 ) -> Result<(), Refusal> {
     for (alias, list) in objects.iter_mut() {
         if !pods(list).any(serves) {
@@ -244,7 +273,9 @@ pub fn equip(
             return Err(Refusal::new(
                 REASON,
                 format!(
-                    ".spec.kafka.metricsConfig: the agent of cluster {alias} has not said which image it runs (its chart sets KSTRETCH_AGENT_IMAGE), and the nodes' JMX exporter is copied from that image; upgrade or configure that agent (the nodes run on unchanged until then)"
+                    "{}: the agent of cluster {alias} has not said which image it runs (its chart sets KSTRETCH_AGENT_IMAGE), and the {pods}' JMX exporter is copied from that image; upgrade or configure that agent (the {pods} run on unchanged until then)",
+                    served.field,
+                    pods = served.pods
                 ),
             ));
         };
@@ -317,12 +348,16 @@ mod tests {
     fn the_rules_come_from_the_users_config_map_and_missing_ones_are_named() {
         let jmx = config(json!({"type": "jmxPrometheusExporter",
             "valueFrom": {"configMapKeyRef": {"name": "kafka-metrics", "key": "kafka-metrics-config.yml"}}}));
-        let from = source(Some(&jmx)).unwrap().unwrap();
+        let from = source(Some(&jmx), KAFKA).unwrap().unwrap();
         assert_eq!(from.name, "kafka-metrics");
-        assert_eq!(source(None).unwrap(), None);
+        assert_eq!(source(None, KAFKA).unwrap(), None);
         let reporter = config(json!({"type": "strimziMetricsReporter"}));
-        assert_eq!(source(Some(&reporter)).unwrap(), None);
-        let unnamed = source(Some(&config(json!({"type": "jmxPrometheusExporter"})))).unwrap_err();
+        assert_eq!(source(Some(&reporter), KAFKA).unwrap(), None);
+        let unnamed = source(
+            Some(&config(json!({"type": "jmxPrometheusExporter"}))),
+            KAFKA,
+        )
+        .unwrap_err();
         assert_eq!(unnamed.reason, REASON);
         assert!(
             unnamed.message.contains("valueFrom.configMapKeyRef"),
@@ -334,8 +369,8 @@ mod tests {
             "kafka-metrics-config.yml".to_owned(),
             "rules: []".to_owned(),
         )]);
-        assert_eq!(rules(&from, Some(&data)).unwrap(), "rules: []");
-        let gone = rules(&from, None).unwrap_err();
+        assert_eq!(rules(&from, Some(&data), KAFKA).unwrap(), "rules: []");
+        let gone = rules(&from, None, KAFKA).unwrap_err();
         assert!(
             gone.message
                 .contains("ConfigMap kafka-metrics, which does not exist"),
@@ -343,7 +378,7 @@ mod tests {
             gone.message
         );
         let other = BTreeMap::from([("other".to_owned(), String::new())]);
-        let no_key = rules(&from, Some(&other)).unwrap_err();
+        let no_key = rules(&from, Some(&other), KAFKA).unwrap_err();
         assert!(
             no_key
                 .message
@@ -361,9 +396,9 @@ mod tests {
             value_from: None,
         }];
         let (mut ports, mut mounts, mut volumes) = (vec![], vec![], vec![]);
-        add_to_node(
+        add_to_container(
             "k",
-            NodeMetrics::Exporter,
+            PodMetrics::Exporter,
             &mut env,
             &mut ports,
             &mut mounts,
@@ -411,14 +446,14 @@ mod tests {
             ("beta".to_owned(), vec![rules, podsets[0].clone()]),
         ]);
         let images = BTreeMap::from([("alpha".to_owned(), "agent:2".to_owned())]);
-        let refused = equip(&mut objects, &images).unwrap_err();
+        let refused = equip(&mut objects, &images, KAFKA).unwrap_err();
         assert!(
             refused.message.contains("the agent of cluster beta"),
             "{}",
             refused.message
         );
         objects.remove("beta");
-        equip(&mut objects, &images).unwrap();
+        equip(&mut objects, &images, KAFKA).unwrap();
         let pods = &objects["alpha"][1]["spec"]["pods"];
         assert_eq!(pods[0]["spec"]["initContainers"][1]["image"], "agent:2");
     }
@@ -430,7 +465,7 @@ mod tests {
             if !values.is_null() {
                 c["values"] = values;
             }
-            super::reporter(Some(&serde_json::from_value(c).unwrap()))
+            super::reporter(Some(&serde_json::from_value(c).unwrap()), KAFKA)
         };
         let default = reporter(Value::Null).unwrap().unwrap();
         assert_eq!(default.allow_list.len(), DEFAULT_ALLOW_LIST.len());
@@ -455,13 +490,13 @@ mod tests {
         // The exporter is not the reporter.
         let exporter: MetricsConfig =
             serde_json::from_value(json!({"type": "jmxPrometheusExporter"})).unwrap();
-        assert_eq!(super::reporter(Some(&exporter)).unwrap(), None);
+        assert_eq!(super::reporter(Some(&exporter), KAFKA).unwrap(), None);
 
         // A node puts the reporter's jars on Kafka's class path and serves its port.
         let (mut env, mut ports, mut mounts, mut volumes) = (vec![], vec![], vec![], vec![]);
-        add_to_node(
+        add_to_container(
             "k",
-            NodeMetrics::Reporter,
+            PodMetrics::Reporter,
             &mut env,
             &mut ports,
             &mut mounts,

@@ -13,6 +13,7 @@ pub mod error;
 pub mod finalizer;
 pub mod grpc;
 pub mod inventory;
+pub mod jmx_exporter;
 pub mod kafka;
 pub mod link;
 pub mod logging;

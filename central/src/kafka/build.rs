@@ -28,9 +28,9 @@ use kube::api::{DynamicObject, TypeMeta};
 use serde_json::{Map, Value, json};
 
 use super::external;
-use super::jmx_exporter::{self, NodeMetrics};
 use super::resolve::{PerNode, Resolved, ResolvedPool};
 use crate::budget;
+use crate::jmx_exporter::{self, PodMetrics};
 use crate::logging;
 use crate::objects;
 use crate::pki::NodeCerts;
@@ -251,8 +251,8 @@ pub fn build(
         quorum: cluster.quorum,
         node_address_reads: node_address_reads(resolved),
         metrics: match (files.metrics_rules, &resolved.metrics_reporter) {
-            (Some(_), _) => Some(NodeMetrics::Exporter),
-            (None, Some(_)) => Some(NodeMetrics::Reporter),
+            (Some(_), _) => Some(PodMetrics::Exporter),
+            (None, Some(_)) => Some(PodMetrics::Reporter),
             (None, None) => None,
         },
         log4j2: files.log4j2,
@@ -535,7 +535,7 @@ struct Ctx<'a> {
     /// of node address it reads ([`external::start_script`]).
     node_address_reads: BTreeMap<i32, Vec<(String, String)>>,
     /// How every node serves metrics ([`jmx_exporter`]), if it does.
-    metrics: Option<NodeMetrics>,
+    metrics: Option<PodMetrics>,
     /// Every node's log4j2 configuration ([`crate::logging`]), if the `Kafka` sets `logging`.
     log4j2: Option<&'a str>,
 }
@@ -751,7 +751,7 @@ fn pod(
     }
     let mut ports = container_ports(ctx, node);
     if let Some(how) = ctx.metrics {
-        jmx_exporter::add_to_node(
+        jmx_exporter::add_to_container(
             ctx.kafka,
             how,
             &mut env,

@@ -19,7 +19,7 @@ use kstretch_api::{Kafka, KafkaExporterSpec, names};
 use kube::ResourceExt;
 use serde_json::Value;
 
-use crate::kafka::jmx_exporter::{PORT, PORT_NAME};
+use crate::jmx_exporter::{PORT, PORT_NAME};
 use crate::kafka::resolve::Resolved;
 use crate::objects;
 use crate::pki::Pem;

@@ -11,7 +11,6 @@ pub mod context;
 pub mod exporter;
 pub mod external;
 pub mod forget;
-pub mod jmx_exporter;
 pub mod maintenance;
 pub mod metrics;
 pub mod move_drains;

@@ -242,7 +242,7 @@ impl Invalid {
             | Self::ClusterDnsAcrossClusters { .. }
             | Self::InvalidNodePortHosts { .. } => "InvalidAddressing",
             Self::InvalidListenerPort { .. } => "InvalidListener",
-            Self::Metrics(_) => super::jmx_exporter::REASON,
+            Self::Metrics(_) => crate::jmx_exporter::REASON,
             Self::Logging(_) => crate::logging::REASON,
             Self::NegativeReplicas { .. } => "InvalidReplicas",
             Self::PoolMoveInProgress { .. } => "PoolMoveInProgress",
@@ -311,15 +311,18 @@ pub fn resolve(
         invalid.extend(problems);
         Listeners::default()
     });
-    let metrics = super::jmx_exporter::source(spec.metrics_config.as_ref()).unwrap_or_else(|r| {
-        invalid.push(Invalid::Metrics(r.message));
-        None
-    });
-    let metrics_reporter = super::jmx_exporter::reporter(spec.metrics_config.as_ref())
-        .unwrap_or_else(|r| {
-            invalid.push(Invalid::Metrics(r.message));
-            None
-        });
+    let metrics =
+        crate::jmx_exporter::source(spec.metrics_config.as_ref(), crate::jmx_exporter::KAFKA)
+            .unwrap_or_else(|r| {
+                invalid.push(Invalid::Metrics(r.message));
+                None
+            });
+    let metrics_reporter =
+        crate::jmx_exporter::reporter(spec.metrics_config.as_ref(), crate::jmx_exporter::KAFKA)
+            .unwrap_or_else(|r| {
+                invalid.push(Invalid::Metrics(r.message));
+                None
+            });
     invalid.extend(
         crate::logging::invalid(".spec.kafka", spec.logging.as_ref()).map(Invalid::Logging),
     );

@@ -231,6 +231,17 @@ impl Agents {
         self.lock().records.get(alias).cloned()
     }
 
+    /// The image each member cluster's agent said it runs (what the metrics jars and Kafka
+    /// Exporter come from), by cluster alias; agents that said none are left out.
+    pub fn images(&self) -> BTreeMap<String, String> {
+        self.lock()
+            .records
+            .values()
+            .filter(|r| !r.image.is_empty())
+            .map(|r| (r.cluster_alias.clone(), r.image.clone()))
+            .collect()
+    }
+
     /// Aliases with a live stream, ordered.
     pub fn connected(&self) -> Vec<String> {
         self.lock().streams.keys().cloned().collect()

@@ -18,11 +18,11 @@ use super::pass::{
 use super::plan::Plan;
 use crate::budget;
 use crate::error::Error;
+use crate::jmx_exporter;
 use crate::kafka::build::{self, Built};
 use crate::kafka::context::Context;
 use crate::kafka::exporter;
 use crate::kafka::external::{self, Unadvertised};
-use crate::kafka::jmx_exporter;
 use crate::kafka::maintenance;
 use crate::kafka::quorum;
 use crate::kafka::recover;
@@ -72,7 +72,11 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
         recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
     }
     if (plan.resolved.metrics.is_some() || plan.resolved.metrics_reporter.is_some())
-        && let Err(r) = jmx_exporter::equip(&mut built.objects, &agent_images(pass.ctx))
+        && let Err(r) = jmx_exporter::equip(
+            &mut built.objects,
+            &pass.ctx.agents.images(),
+            jmx_exporter::KAFKA,
+        )
     {
         return pass.refused(r.reason, &r.message);
     }
@@ -113,17 +117,6 @@ fn refused_services(ctx: &Context, kafka: &Kafka, plan: &Plan) -> Vec<String> {
         .map(|(alias, a)| (alias.as_str(), a))
         .collect();
     external::refused(&names, &kafka.namespace().unwrap_or_default(), &reports)
-}
-
-/// The image each member cluster's agent said it runs (what the metrics jars and Kafka
-/// Exporter come from), by cluster alias; agents that said none are left out.
-fn agent_images(ctx: &Context) -> BTreeMap<String, String> {
-    ctx.agents
-        .list()
-        .into_iter()
-        .map(|r| (r.cluster_alias, r.image))
-        .filter(|(_, image)| !image.is_empty())
-        .collect()
 }
 
 /// The member clusters where a node of the Kafka may be down, from what their agents report.
@@ -254,14 +247,24 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
     };
     let metrics_rules = match &plan.resolved.metrics {
         Some(source) => {
-            let data = config_map_data(client, kafka, &source.name).await?;
-            jmx_exporter::rules(source, data.as_ref()).map(Some)
+            let data = crate::config_map::data(
+                client,
+                &kafka.namespace().unwrap_or_default(),
+                &source.name,
+            )
+            .await?;
+            jmx_exporter::rules(source, data.as_ref(), jmx_exporter::KAFKA).map(Some)
         }
         None => Ok(None),
     };
     let external_logging = match logging::external_source(kafka.spec.kafka.logging.as_ref()) {
         Some(source) => {
-            let data = config_map_data(client, kafka, &source.name).await?;
+            let data = crate::config_map::data(
+                client,
+                &kafka.namespace().unwrap_or_default(),
+                &source.name,
+            )
+            .await?;
             logging::external_text(".spec.kafka", source, data.as_ref()).map(Some)
         }
         None => Ok(None),
@@ -306,7 +309,7 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
     }
     let mut built = decided.built;
     if let (Some(spec), Some(access)) = (&kafka.spec.kafka_exporter, &decided.exporter) {
-        let images = agent_images(pass.ctx);
+        let images = pass.ctx.agents.images();
         let access = (&access.identity, access.bootstrap.as_str());
         match exporter::deploy(
             kafka,
@@ -333,20 +336,6 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
         }
     }
     Ok(ControlFlow::Continue(built))
-}
-
-/// The data of the user's ConfigMap `name` in the `Kafka`'s namespace; `None` when it does
-/// not exist.
-async fn config_map_data(
-    client: &kube::Client,
-    kafka: &Kafka,
-    name: &str,
-) -> Result<Option<BTreeMap<String, String>>, kube::Error> {
-    let namespace = kafka.namespace().unwrap_or_default();
-    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-        kube::Api::namespaced(client.clone(), &namespace);
-    let found = config_maps.get_opt(name).await?;
-    Ok(found.map(|c| c.data.unwrap_or_default()))
 }
 
 /// While per-node addresses are pending, the per-node Services must exist (their addresses go
