@@ -98,7 +98,10 @@ pub struct KafkaConnectSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opaque_object")]
     pub template: Option<OpaqueObject>,
-    /// What Strimzi's schema has here and kstretch does not model (`metricsConfig`, `logging`, `build`, ...): kept as
+    /// Metrics served to Prometheus by every worker, on port 9404.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_config: Option<crate::common::MetricsConfig>,
+    /// What Strimzi's schema has here and kstretch does not model (`logging`, `build`, ...): kept as
     /// written, and named in a `NotActedOn` warning.
     #[serde(flatten)]
     #[schemars(skip)]

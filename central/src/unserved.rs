@@ -45,10 +45,6 @@ const KAFKA_CLUSTER: &[(&str, &str)] = &[
 ];
 const CONNECT: &[(&str, &str)] = &[
     (
-        "metricsConfig",
-        "no metrics exporter or reporter runs in the workers and port 9404 is not served",
-    ),
-    (
         "logging",
         "the workers log as the Kafka image's own log4j2 configuration says",
     ),
@@ -503,7 +499,7 @@ mod tests {
         let c: KafkaConnect = serde_json::from_value(json!({
             "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
             "metadata": {"name": "c"},
-            "spec": {"bootstrapServers": "k:9092", "metricsConfig": {}, "logging": {},
+            "spec": {"bootstrapServers": "k:9092", "logging": {},
                      "tracing": {}, "rack": {}, "clientRackInitImage": "i", "jmxOptions": {},
                      "livenessProbe": {}, "readinessProbe": {}, "build": {}, "plugins": [],
                      "externalConfiguration": {},
@@ -512,7 +508,6 @@ mod tests {
         .unwrap();
         let w = connect(&c.spec, APPLIED);
         for field in [
-            "metricsConfig",
             "logging",
             "tracing",
             "rack",
@@ -530,7 +525,7 @@ mod tests {
                 "{field} not named in {w:#?}"
             );
         }
-        assert_eq!(w.len(), 12, "{w:#?}");
+        assert_eq!(w.len(), 11, "{w:#?}");
         assert!(
             w.iter()
                 .any(|m| m.contains(".spec.build is not acted on: no image is built"))

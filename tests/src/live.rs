@@ -314,6 +314,13 @@ pub fn metrics_rules() -> Value {
         .expect("examples/kafka-metrics.yaml is a ConfigMap")
 }
 
+/// The JMX Prometheus exporter's rules for Connect workers, `examples/kafka-connect-metrics.yaml`
+/// (ConfigMap `connect-metrics`, key `metrics-config.yml`).
+pub fn connect_metrics_rules() -> Value {
+    serde_yaml::from_str(include_str!("../../examples/kafka-connect-metrics.yaml"))
+        .expect("examples/kafka-connect-metrics.yaml is a ConfigMap")
+}
+
 /// `kafka` serving metrics with the JMX exporter and [`metrics_rules`], as Strimzi's example.
 pub fn with_metrics(mut kafka: Value) -> Value {
     kafka["spec"]["kafka"]["metricsConfig"] = json!({

@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 use super::security;
 use super::validate::Resolved;
 use crate::budget;
+use crate::jmx_exporter::{self, PodMetrics};
 use crate::objects;
 use crate::pod_template::{self, PodParts, TEMPLATE_POD};
 use crate::unserved::Applied;
@@ -176,8 +177,15 @@ pub fn worker_properties(r: &Resolved) -> String {
 }
 
 /// Builds every object of `connect`, whose workers reach Kafka with the files `material`
-/// (see [`security::material`]; empty when Kafka needs none).
-pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, Vec<u8>>) -> Built {
+/// (see [`security::material`]; empty when Kafka needs none) and serve metrics with the JMX
+/// exporter's `rules` when there are any (the init container that brings the exporter is
+/// added by [`jmx_exporter::equip`], from the agent's image).
+pub fn build(
+    connect: &KafkaConnect,
+    r: &Resolved,
+    material: &BTreeMap<String, Vec<u8>>,
+    rules: Option<&str>,
+) -> Built {
     let name = connect.name_any();
     let namespace = connect.namespace().unwrap_or_default();
     let n = Names {
@@ -191,19 +199,18 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
         connect.spec.image.as_deref(),
     );
 
+    let worker = Worker {
+        image: &image,
+        version: &version,
+        properties: &properties,
+        material,
+        metrics: rules.is_some(),
+    };
     let mut revisions = BTreeMap::new();
     let pods: Vec<Value> = (0..r.replicas)
         .map(|i| {
             let pod_name = format!("{}-{i}", component_name(&name));
-            let (pod, revision) = pod(
-                &n,
-                connect,
-                &pod_name,
-                &image,
-                &version,
-                &properties,
-                material,
-            );
+            let (pod, revision) = pod(&n, connect, &pod_name, &worker);
             revisions.insert(pod_name, revision);
             pod
         })
@@ -269,6 +276,16 @@ pub fn build(connect: &KafkaConnect, r: &Resolved, material: &BTreeMap<String, V
         closed: false,
     });
     let mut objects = vec![config_map, pod_set, api_service, headless, budget];
+    if let Some(rules) = rules {
+        let labels = objects::strings(&Value::Object(n.labels()));
+        let component = component_name(&name);
+        objects.push(jmx_exporter::config_map(
+            &component,
+            n.namespace,
+            &labels,
+            rules,
+        ));
+    }
     if !material.is_empty() {
         let files = material.iter().map(|(k, v)| (k.clone(), v.as_slice()));
         objects.push(objects::secret(
@@ -365,17 +382,29 @@ pub fn security_secret_name(connect: &str) -> String {
     format!("{}-security", component_name(connect))
 }
 
+/// What every worker pod is made of, beside its name.
+#[derive(Clone, Copy)]
+struct Worker<'a> {
+    image: &'a str,
+    version: &'a str,
+    /// The worker configuration.
+    properties: &'a str,
+    /// The files to reach a secured Kafka with (see [`security::material`]).
+    material: &'a BTreeMap<String, Vec<u8>>,
+    /// Whether the workers serve metrics with the JMX exporter.
+    metrics: bool,
+}
+
 /// One worker pod and its revision (a hash of the definition and the worker configuration,
 /// so a configuration change rolls the workers although the pod spec is unchanged).
-fn pod(
-    n: &Names<'_>,
-    connect: &KafkaConnect,
-    pod_name: &str,
-    image: &str,
-    version: &str,
-    properties: &str,
-    material: &BTreeMap<String, Vec<u8>>,
-) -> (Value, String) {
+fn pod(n: &Names<'_>, connect: &KafkaConnect, pod_name: &str, w: &Worker<'_>) -> (Value, String) {
+    let Worker {
+        image,
+        version,
+        properties,
+        material,
+        metrics,
+    } = *w;
     let component = component_name(n.connect);
     let mut labels = n.labels();
     for (k, v) in [
@@ -398,19 +427,42 @@ fn pod(
 
     // The worker advertises its stable DNS name through the headless Service.
     let hostname = format!("{pod_name}.{component}.{}.svc", n.namespace);
-    let mut env = vec![objects::value(&pod_template::env(
-        ADVERTISED_HOSTNAME_ENV,
-        hostname,
-    ))];
-    env.extend(
-        pod_template::jvm_env(connect.spec.jvm_options.as_ref())
-            .iter()
-            .map(objects::value),
-    );
+    let mut kafka_env = vec![pod_template::env(ADVERTISED_HOSTNAME_ENV, hostname)];
+    kafka_env.extend(pod_template::jvm_env(connect.spec.jvm_options.as_ref()));
+    let mut ports = vec![ContainerPort {
+        name: Some(REST_API_PORT_NAME.to_owned()),
+        container_port: REST_API_PORT.into(),
+        protocol: Some("TCP".to_owned()),
+        ..Default::default()
+    }];
     let template_container = n
         .template
         .and_then(|t| t.get("connectContainer"))
         .and_then(Value::as_object);
+    let mut mounts = vec![VolumeMount {
+        name: "kafka-connect-configurations".to_owned(),
+        mount_path: CONFIG_DIR.to_owned(),
+        ..Default::default()
+    }];
+    let mut volumes = vec![Volume {
+        name: "kafka-connect-configurations".to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map_name(n.connect),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    if metrics {
+        jmx_exporter::add_to_container(
+            &component,
+            PodMetrics::Exporter,
+            &mut kafka_env,
+            &mut ports,
+            &mut mounts,
+            &mut volumes,
+        );
+    }
+    let mut env: Vec<Value> = kafka_env.iter().map(objects::value).collect();
     if let Some(extra) = template_container
         .and_then(|c| c.get("env"))
         .and_then(Value::as_array)
@@ -434,19 +486,6 @@ fn pod(
         period_seconds: Some(10),
         ..Default::default()
     };
-    let mut mounts = vec![VolumeMount {
-        name: "kafka-connect-configurations".to_owned(),
-        mount_path: CONFIG_DIR.to_owned(),
-        ..Default::default()
-    }];
-    let mut volumes = vec![Volume {
-        name: "kafka-connect-configurations".to_owned(),
-        config_map: Some(ConfigMapVolumeSource {
-            name: config_map_name(n.connect),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }];
     if !material.is_empty() {
         volumes.push(Volume {
             name: "connect-security".to_owned(),
@@ -472,12 +511,7 @@ fn pod(
             "-c".to_owned(),
             format!("exec /opt/kafka/bin/connect-distributed.sh {CONFIG_DIR}/{CONFIG_KEY}"),
         ]),
-        ports: Some(vec![ContainerPort {
-            name: Some(REST_API_PORT_NAME.to_owned()),
-            container_port: REST_API_PORT.into(),
-            protocol: Some("TCP".to_owned()),
-            ..Default::default()
-        }]),
+        ports: Some(ports),
         volume_mounts: Some(mounts),
         readiness_probe: Some(probe(60)),
         liveness_probe: Some(probe(60)),
@@ -536,7 +570,68 @@ mod tests {
 
     fn built(spec: Value) -> Built {
         let c = connect(spec);
-        build(&c, &resolve(&c, &members()).unwrap(), &BTreeMap::new())
+        build(
+            &c,
+            &resolve(&c, &members()).unwrap(),
+            &BTreeMap::new(),
+            None,
+        )
+    }
+
+    #[test]
+    fn workers_with_metrics_serve_the_jmx_exporter_on_port_9404_with_the_rules_they_are_given() {
+        let c = connect(base());
+        let r = resolve(&c, &members()).unwrap();
+        let plain = build(&c, &r, &BTreeMap::new(), None);
+        let served = build(&c, &r, &BTreeMap::new(), Some("rules: []"));
+        let rules = served
+            .objects
+            .iter()
+            .find(|o| {
+                o["kind"] == "ConfigMap"
+                    && o["metadata"]["name"] == "my-connect-connect-kstretch-metrics"
+            })
+            .expect("the rules' ConfigMap");
+        assert_eq!(rules["data"]["metrics-config.yml"], "rules: []");
+        let pod_set = served
+            .objects
+            .iter()
+            .find(|o| o["kind"] == "StrimziPodSet")
+            .unwrap();
+        let pod = &pod_set["spec"]["pods"][0];
+        let container = &pod["spec"]["containers"][0];
+        assert!(
+            container["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "tcp-prometheus" && p["containerPort"] == 9404),
+            "{container:#}"
+        );
+        let opts = container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "KAFKA_OPTS")
+            .unwrap();
+        assert!(
+            opts["value"]
+                .as_str()
+                .unwrap()
+                .ends_with("-javaagent:/opt/kstretch/metrics/jmx_prometheus_javaagent.jar=9404:/opt/kstretch/metrics-config/metrics-config.yml"),
+            "{opts}"
+        );
+        assert!(
+            pod["spec"]["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["configMap"]["name"] == "my-connect-connect-kstretch-metrics")
+        );
+        // Serving metrics restarts the workers; without them, nothing changes.
+        assert_ne!(served.revisions, plain.revisions);
+        assert!(plain.objects.iter().all(|o| o["kind"] != "ConfigMap"
+            || o["metadata"]["name"] != "my-connect-connect-kstretch-metrics"));
     }
 
     fn base() -> Value {
@@ -809,7 +904,7 @@ mod tests {
         let material = BTreeMap::from([("ca.crt".to_owned(), b"CA".to_vec())]);
         let plain = built(base());
         let c = connect(dressed);
-        let dressed = build(&c, &resolve(&c, &members()).unwrap(), &material);
+        let dressed = build(&c, &resolve(&c, &members()).unwrap(), &material, None);
         let mut tuned = base();
         tuned["resources"] = json!({"requests": {"cpu": "1"}, "limits": {"memory": "2Gi"}});
         tuned["jvmOptions"] = json!({"-Xmx": "1g", "-XX": {"UseG1GC": "true"}});

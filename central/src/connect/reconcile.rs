@@ -3,6 +3,7 @@
 //! write the status.
 
 use crate::status::Refusal;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use super::security;
 use super::validate;
 use super::warning::{Reason, Warning};
 use crate::error::Error;
+use crate::jmx_exporter;
 use crate::kafka::resolve::Members;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
 use crate::link::{Agents, Owner, OwnerKind, Owners, Part};
@@ -140,11 +142,26 @@ async fn pass(
         Err(message) => return Ok(Err(Refusal::new("SecretNotFound", message))),
     };
 
-    let built = build::build(connect, &resolved, &material);
-    ctx.owners.put(
-        owner.clone(),
-        Part::Objects([(built.alias.clone(), built.objects.clone())].into()),
-    )?;
+    let rules = match &resolved.metrics {
+        Some(source) => {
+            let data = crate::config_map::data(&ctx.client, &namespace, &source.name).await?;
+            match jmx_exporter::rules(source, data.as_ref(), jmx_exporter::CONNECT) {
+                Ok(rules) => Some(rules),
+                Err(refusal) => return Ok(Err(refusal)),
+            }
+        }
+        None => None,
+    };
+
+    let built = build::build(connect, &resolved, &material, rules.as_deref());
+    let mut objects = BTreeMap::from([(built.alias.clone(), built.objects.clone())]);
+    if rules.is_some()
+        && let Err(refusal) =
+            jmx_exporter::equip(&mut objects, &ctx.agents.images(), jmx_exporter::CONNECT)
+    {
+        return Ok(Err(refusal));
+    }
+    ctx.owners.put(owner.clone(), Part::Objects(objects))?;
 
     let alias = &built.alias;
     let record = ctx.agents.get(alias);

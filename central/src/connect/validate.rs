@@ -4,13 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use kstretch_api::common::ConfigValues;
+use kstretch_api::common::{ConfigMapKeyRef, ConfigValues, MetricsType};
 use kstretch_api::{KafkaConnect, KafkaConnectSpec, names};
 use kube::ResourceExt;
 use serde_json::Value;
 
 use super::security;
 use super::warning::{Reason, Warning};
+use crate::jmx_exporter;
 use crate::kafka::resolve::Members;
 
 /// Replicas when `spec.replicas` is not set (v1beta2 resources may omit it; Strimzi's default).
@@ -78,6 +79,8 @@ pub struct Resolved {
     pub warnings: Vec<Warning>,
     /// How the workers reach Kafka (`spec.tls`, `spec.authentication`).
     pub security: security::Security,
+    /// The ConfigMap key with the JMX exporter's rules, when the workers serve metrics.
+    pub metrics: Option<ConfigMapKeyRef>,
 }
 
 /// Why a `KafkaConnect` cannot be used as it is; reported as `Ready=False`.
@@ -104,6 +107,8 @@ pub enum Invalid {
     SharedStorageTopic { topic: String },
     #[error(transparent)]
     Security(#[from] security::Problem),
+    #[error("{0}")]
+    Metrics(String),
 }
 
 impl Invalid {
@@ -117,6 +122,7 @@ impl Invalid {
             Self::InvalidConfigValue { .. } | Self::SharedStorageTopic { .. } => "InvalidConfig",
             Self::Security(security::Problem::Unsupported(_)) => "UnsupportedField",
             Self::Security(security::Problem::Invalid(_)) => "InvalidSecurity",
+            Self::Metrics(_) => jmx_exporter::REASON,
         }
     }
 }
@@ -154,8 +160,14 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
     problems.extend(found);
     let (group, defaulted) = GroupAndTopics::of(spec, &user);
     problems.extend(group.shared_topics());
+    let metrics = jmx_exporter::source(spec.metrics_config.as_ref(), jmx_exporter::CONNECT)
+        .unwrap_or_else(|refusal| {
+            problems.push(Invalid::Metrics(refusal.message));
+            None
+        });
 
     let mut warnings = Vec::new();
+    warnings.extend(reporter_warning(spec));
     warnings.extend(default_group_warning(&defaulted));
     let (config, ignored) = worker_config(spec, user);
     warnings.extend(ignored);
@@ -174,7 +186,21 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
         config,
         warnings,
         security,
+        metrics,
     })
+}
+
+/// Strimzi's metrics reporter is not run in the workers yet: said, not ignored.
+fn reporter_warning(spec: &KafkaConnectSpec) -> Option<Warning> {
+    spec.metrics_config
+        .as_ref()
+        .filter(|m| m.type_ == MetricsType::StrimziMetricsReporter)
+        .map(|_| {
+            Warning::new(
+                Reason::NotActedOn,
+                ".spec.metricsConfig of type strimziMetricsReporter is not acted on: the workers serve no metrics; type jmxPrometheusExporter is served".to_owned(),
+            )
+        })
 }
 
 /// The member cluster the workers run in: the stretch alias annotation's, else central's own
@@ -493,6 +519,45 @@ mod tests {
         let text: Vec<String> = e.iter().map(ToString::to_string).collect();
         assert!(text[0].contains("\"gamma\"") && text[0].contains("alpha, beta"));
         assert!(text[8].contains("\"t\" is used twice"));
+    }
+
+    #[test]
+    fn metrics_need_their_rules_named_and_the_reporter_is_said_not_to_run() {
+        let base = json!({"bootstrapServers": "k:9092"});
+        let with = |metrics: Value| {
+            let mut spec = base.clone();
+            spec["metricsConfig"] = metrics;
+            resolve(&connect(spec, json!({})), &members())
+        };
+        let served = with(json!({"type": "jmxPrometheusExporter", "valueFrom":
+            {"configMapKeyRef": {"name": "connect-metrics", "key": "metrics-config.yml"}}}))
+        .unwrap();
+        assert_eq!(
+            served.metrics.map(|m| (m.name, m.key)),
+            Some(("connect-metrics".into(), "metrics-config.yml".into()))
+        );
+        let unnamed = with(json!({"type": "jmxPrometheusExporter"})).unwrap_err();
+        assert_eq!(reasons(&unnamed), ["InvalidMetricsConfig"]);
+        assert!(
+            unnamed[0].to_string().starts_with(
+                ".spec.metricsConfig of type jmxPrometheusExporter needs valueFrom.configMapKeyRef"
+            ),
+            "{}",
+            unnamed[0]
+        );
+        let reporter = with(json!({"type": "strimziMetricsReporter"})).unwrap();
+        assert_eq!(reporter.metrics, None);
+        assert!(
+            reporter.warnings.iter().any(|w| w
+                .message
+                .starts_with(".spec.metricsConfig of type strimziMetricsReporter is not acted on"))
+        );
+        assert_eq!(
+            resolve(&connect(base, json!({})), &members())
+                .unwrap()
+                .metrics,
+            None
+        );
     }
 
     #[test]

@@ -7,7 +7,8 @@ use kstretch_api::{Kafka, KafkaConnect, KafkaConnector};
 use kstretch_tests::clients::serves_across_clusters;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
 use kstretch_tests::live::{
-    ONE_AT_A_TIME, START_TIMEOUT, all_brokers, kafka, pool, ready_on_real_node,
+    ONE_AT_A_TIME, START_TIMEOUT, all_brokers, connect_metrics_rules, kafka, pool,
+    ready_on_real_node,
 };
 use kstretch_tests::ready::kafka_ready as is_ready;
 use kstretch_tests::stretch::{ALPHA, BETA};
@@ -119,13 +120,14 @@ async fn kstretch_installed_with_its_charts_runs_in_pods_and_runs_a_stretched_ka
 }
 
 /// A `KafkaConnect` placed in beta runs its worker as a pod on beta's real node, from the
-/// apache/kafka image; a `KafkaConnector` applied in alpha (the file source connector Kafka
-/// ships) runs on it, though central has no route into beta: its REST calls go through beta's
-/// agent. It copies a file of the worker's image, line by line, to a topic; its offsets are
+/// apache/kafka image, serving its metrics to Prometheus; a `KafkaConnector` applied in alpha
+/// (the file source connector Kafka ships) runs on it, though central has no route into beta:
+/// its REST calls go through beta's agent. It copies a file of the worker's image, line by line, to a topic; its offsets are
 /// listed and it is restarted on the user's annotations; deleting it deletes it from Connect
 /// (through the agent again) before its finalizer goes.
 async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmInstall, k: &Kafka) {
     let bootstrap = all_brokers(k);
+    install.apply(connect_metrics_rules()).await;
     install
         .apply(json!({
             "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
@@ -138,6 +140,8 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
                 "groupId": "files", "configStorageTopic": "files-configs",
                 "statusStorageTopic": "files-status", "offsetStorageTopic": "files-offsets",
                 "config": {"offset.flush.interval.ms": 2000},
+                "metricsConfig": {"type": "jmxPrometheusExporter", "valueFrom": {
+                    "configMapKeyRef": {"name": "connect-metrics", "key": "metrics-config.yml"}}},
                 "jvmOptions": {"-Xms": "128m", "-Xmx": "320m", "-XX": {"TieredStopAtLevel": "1"}},
                 "template": {"pod": {
                     "nodeSelector": {"kstretch.test/node": "real"},
@@ -197,6 +201,23 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
         .map(|(_, value)| value)
         .collect()
     };
+    // The worker serves its metrics to Prometheus (the JMX exporter from the agent's image).
+    let expr = format!(
+        "kafka_connect_worker_connector_count{{namespace=\"{}\",kubernetes_pod_name=\"files-connect-0\"}}",
+        install.ns
+    );
+    wait_with_logs(
+        install,
+        "the worker's metrics in Prometheus",
+        START_TIMEOUT,
+        || async {
+            match kstretch_tests::prometheus::query(&expr).await {
+                Ok(series) if series.iter().any(|(_, v)| *v == 1.0) => Seen::Done(()),
+                other => Seen::NotYet(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
     // Read back sorted (the consumer's order), compared as the same lines.
     copied.sort();
     expected.sort();
