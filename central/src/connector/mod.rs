@@ -21,12 +21,15 @@ use kube::runtime::reflector::ObjectRef;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::link::agents::Agents;
+
 pub use context::{ConnectorArgs, Context, FINALIZER, Relays};
 
 pub use metrics::ConnectorMetrics;
 
 /// Runs the controller until `shutdown`. A change of a `KafkaConnect` (its address, its
-/// `use-connector-resources` annotation) reconciles the connectors labelled with its name.
+/// `use-connector-resources` annotation) reconciles the connectors labelled with its name; an
+/// agent that connects or disconnects, every connector (their workers may be in its cluster).
 pub async fn run(
     connectors: Subscription<KafkaConnector>,
     connects: Subscription<KafkaConnect>,
@@ -38,6 +41,10 @@ pub async fn run(
         .with_config(controller::Config::default().debounce(Duration::from_millis(200)));
     let store = controller.store();
     tracing::info!(resync = ?ctx.resync, "connector operator starting");
+    let controller = match &ctx.relays {
+        Some(relays) => controller.reconcile_all_on(connectivity_changes(relays.agents.clone())),
+        None => controller,
+    };
     controller
         .watches_shared_stream(connects.changes, move |connect| {
             let namespace = connect.namespace();
@@ -73,8 +80,65 @@ pub async fn run(
         .await;
 }
 
+/// Ticks whenever the set of connected agents changes, so that connectors of workers in a
+/// cluster whose agent went or came back say so at once, not at their next resync.
+fn connectivity_changes(agents: Agents) -> impl futures::Stream<Item = ()> + Send + Sync + 'static {
+    let changes = agents.subscribe();
+    let connected = agents.connected();
+    futures::stream::unfold(
+        (agents, changes, connected),
+        |(agents, mut changes, connected)| async move {
+            loop {
+                changes.changed().await.ok()?;
+                let now = agents.connected();
+                if now != connected {
+                    return Some(((), (agents, changes, now)));
+                }
+            }
+        },
+    )
+}
+
 fn error_policy(kc: Arc<KafkaConnector>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(connector = %kc.name_any(), reason = error.reason(), %error, "reconcile failed; retrying");
     ctx.metrics.failed(error.reason());
     Action::requeue(ctx.backoff(&kc))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::link::AgentRecord;
+    use kstretch_proto::agent::v1::BuildInfo;
+
+    fn record(alias: &str) -> AgentRecord {
+        let build = BuildInfo::default();
+        AgentRecord::connected(
+            alias.into(),
+            alias.into(),
+            build,
+            "v1".into(),
+            vec![],
+            None,
+            vec![],
+        )
+    }
+
+    #[tokio::test]
+    async fn connectors_wake_when_an_agent_comes_or_goes_not_when_it_reports() {
+        let agents = Agents::new();
+        let mut ticks = Box::pin(connectivity_changes(agents.clone()));
+        let wait = Duration::from_millis(200);
+        let (stream, _) = agents.connect(record("beta"));
+        let came = tokio::time::timeout(wait, ticks.next()).await;
+        assert_eq!(came, Ok(Some(())), "beta came");
+        agents.notify();
+        let reported = tokio::time::timeout(wait, ticks.next()).await;
+        assert!(reported.is_err(), "a report changes nothing");
+        agents.disconnect("beta", stream, "gone");
+        let went = tokio::time::timeout(wait, ticks.next()).await;
+        assert_eq!(went, Ok(Some(())), "beta went");
+    }
 }

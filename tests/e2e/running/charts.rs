@@ -1,6 +1,7 @@
 //! kstretch installed with its Helm charts runs in pods and runs a stretched Kafka on real
 //! pods, and Kafka Connect workers in the other cluster whose connectors it manages.
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kstretch_api::{Kafka, KafkaConnect, KafkaConnector};
@@ -248,6 +249,7 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
     )
     .await;
     running_task(install, &connectors, "lines").await;
+    beta_agent_away_and_back(install, &connectors, &pod).await;
 
     connectors
         .delete("lines", &Default::default())
@@ -330,4 +332,63 @@ async fn carried_out(
         },
     )
     .await;
+}
+
+/// Beta's agent stopped: the connector says its Connect is unreachable through it, and nothing
+/// is deleted (the connector, the worker pod); the agent back, the connector runs as before.
+async fn beta_agent_away_and_back(
+    install: &HelmInstall,
+    connectors: &Api<KafkaConnector>,
+    worker: &Pod,
+) {
+    let agents: Api<Deployment> = install.api(BETA);
+    let scale = |replicas: i32| {
+        let agents = agents.clone();
+        async move {
+            let patch = json!({"spec": {"replicas": replicas}});
+            agents
+                .patch(
+                    AGENT_RELEASE,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    scale(0).await;
+    wait_with_logs(
+        install,
+        "the connector to say beta's agent is away",
+        START_TIMEOUT,
+        || async {
+            let c = connectors.get("lines").await.unwrap();
+            let ready = c
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .cloned();
+            match ready {
+                Some(r)
+                    if r.reason.as_deref() == Some("ConnectUnreachable")
+                        && r.message.as_deref().is_some_and(|m| {
+                            m.contains("in cluster beta (through its agent)")
+                                && m.contains("is not connected")
+                        }) =>
+                {
+                    Seen::Done(())
+                }
+                other => Seen::NotYet(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let workers: Api<Pod> = install.api(BETA);
+    let still = workers.get("files-connect-0").await.unwrap();
+    assert_eq!(
+        still.metadata.uid, worker.metadata.uid,
+        "the worker kept running"
+    );
+    scale(1).await;
+    running_task(install, connectors, "lines").await;
 }
