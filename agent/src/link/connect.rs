@@ -4,6 +4,7 @@
 //! credentials of this cluster. Any ready worker will do: Connect forwards what only its
 //! leader may do. Which worker is called is decided purely ([`pick`]) from the pod cache.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kstretch_api::names;
@@ -50,7 +51,7 @@ pub struct Target {
 
 /// Checks `call` and picks the worker to send it to: the first ready worker (by name) of the
 /// KafkaConnect that has an address.
-pub fn pick(call: &ConnectCall, scope: &Scope, pods: &[CachedPod]) -> Result<Target, Refusal> {
+pub fn pick(call: &ConnectCall, scope: &Scope, pods: &[Arc<CachedPod>]) -> Result<Target, Refusal> {
     if !scope.allows(&call.namespace) {
         return Err(Refusal::NamespaceNotManaged(call.namespace.clone()));
     }
@@ -135,8 +136,7 @@ impl ConnectCaller {
 
     /// Makes `call` and says what Connect answered, or why no worker did.
     pub async fn call(&self, call: ConnectCall) -> ConnectAnswer {
-        let pods: Vec<CachedPod> = self.pods.state().iter().map(|p| (**p).clone()).collect();
-        let target = match pick(&call, &self.scope, &pods) {
+        let target = match pick(&call, &self.scope, &self.pods.state()) {
             Ok(target) => target,
             Err(refusal) => {
                 tracing::warn!(connect = %call.connect, namespace = %call.namespace,
@@ -196,8 +196,8 @@ mod tests {
 
     use super::*;
 
-    fn worker(name: &str, connect: &str, ready: bool, ip: Option<&str>) -> CachedPod {
-        serde_json::from_value(serde_json::json!({
+    fn worker(name: &str, connect: &str, ready: bool, ip: Option<&str>) -> Arc<CachedPod> {
+        Arc::new(serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": name, "namespace": "kafka",
                 "labels": {"strimzi.io/kind": "KafkaConnect", "strimzi.io/cluster": connect},
@@ -209,7 +209,7 @@ mod tests {
                 "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]
             }
         }))
-        .unwrap()
+        .unwrap())
     }
 
     fn call(method: &str, path: &str) -> ConnectCall {
