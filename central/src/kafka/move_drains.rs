@@ -230,23 +230,22 @@ pub fn pool_moves(
         .collect()
 }
 
-/// Decides from the move operations among `kafka`'s operations `listed`, and does what was
-/// decided; the moves that wait for the user are added to `warnings`.
-pub async fn ensure(
+/// The move operations among `listed` (pure), for [`decide`].
+pub fn read_all(listed: &[KafkaOperation]) -> Vec<MoveOperation> {
+    listed.iter().filter_map(read).collect()
+}
+
+/// Does the steps [`decide`] decided for `kafka`'s pools `pools`.
+pub async fn carry_out(
     ctx: &Context,
     kafka: &Kafka,
     pools: &[&KafkaNodePool],
-    moves: &[PoolMove],
-    listed: &[KafkaOperation],
-    warnings: &mut Vec<Warning>,
+    steps: &[Step],
 ) -> Result<(), Error> {
     let api: Api<KafkaOperation> =
         Api::namespaced(ctx.client.clone(), &kafka.namespace().unwrap_or_default());
-    let ops: Vec<MoveOperation> = listed.iter().filter_map(read).collect();
-    let decision = decide(&kafka.name_any(), moves, &ops);
-    warnings.extend(decision.stalled);
-    for step in decision.steps {
-        act(ctx, &api, kafka, pools, step).await?;
+    for step in steps {
+        act(ctx, &api, kafka, pools, step.clone()).await?;
     }
     Ok(())
 }

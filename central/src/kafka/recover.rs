@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Container, SecurityContext, VolumeMount};
 use kstretch_api::condition::{self, Condition};
 use kstretch_api::operation::{KafkaOperationStatus, QuorumRecoveryStatus, phase};
-use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, QuorumStatus};
+use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, QuorumStatus};
 use kstretch_core::kraft::{self, recovery};
 use kstretch_kadmin::AdminClient;
 use kube::ResourceExt;
@@ -199,15 +199,36 @@ fn tool_container(image: &str, dir: &str, node_id: i32, mounts: Value) -> Value 
     })
 }
 
-/// One step of the recovery; returns what it waits for (the quorum is busy until it is done).
-/// Each turn reads (the survivor as central sees it, then Kafka), decides purely, and acts.
+/// What one turn of a recovery did.
+#[derive(Debug)]
+pub struct Turn {
+    /// What it waits for (the quorum is busy until it is done).
+    pub why: String,
+    /// The quorum it saw, once its node leads it alone: the `Kafka`'s status records it.
+    pub quorum: Option<QuorumStatus>,
+}
+
+/// One step of the recovery. Each turn reads (the survivor as central sees it, then Kafka),
+/// decides purely, and acts.
 pub async fn advance(
     ctx: &Context,
     kafka: &Kafka,
     r: &Recovering,
     views: &[NodeView],
     bootstrap: Option<&str>,
-    kafka_status: &mut KafkaStatus,
+) -> Result<Turn, Error> {
+    let mut quorum = None;
+    let why = turn(ctx, kafka, r, views, bootstrap, &mut quorum).await?;
+    Ok(Turn { why, quorum })
+}
+
+async fn turn(
+    ctx: &Context,
+    kafka: &Kafka,
+    r: &Recovering,
+    views: &[NodeView],
+    bootstrap: Option<&str>,
+    seen_quorum: &mut Option<QuorumStatus>,
 ) -> Result<String, Error> {
     let rec = &r.recovery;
     let node = views.iter().find(|n| n.id == rec.node_id);
@@ -225,7 +246,7 @@ pub async fn advance(
             restart(ctx, kafka, rec, &uid).await;
             Ok(why)
         }
-        Before::Finish => finish(ctx, kafka, r, bootstrap, kafka_status).await,
+        Before::Finish => finish(ctx, kafka, r, bootstrap, seen_quorum).await,
     }
 }
 
@@ -332,7 +353,7 @@ async fn finish(
     kafka: &Kafka,
     r: &Recovering,
     bootstrap: Option<&str>,
-    kafka_status: &mut KafkaStatus,
+    seen_quorum: &mut Option<QuorumStatus>,
 ) -> Result<String, Error> {
     let rec = &r.recovery;
     let written = pod_says(ctx, kafka, rec);
@@ -353,7 +374,7 @@ async fn finish(
             return say(ctx, r, r.status.clone(), "Recovering", why).await;
         }
     };
-    kafka_status.quorum = Some(seen);
+    *seen_quorum = Some(seen);
     let forgotten = kafka.forgotten_clusters();
     let decided = steps::observe(&admin)
         .await

@@ -1,6 +1,6 @@
 //! The Kafka-side steps of one pass, decided purely from plain values: what to read of Kafka,
 //! the quorum's next voter change, the pod to roll, the nodes to unregister, and what a ready
-//! cluster records and raises. [`super::kafka_side`] and [`super::report`] read and act.
+//! cluster records and raises. [`super::decide`] puts them together.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,7 +73,7 @@ pub(super) fn wanted(
     check_registrations: bool,
 ) -> Wanted {
     // The roll as if the quorum were settled: it restarts no fewer nodes than the real one.
-    let roll = roll::next(views, None);
+    let roll = roll::next(views, false);
     let may_be_ready = quiet && roll == Step::Done;
     let may_roll_a_broker = matches!(&roll, Step::Restart(c) if roll::needs_partitions(c, views));
     Wanted {
@@ -471,134 +471,9 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use kstretch_api::condition::Condition;
-    use kstretch_core::node_ids::Role;
-    use kstretch_core::versions;
-    use kstretch_kadmin::{
-        Broker, ClusterDescription, PartitionDescription, QuorumInfo, ReplicaState,
-        TopicDescription, Uuid,
-    };
 
+    use super::super::fixtures::*;
     use super::*;
-    use crate::kafka::view::Registered;
-
-    const C: &[Role] = &[Role::Controller];
-    const B: &[Role] = &[Role::Broker];
-
-    fn node(id: i32, roles: &[Role], revision: &str, ready: bool) -> NodeView {
-        NodeView {
-            id,
-            alias: "alpha".into(),
-            pod: format!("k-p-{id}"),
-            roles: roles.iter().copied().collect(),
-            desired_revision: "new".into(),
-            reported: Some(Reported {
-                uid: format!("u{id}"),
-                ready,
-                revision: revision.into(),
-                manual: false,
-                new_disks: false,
-                terminating: false,
-            }),
-            connected: true,
-            applied: true,
-            claims: vec![format!("data-k-p-{id}")],
-        }
-    }
-
-    fn nothing_read() -> KafkaView {
-        KafkaView::unread(Some("k:9091"), Unread::NotWanted)
-    }
-
-    fn brokers(listed: &[(i32, bool)], fenced_listed: bool) -> Registered {
-        Registered {
-            description: ClusterDescription {
-                cluster_id: "id".into(),
-                controller_id: None,
-                brokers: listed
-                    .iter()
-                    .map(|&(id, fenced)| Broker {
-                        id,
-                        host: format!("b{id}"),
-                        port: 9092,
-                        rack: Some(if id < 10 { "alpha" } else { "beta" }.into()),
-                        fenced,
-                    })
-                    .collect(),
-            },
-            fenced_listed,
-        }
-    }
-
-    fn topic(name: &str, partitions: &[(&[i32], &[i32])]) -> TopicDescription {
-        TopicDescription {
-            name: name.into(),
-            id: Uuid::from_u128(1),
-            internal: false,
-            partitions: partitions
-                .iter()
-                .enumerate()
-                .map(|(i, (replicas, isr))| PartitionDescription {
-                    index: i as i32,
-                    leader: isr.first().copied().unwrap_or(-1),
-                    replicas: replicas.to_vec(),
-                    isr: isr.to_vec(),
-                    offline: Vec::new(),
-                })
-                .collect(),
-        }
-    }
-
-    fn replica(id: i32, directory: u128, fetched: i64) -> ReplicaState {
-        ReplicaState {
-            replica_id: id,
-            directory_id: Uuid::from_u128(directory),
-            log_end_offset: 10,
-            last_fetch_timestamp: Some(fetched),
-            last_caught_up_timestamp: Some(fetched),
-        }
-    }
-
-    const NOW: i64 = 1_000_000;
-
-    fn quorum_info(voters: &[i32]) -> QuorumInfo {
-        QuorumInfo {
-            leader_id: voters[0],
-            leader_epoch: 1,
-            high_watermark: 10,
-            voters: voters
-                .iter()
-                .map(|id| replica(*id, 100 + *id as u128, NOW))
-                .collect(),
-            observers: Vec::new(),
-            nodes: Vec::new(),
-        }
-    }
-
-    fn dynamic_cluster() -> KafkaCluster {
-        KafkaCluster {
-            name: "k".into(),
-            namespace: "ns".into(),
-            cluster_id: "id".into(),
-            listeners: Vec::new(),
-            config: BTreeMap::new(),
-            addressing: kraft::Addressing::multi_cluster_services(),
-            nodes: Vec::new(),
-            authorization: None,
-            quorum: kraft::QuorumMode::Dynamic,
-            metrics_reporter: None,
-        }
-    }
-
-    fn formed() -> KafkaStatus {
-        KafkaStatus {
-            quorum: Some(QuorumStatus {
-                mode: Some("dynamic".into()),
-                leader_id: Some(0),
-                ..QuorumStatus::default()
-            }),
-            ..KafkaStatus::default()
-        }
-    }
 
     #[test]
     fn a_pass_reads_only_what_it_may_use() {
@@ -760,7 +635,7 @@ mod tests {
         let mut asking = node(1, B, "new", true);
         asking.reported.as_mut().unwrap().new_disks = true;
         let views = [asking, node(2, B, "new", true)];
-        let step = roll::next(&views, None);
+        let step = roll::next(&views, false);
         assert_eq!(step, Step::Restart(vec![1]));
         let only_here = KafkaView {
             topics: Ok(vec![topic("solo", &[(&[1], &[1])])]),
@@ -866,17 +741,6 @@ mod tests {
             "k",
             view,
         )
-    }
-
-    fn target() -> Target {
-        versions::target("4.1.2", None, None).unwrap()
-    }
-
-    fn features(metadata: i16, kraft: i16) -> BTreeMap<String, i16> {
-        BTreeMap::from([
-            ("metadata.version".to_owned(), metadata),
-            ("kraft.version".to_owned(), kraft),
-        ])
     }
 
     #[test]

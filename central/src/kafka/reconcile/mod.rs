@@ -3,9 +3,11 @@
 //! [`guard`] (removals that are not safe now wait) → [`publish`] (the certificates read, every
 //! member cluster's objects and the certificates to store decided purely by [`objects`], then
 //! handed to the agents) → [`pools`] (the pools' statuses) →
-//! [`kafka_side`] (the quorum, one pod rolled, removed nodes unregistered) → [`report`] (the
-//! `Kafka`'s status and when to look again). A stage that ends the reconciliation early says
-//! how ([`pass::End`]): a refusal ([`refuse`]), carried out here, or a wait.
+//! [`kafka_side`] (what the agents and Kafka say read, then the quorum's step, one pod rolled,
+//! removed nodes unregistered and a ready cluster's steps, all decided purely by [`decide`]
+//! before any is done, and the `Kafka`'s status and when to look again concluded from what
+//! was done). A stage that ends the reconciliation early says how ([`pass::End`]): a refusal
+//! ([`refuse`]), carried out here, or a wait.
 
 /// The value of a stage that goes on; else the caller (a stage too) ends where the stage did.
 macro_rules! proceed {
@@ -17,6 +19,9 @@ macro_rules! proceed {
     };
 }
 
+mod decide;
+#[cfg(test)]
+mod fixtures;
 mod guard;
 mod kafka_side;
 mod kafka_steps;
@@ -26,7 +31,6 @@ mod plan;
 mod pools;
 mod publish;
 mod refuse;
-mod report;
 #[cfg(test)]
 mod tests;
 
@@ -135,7 +139,6 @@ async fn stages(pass: &mut Pass<'_>) -> Flow<Action> {
     proceed!(guard::guard(pass, &mut plan).await);
     let built = proceed!(publish::publish(pass, &mut plan).await);
     let forgotten_done = pools::record(pass, &plan).await?;
-    let progress = kafka_side::advance(pass, &plan, &built, &forgotten_done).await?;
-    let action = report::report(pass, &plan, &built, progress, &forgotten_done).await?;
+    let action = kafka_side::run(pass, &plan, &built, &forgotten_done).await?;
     Ok(ControlFlow::Continue(action))
 }
