@@ -6,7 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use k8s_openapi::api::networking::v1::{
+    HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
+    IngressServiceBackend, IngressSpec, IngressTLS, ServiceBackendPort,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde_json::Value;
 
 use super::external::{
     Broker, Exposure, ExternalListener, ServiceSettings, per_cluster_and_broker, routing_kind,
@@ -95,39 +101,139 @@ fn routing_object(
         _ => BTreeMap::new(),
     };
     annotations.extend(settings.annotations);
-    let port = i64::from(l.port);
-    let spec = match &l.exposure {
-        Exposure::Ingress { class } => {
-            let mut spec = json!({
-                "rules": [{"host": target.host, "http": {"paths": [{
-                    "path": "/", "pathType": "Prefix",
-                    "backend": {"service": {"name": target.service, "port": {"number": port}}},
-                }]}}],
-                "tls": [{"hosts": [target.host]}],
-            });
-            if let Some(class) = class {
-                spec["ingressClassName"] = json!(class);
-            }
-            spec
-        }
-        Exposure::TlsRoute { parent_refs } => json!({
-            "parentRefs": parent_refs,
-            "hostnames": [target.host],
-            "rules": [{"backendRefs": [{"name": target.service, "port": port}]}],
-        }),
-        _ => {
-            let mut spec = json!({
-                "to": {"kind": "Service", "name": target.service},
-                "port": {"targetPort": port},
-                "tls": {"termination": "passthrough"},
-            });
-            if let Some(host) = &target.host {
-                spec["host"] = json!(host);
-            }
-            spec
-        }
-    };
     let mut metadata = objects::meta(&target.name, namespace, all_labels);
     metadata.annotations = (!annotations.is_empty()).then_some(annotations);
-    json!({"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec})
+    let port = i32::from(l.port);
+    match &l.exposure {
+        Exposure::Ingress { class } => {
+            objects::to_json(&ingress(metadata, class.as_deref(), target, port))
+        }
+        Exposure::TlsRoute { parent_refs } => objects::value(&Routing {
+            api_version,
+            kind,
+            metadata,
+            spec: TlsRouteSpec {
+                parent_refs: parent_refs.clone(),
+                hostnames: vec![target.host],
+                rules: vec![TlsRouteRule {
+                    backend_refs: vec![BackendRef {
+                        name: target.service,
+                        port,
+                    }],
+                }],
+            },
+        }),
+        _ => objects::value(&Routing {
+            api_version,
+            kind,
+            metadata,
+            spec: RouteSpec {
+                to: RouteTo {
+                    kind: "Service",
+                    name: target.service,
+                },
+                port: RoutePort { target_port: port },
+                tls: RouteTls {
+                    termination: "passthrough",
+                },
+                host: target.host,
+            },
+        }),
+    }
+}
+
+/// An Ingress that passes TLS through to `target`'s Service (ingress-nginx's annotations are
+/// in `metadata`).
+fn ingress(metadata: ObjectMeta, class: Option<&str>, target: Target, port: i32) -> Ingress {
+    let backend = IngressBackend {
+        service: Some(IngressServiceBackend {
+            name: target.service,
+            port: Some(ServiceBackendPort {
+                number: Some(port),
+                ..Default::default()
+            }),
+        }),
+        ..Default::default()
+    };
+    Ingress {
+        metadata,
+        spec: Some(IngressSpec {
+            ingress_class_name: class.map(str::to_owned),
+            rules: Some(vec![IngressRule {
+                host: target.host.clone(),
+                http: Some(HTTPIngressRuleValue {
+                    paths: vec![HTTPIngressPath {
+                        path: Some("/".to_owned()),
+                        path_type: "Prefix".to_owned(),
+                        backend,
+                    }],
+                }),
+            }]),
+            tls: Some(vec![IngressTLS {
+                hosts: Some(target.host.into_iter().collect()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// A routing object of a kind `k8s-openapi` does not define (a Route, a TLSRoute).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Routing<S> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: ObjectMeta,
+    spec: S,
+}
+
+/// An OpenShift Route's spec: TLS passed through to a Service.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RouteSpec {
+    to: RouteTo,
+    port: RoutePort,
+    tls: RouteTls,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+}
+
+#[derive(Serialize)]
+struct RouteTo {
+    kind: &'static str,
+    name: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RoutePort {
+    target_port: i32,
+}
+
+#[derive(Serialize)]
+struct RouteTls {
+    termination: &'static str,
+}
+
+/// A Gateway API TLSRoute's spec: on the listener's gateways, to one Service.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TlsRouteSpec {
+    parent_refs: Vec<Value>,
+    hostnames: Vec<Option<String>>,
+    rules: Vec<TlsRouteRule>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TlsRouteRule {
+    backend_refs: Vec<BackendRef>,
+}
+
+#[derive(Serialize)]
+struct BackendRef {
+    name: String,
+    port: i32,
 }
