@@ -2,9 +2,9 @@
 //! `KafkaConnector` resources (with the `strimzi.io/use-connector-resources` annotation).
 //!
 //! Modelled: what kstretch needs to reach and describe the Connect cluster (replicas, version,
-//! bootstrap servers, group and topic names, config, resources, JVM options) and the status.
-//! `tls`, `authentication` and `template` are opaque; `build`, `plugins`, probes, logging,
-//! metrics, tracing and rack are kept as written.
+//! bootstrap servers, group and topic names, config, resources, JVM options, metrics, logging)
+//! and the status. `tls`, `authentication` and `template` are opaque; `build`, `plugins`,
+//! probes, tracing and rack are kept as written.
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use kube::CustomResource;
@@ -101,7 +101,10 @@ pub struct KafkaConnectSpec {
     /// Metrics served to Prometheus by every worker, on port 9404.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_config: Option<crate::common::MetricsConfig>,
-    /// What Strimzi's schema has here and kstretch does not model (`logging`, `build`, ...): kept as
+    /// The workers' log4j2 configuration; a change of it is applied without restarting them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logging: Option<crate::common::Logging>,
+    /// What Strimzi's schema has here and kstretch does not model (`build`, `rack`, ...): kept as
     /// written, and named in a `NotActedOn` warning.
     #[serde(flatten)]
     #[schemars(skip)]

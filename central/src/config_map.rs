@@ -20,6 +20,21 @@ pub async fn data(
     Ok(found.map(|c| c.data.unwrap_or_default()))
 }
 
+/// What `read` makes of the ConfigMap `source` names in `namespace` (its data, `None` when it
+/// does not exist); `Ok(None)` when nothing is named.
+pub async fn read_named<T>(
+    client: &kube::Client,
+    namespace: &str,
+    source: Option<&ConfigMapKeyRef>,
+    read: impl FnOnce(&ConfigMapKeyRef, Option<&BTreeMap<String, String>>) -> Result<T, Refusal>,
+) -> Result<Result<Option<T>, Refusal>, kube::Error> {
+    let Some(source) = source else {
+        return Ok(Ok(None));
+    };
+    let data = data(client, namespace, &source.name).await?;
+    Ok(read(source, data.as_ref()).map(Some))
+}
+
 /// The text of `source` in the ConfigMap's `data` (`None`: the ConfigMap does not exist), or
 /// `refuse` of what is missing ("ConfigMap x, which does not exist", "key k of ConfigMap x,
 /// which it does not have").

@@ -1,5 +1,5 @@
-//! `logging` of a `Kafka` (and later of Connect workers): the log4j2 properties file the nodes
-//! read, built as Strimzi builds it, so that a change reaches running nodes without a restart
+//! `logging` of a `Kafka`'s nodes and of a `KafkaConnect`'s workers: the log4j2 properties file
+//! they read, built as Strimzi builds it, so that a change reaches running nodes without a restart
 //! (log4j2 re-reads the file every `monitorInterval` seconds, and kubelet refreshes the mounted
 //! ConfigMap). Pure.
 
@@ -17,10 +17,16 @@ pub const REASON: &str = "InvalidLoggingConfig";
 /// user's own configuration says otherwise.
 const MONITOR_INTERVAL: &str = "30";
 
-/// Strimzi's default configuration of Kafka nodes: everything on the console, INFO but the
-/// request loggers at WARN.
-pub const KAFKA_DEFAULTS: &[(&str, &str)] = &[
-    ("name", "KafkaConfig"),
+/// One of Strimzi's default configurations: its name, then what they all share (everything
+/// on the console, the root logger at INFO), then its own loggers.
+#[derive(Debug)]
+pub struct Defaults {
+    name: &'static str,
+    loggers: &'static [(&'static str, &'static str)],
+}
+
+/// What every default configuration holds after its name.
+const CONSOLE_AT_INFO: &[(&str, &str)] = &[
     ("appender.console.type", "Console"),
     ("appender.console.name", "STDOUT"),
     ("appender.console.layout.type", "PatternLayout"),
@@ -32,26 +38,59 @@ pub const KAFKA_DEFAULTS: &[(&str, &str)] = &[
     ("rootLogger.appenderRefs", "console"),
     ("rootLogger.appenderRef.console.ref", "STDOUT"),
     ("rootLogger.additivity", "false"),
-    ("logger.kafka.name", "kafka"),
-    ("logger.kafka.level", "INFO"),
-    ("logger.orgapachekafka.name", "org.apache.kafka"),
-    ("logger.orgapachekafka.level", "INFO"),
-    ("logger.requestlogger.name", "kafka.request.logger"),
-    ("logger.requestlogger.level", "WARN"),
-    (
-        "logger.requestchannel.name",
-        "kafka.network.RequestChannel$",
-    ),
-    ("logger.requestchannel.level", "WARN"),
-    ("logger.controller.name", "org.apache.kafka.controller"),
-    ("logger.controller.level", "INFO"),
-    ("logger.logcleaner.name", "kafka.log.LogCleaner"),
-    ("logger.logcleaner.level", "INFO"),
-    ("logger.statechange.name", "state.change.logger"),
-    ("logger.statechange.level", "INFO"),
-    ("logger.authorizer.name", "kafka.authorizer.logger"),
-    ("logger.authorizer.level", "INFO"),
 ];
+
+/// Strimzi's default configuration of Kafka nodes: INFO but the request loggers at WARN.
+pub const KAFKA_DEFAULTS: Defaults = Defaults {
+    name: "KafkaConfig",
+    loggers: &[
+        ("logger.kafka.name", "kafka"),
+        ("logger.kafka.level", "INFO"),
+        ("logger.orgapachekafka.name", "org.apache.kafka"),
+        ("logger.orgapachekafka.level", "INFO"),
+        ("logger.requestlogger.name", "kafka.request.logger"),
+        ("logger.requestlogger.level", "WARN"),
+        (
+            "logger.requestchannel.name",
+            "kafka.network.RequestChannel$",
+        ),
+        ("logger.requestchannel.level", "WARN"),
+        ("logger.controller.name", "org.apache.kafka.controller"),
+        ("logger.controller.level", "INFO"),
+        ("logger.logcleaner.name", "kafka.log.LogCleaner"),
+        ("logger.logcleaner.level", "INFO"),
+        ("logger.statechange.name", "state.change.logger"),
+        ("logger.statechange.level", "INFO"),
+        ("logger.authorizer.name", "kafka.authorizer.logger"),
+        ("logger.authorizer.level", "INFO"),
+    ],
+};
+
+/// Strimzi's default configuration of Connect workers: INFO but the plugin scanner at ERROR.
+pub const CONNECT_DEFAULTS: Defaults = Defaults {
+    name: "KafkaConnectConfig",
+    loggers: &[
+        ("logger.reflections.name", "org.reflections"),
+        ("logger.reflections.level", "ERROR"),
+        ("logger.reflections.additivity", "false"),
+    ],
+};
+
+impl Defaults {
+    /// Every key and value, in the order Strimzi writes them.
+    fn pairs(&self) -> Vec<(String, String)> {
+        std::iter::once(&("name", self.name))
+            .chain(CONSOLE_AT_INFO)
+            .chain(self.loggers)
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+}
+
+/// The `-D` option that points log4j2 at the file in `dir`.
+pub fn java_option(dir: &str) -> String {
+    format!("-Dlog4j2.configurationFile={dir}/{FILE}")
+}
 
 /// Where an `external` configuration is read from; `None` for `inline` (or none at all).
 pub fn external_source(logging: Option<&Logging>) -> Option<&ConfigMapKeyRef> {
@@ -86,7 +125,7 @@ pub fn external_text(
         Refusal::new(
             REASON,
             format!(
-                "{path}.logging names {what}; create it with a log4j2 properties file or fix valueFrom.configMapKeyRef (the nodes keep their logging until then)"
+                "{path}.logging names {what}; create it with a log4j2 properties file or fix valueFrom.configMapKeyRef (what runs keeps its logging until then)"
             ),
         )
     })
@@ -96,7 +135,7 @@ pub fn external_text(
 /// loggers on top; with `monitorInterval` unless it sets its own. `None` when `logging` is
 /// not set: the nodes then keep the image's own configuration.
 pub fn properties(
-    defaults: &[(&str, &str)],
+    defaults: &Defaults,
     logging: Option<&Logging>,
     external: Option<&str>,
 ) -> Option<String> {
@@ -104,10 +143,7 @@ pub fn properties(
     let mut text = match (logging.type_, external) {
         (LoggingType::External, Some(text)) => text.to_owned(),
         _ => {
-            let mut pairs: Vec<(String, String)> = defaults
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect();
+            let mut pairs = defaults.pairs();
             for (key, value) in &logging.loggers {
                 match pairs.iter_mut().find(|(k, _)| k == key) {
                     Some(slot) => slot.1 = value.clone(),
@@ -161,7 +197,7 @@ mod tests {
             "rootLogger.level": "DEBUG",
             "logger.cleaner.name": "kafka.log.LogCleaner$",
             "logger.cleaner.level": "TRACE"}}));
-        let text = properties(KAFKA_DEFAULTS, Some(&inline), None).unwrap();
+        let text = properties(&KAFKA_DEFAULTS, Some(&inline), None).unwrap();
         assert!(text.contains("\nrootLogger.level = DEBUG\n"), "{text}");
         assert!(!text.contains("rootLogger.level = INFO"), "{text}");
         assert!(
@@ -172,16 +208,28 @@ mod tests {
         assert!(text.ends_with("monitorInterval = 30\n"), "{text}");
         // Inline without loggers: Strimzi's defaults.
         let plain = properties(
-            KAFKA_DEFAULTS,
+            &KAFKA_DEFAULTS,
             Some(&logging(json!({"type": "inline"}))),
             None,
         );
         assert!(plain.unwrap().contains("\nlogger.kafka.level = INFO\n"));
         assert_eq!(
-            properties(KAFKA_DEFAULTS, None, None),
+            properties(&KAFKA_DEFAULTS, None, None),
             None,
             "unset: the image's own"
         );
+    }
+
+    #[test]
+    fn connect_workers_get_strimzis_connect_defaults() {
+        let inline = logging(json!({"type": "inline", "loggers": {"rootLogger.level": "DEBUG"}}));
+        let text = properties(&CONNECT_DEFAULTS, Some(&inline), None).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "name = KafkaConnectConfig");
+        assert_eq!(lines[2], "appender.console.type = Console");
+        assert!(lines.contains(&"rootLogger.level = DEBUG"));
+        assert!(lines.contains(&"logger.reflections.level = ERROR"));
+        assert!(!text.contains("kafka.request.logger"));
     }
 
     #[test]
@@ -190,12 +238,12 @@ mod tests {
             "configMapKeyRef": {"name": "logs", "key": "log4j2.properties"}}}));
         let given = "rootLogger.level=WARN";
         assert_eq!(
-            properties(KAFKA_DEFAULTS, Some(&external), Some(given)).unwrap(),
+            properties(&KAFKA_DEFAULTS, Some(&external), Some(given)).unwrap(),
             "rootLogger.level=WARN\nmonitorInterval = 30\n"
         );
         let own = "monitorInterval=5\nrootLogger.level=WARN\n";
         assert_eq!(
-            properties(KAFKA_DEFAULTS, Some(&external), Some(own)).unwrap(),
+            properties(&KAFKA_DEFAULTS, Some(&external), Some(own)).unwrap(),
             own
         );
         assert_eq!(external_source(Some(&external)).unwrap().name, "logs");

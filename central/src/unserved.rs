@@ -44,10 +44,6 @@ const KAFKA_CLUSTER: &[(&str, &str)] = &[
     ),
 ];
 const CONNECT: &[(&str, &str)] = &[
-    (
-        "logging",
-        "the workers log as the Kafka image's own log4j2 configuration says",
-    ),
     ("tracing", "the workers are not instrumented"),
     (
         "rack",
@@ -499,7 +495,7 @@ mod tests {
         let c: KafkaConnect = serde_json::from_value(json!({
             "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
             "metadata": {"name": "c"},
-            "spec": {"bootstrapServers": "k:9092", "logging": {},
+            "spec": {"bootstrapServers": "k:9092",
                      "tracing": {}, "rack": {}, "clientRackInitImage": "i", "jmxOptions": {},
                      "livenessProbe": {}, "readinessProbe": {}, "build": {}, "plugins": [],
                      "externalConfiguration": {},
@@ -508,7 +504,6 @@ mod tests {
         .unwrap();
         let w = connect(&c.spec, APPLIED);
         for field in [
-            "logging",
             "tracing",
             "rack",
             "clientRackInitImage",
@@ -525,7 +520,7 @@ mod tests {
                 "{field} not named in {w:#?}"
             );
         }
-        assert_eq!(w.len(), 11, "{w:#?}");
+        assert_eq!(w.len(), 10, "{w:#?}");
         assert!(
             w.iter()
                 .any(|m| m.contains(".spec.build is not acted on: no image is built"))

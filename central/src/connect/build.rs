@@ -21,6 +21,7 @@ use super::security;
 use super::validate::Resolved;
 use crate::budget;
 use crate::jmx_exporter::{self, PodMetrics};
+use crate::logging;
 use crate::objects;
 use crate::pod_template::{self, PodParts, TEMPLATE_POD};
 use crate::unserved::Applied;
@@ -184,7 +185,7 @@ pub fn build(
     connect: &KafkaConnect,
     r: &Resolved,
     material: &BTreeMap<String, Vec<u8>>,
-    rules: Option<&str>,
+    files: Files<'_>,
 ) -> Built {
     let name = connect.name_any();
     let namespace = connect.namespace().unwrap_or_default();
@@ -204,7 +205,8 @@ pub fn build(
         version: &version,
         properties: &properties,
         material,
-        metrics: rules.is_some(),
+        metrics: files.rules.is_some(),
+        logging: files.log4j2.is_some(),
     };
     let mut revisions = BTreeMap::new();
     let pods: Vec<Value> = (0..r.replicas)
@@ -216,12 +218,15 @@ pub fn build(
         })
         .collect();
 
+    // The log4j2 file sits next to the worker configuration; a change of it reaches running
+    // workers without a restart (log4j2 re-reads it), so it is not part of their revision.
+    let mut data = BTreeMap::from([(CONFIG_KEY.to_owned(), properties.clone())]);
+    if let Some(log4j2) = files.log4j2 {
+        data.insert(logging::FILE.to_owned(), log4j2.to_owned());
+    }
     let config_map = objects::to_json(&ConfigMap {
         metadata: n.object_meta(&config_map_name(&name), n.labels(), None),
-        data: Some(BTreeMap::from([(
-            CONFIG_KEY.to_owned(),
-            properties.clone(),
-        )])),
+        data: Some(data),
         ..Default::default()
     });
     let selector = n.selector();
@@ -276,7 +281,7 @@ pub fn build(
         closed: false,
     });
     let mut objects = vec![config_map, pod_set, api_service, headless, budget];
-    if let Some(rules) = rules {
+    if let Some(rules) = files.rules {
         let labels = objects::strings(&Value::Object(n.labels()));
         let component = component_name(&name);
         objects.push(jmx_exporter::config_map(
@@ -393,6 +398,17 @@ struct Worker<'a> {
     material: &'a BTreeMap<String, Vec<u8>>,
     /// Whether the workers serve metrics with the JMX exporter.
     metrics: bool,
+    /// Whether the workers read a log4j2 file of kstretch's (`logging` is set).
+    logging: bool,
+}
+
+/// What the workers read besides their configuration, each when the `KafkaConnect` asks for it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Files<'a> {
+    /// The JMX exporter's rules.
+    pub rules: Option<&'a str>,
+    /// The log4j2 configuration ([`logging::properties`]).
+    pub log4j2: Option<&'a str>,
 }
 
 /// One worker pod and its revision (a hash of the definition and the worker configuration,
@@ -404,6 +420,7 @@ fn pod(n: &Names<'_>, connect: &KafkaConnect, pod_name: &str, w: &Worker<'_>) ->
         properties,
         material,
         metrics,
+        logging,
     } = *w;
     let component = component_name(n.connect);
     let mut labels = n.labels();
@@ -429,6 +446,13 @@ fn pod(n: &Names<'_>, connect: &KafkaConnect, pod_name: &str, w: &Worker<'_>) ->
     let hostname = format!("{pod_name}.{component}.{}.svc", n.namespace);
     let mut kafka_env = vec![pod_template::env(ADVERTISED_HOSTNAME_ENV, hostname)];
     kafka_env.extend(pod_template::jvm_env(connect.spec.jvm_options.as_ref()));
+    if logging {
+        // Only with `logging` set: workers of a `KafkaConnect` without it keep the pod they have.
+        kafka_env.push(pod_template::env(
+            "KAFKA_LOG4J_OPTS",
+            crate::logging::java_option(CONFIG_DIR),
+        ));
+    }
     let mut ports = vec![ContainerPort {
         name: Some(REST_API_PORT_NAME.to_owned()),
         container_port: REST_API_PORT.into(),
@@ -574,16 +598,76 @@ mod tests {
             &c,
             &resolve(&c, &members()).unwrap(),
             &BTreeMap::new(),
-            None,
+            Files::default(),
         )
+    }
+
+    #[test]
+    fn logging_is_a_file_next_to_the_configuration_and_its_changes_restart_no_worker() {
+        let c = connect(base());
+        let r = resolve(&c, &members()).unwrap();
+        let with = |log4j2: Option<&str>| {
+            let files = Files {
+                log4j2,
+                ..Files::default()
+            };
+            build(&c, &r, &BTreeMap::new(), files)
+        };
+        let (plain, one, two) = (
+            with(None),
+            with(Some("rootLogger.level = INFO\n")),
+            with(Some("rootLogger.level = DEBUG\n")),
+        );
+        let config = |b: &Built| {
+            b.objects
+                .iter()
+                .find(|o| {
+                    o["kind"] == "ConfigMap" && o["metadata"]["name"] == "my-connect-connect-config"
+                })
+                .unwrap()["data"]
+                .clone()
+        };
+        assert!(config(&plain)[logging::FILE].is_null());
+        assert_eq!(config(&two)[logging::FILE], "rootLogger.level = DEBUG\n");
+        let opts = |b: &Built| {
+            let pod_set = b
+                .objects
+                .iter()
+                .find(|o| o["kind"] == "StrimziPodSet")
+                .unwrap();
+            pod_set["spec"]["pods"][0]["spec"]["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "KAFKA_LOG4J_OPTS")
+                .map(|e| e["value"].clone())
+        };
+        assert_eq!(
+            opts(&plain),
+            None,
+            "without logging the pods stay as they were"
+        );
+        assert_eq!(
+            opts(&one),
+            Some(json!(
+                "-Dlog4j2.configurationFile=/opt/kafka/custom-config/log4j2.properties"
+            ))
+        );
+        // Setting logging restarts the workers once (they must read the file); changing it does not.
+        assert_ne!(plain.revisions, one.revisions);
+        assert_eq!(one.revisions, two.revisions);
     }
 
     #[test]
     fn workers_with_metrics_serve_the_jmx_exporter_on_port_9404_with_the_rules_they_are_given() {
         let c = connect(base());
         let r = resolve(&c, &members()).unwrap();
-        let plain = build(&c, &r, &BTreeMap::new(), None);
-        let served = build(&c, &r, &BTreeMap::new(), Some("rules: []"));
+        let plain = build(&c, &r, &BTreeMap::new(), Files::default());
+        let rules = Files {
+            rules: Some("rules: []"),
+            ..Files::default()
+        };
+        let served = build(&c, &r, &BTreeMap::new(), rules);
         let rules = served
             .objects
             .iter()
@@ -904,7 +988,12 @@ mod tests {
         let material = BTreeMap::from([("ca.crt".to_owned(), b"CA".to_vec())]);
         let plain = built(base());
         let c = connect(dressed);
-        let dressed = build(&c, &resolve(&c, &members()).unwrap(), &material, None);
+        let dressed = build(
+            &c,
+            &resolve(&c, &members()).unwrap(),
+            &material,
+            Files::default(),
+        );
         let mut tuned = base();
         tuned["resources"] = json!({"requests": {"cpu": "1"}, "limits": {"memory": "2Gi"}});
         tuned["jvmOptions"] = json!({"-Xmx": "1g", "-XX": {"UseG1GC": "true"}});

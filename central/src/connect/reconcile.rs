@@ -19,11 +19,13 @@ use super::rollout::{self, Seen, Step};
 use super::security;
 use super::validate;
 use super::warning::{Reason, Warning};
+use crate::config_map;
 use crate::error::Error;
 use crate::jmx_exporter;
 use crate::kafka::resolve::Members;
 use crate::link::restart::{PodToRestart, Restarts, replaced};
 use crate::link::{Agents, Owner, OwnerKind, Owners, Part};
+use crate::logging;
 use crate::metrics::OwnerMetrics;
 use crate::status;
 use crate::unserved;
@@ -142,20 +144,17 @@ async fn pass(
         Err(message) => return Ok(Err(Refusal::new("SecretNotFound", message))),
     };
 
-    let rules = match &resolved.metrics {
-        Some(source) => {
-            let data = crate::config_map::data(&ctx.client, &namespace, &source.name).await?;
-            match jmx_exporter::rules(source, data.as_ref(), jmx_exporter::CONNECT) {
-                Ok(rules) => Some(rules),
-                Err(refusal) => return Ok(Err(refusal)),
-            }
-        }
-        None => None,
+    let read = match user_files(ctx, connect, &resolved).await? {
+        Ok(read) => read,
+        Err(refusal) => return Ok(Err(refusal)),
     };
-
-    let built = build::build(connect, &resolved, &material, rules.as_deref());
+    let files = build::Files {
+        rules: read.rules.as_deref(),
+        log4j2: read.log4j2.as_deref(),
+    };
+    let built = build::build(connect, &resolved, &material, files);
     let mut objects = BTreeMap::from([(built.alias.clone(), built.objects.clone())]);
-    if rules.is_some()
+    if read.rules.is_some()
         && let Err(refusal) =
             jmx_exporter::equip(&mut objects, &ctx.agents.images(), jmx_exporter::CONNECT)
     {
@@ -212,6 +211,49 @@ async fn pass(
     } else {
         BUSY_REQUEUE
     })))
+}
+
+/// What the workers read that the user keeps in ConfigMaps of the `KafkaConnect`'s namespace.
+struct UserFiles {
+    /// The JMX exporter's rules, when the workers serve metrics.
+    rules: Option<String>,
+    /// The log4j2 file, when `logging` is set.
+    log4j2: Option<String>,
+}
+
+/// Reads the ConfigMaps `connect`'s metrics and logging name; `Err` is a refusal naming what is
+/// missing (what runs keeps its rules and logging until it is fixed).
+async fn user_files(
+    ctx: &Context,
+    connect: &KafkaConnect,
+    resolved: &validate::Resolved,
+) -> Result<Result<UserFiles, Refusal>, Error> {
+    let namespace = connect.namespace().unwrap_or_default();
+    let client = &ctx.client;
+    let rules = config_map::read_named(client, &namespace, resolved.metrics.as_ref(), |s, d| {
+        jmx_exporter::rules(s, d, jmx_exporter::CONNECT)
+    });
+    let rules = match rules.await? {
+        Ok(rules) => rules,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let logging_spec = connect.spec.logging.as_ref();
+    let external = config_map::read_named(
+        client,
+        &namespace,
+        logging::external_source(logging_spec),
+        |s, d| logging::external_text(".spec", s, d),
+    );
+    let external = match external.await? {
+        Ok(text) => text,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let log4j2 = logging::properties(
+        &logging::CONNECT_DEFAULTS,
+        logging_spec,
+        external.as_deref(),
+    );
+    Ok(Ok(UserFiles { rules, log4j2 }))
 }
 
 /// `Ready=False` for a `KafkaConnect` the user must fix: the last good desired state stands,

@@ -109,6 +109,8 @@ pub enum Invalid {
     Security(#[from] security::Problem),
     #[error("{0}")]
     Metrics(String),
+    #[error("{0}")]
+    Logging(String),
 }
 
 impl Invalid {
@@ -123,6 +125,7 @@ impl Invalid {
             Self::Security(security::Problem::Unsupported(_)) => "UnsupportedField",
             Self::Security(security::Problem::Invalid(_)) => "InvalidSecurity",
             Self::Metrics(_) => jmx_exporter::REASON,
+            Self::Logging(_) => crate::logging::REASON,
         }
     }
 }
@@ -165,6 +168,7 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
             problems.push(Invalid::Metrics(refusal.message));
             None
         });
+    problems.extend(crate::logging::invalid(".spec", spec.logging.as_ref()).map(Invalid::Logging));
 
     let mut warnings = Vec::new();
     warnings.extend(reporter_warning(spec));
@@ -558,6 +562,35 @@ mod tests {
                 .metrics,
             None
         );
+    }
+
+    #[test]
+    fn logging_that_cannot_be_read_is_refused_naming_what_to_fix() {
+        let with = |logging: Value| {
+            resolve(
+                &connect(
+                    json!({"bootstrapServers": "k:9092", "logging": logging}),
+                    json!({}),
+                ),
+                &members(),
+            )
+        };
+        assert!(with(json!({"type": "inline", "loggers": {"rootLogger.level": "DEBUG"}})).is_ok());
+        let unnamed = with(json!({"type": "external"})).unwrap_err();
+        assert_eq!(reasons(&unnamed), ["InvalidLoggingConfig"]);
+        assert!(
+            unnamed[0]
+                .to_string()
+                .starts_with(".spec.logging is external without valueFrom"),
+            "{}",
+            unnamed[0]
+        );
+        let both = with(
+            json!({"type": "external", "loggers": {"rootLogger.level": "DEBUG"},
+            "valueFrom": {"configMapKeyRef": {"name": "logs", "key": "log4j2.properties"}}}),
+        )
+        .unwrap_err();
+        assert_eq!(reasons(&both), ["InvalidLoggingConfig"]);
     }
 
     #[test]

@@ -742,7 +742,7 @@ fn pod(
         // Only with `logging` set: nodes of a `Kafka` without it keep the pod they have.
         env.push(pod_template::env(
             "KAFKA_LOG4J_OPTS",
-            format!("-Dlog4j2.configurationFile={CONFIG_DIR}/{}", logging::FILE),
+            logging::java_option(CONFIG_DIR),
         ));
     }
     let (mut mounts, mut volumes) = (mounts, volumes);

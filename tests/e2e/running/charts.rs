@@ -125,7 +125,8 @@ async fn kstretch_installed_with_its_charts_runs_in_pods_and_runs_a_stretched_ka
 /// (the file source connector Kafka ships) runs on it, though central has no route into beta:
 /// its REST calls go through beta's agent. It copies a file of the worker's image, line by line, to a topic; its offsets are
 /// listed and it is restarted on the user's annotations; deleting it deletes it from Connect
-/// (through the agent again) before its finalizer goes.
+/// (through the agent again) before its finalizer goes. The worker logs through kstretch's
+/// log4j2 file, and a change of `logging` reaches it without a restart.
 async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmInstall, k: &Kafka) {
     let bootstrap = all_brokers(k);
     install.apply(connect_metrics_rules()).await;
@@ -141,6 +142,8 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
                 "groupId": "files", "configStorageTopic": "files-configs",
                 "statusStorageTopic": "files-status", "offsetStorageTopic": "files-offsets",
                 "config": {"offset.flush.interval.ms": 2000},
+                "logging": {"type": "inline", "loggers": {
+                    "appender.console.layout.pattern": "CONNECT-ONE %p %c - %m%n"}},
                 "metricsConfig": {"type": "jmxPrometheusExporter", "valueFrom": {
                     "configMapKeyRef": {"name": "connect-metrics", "key": "metrics-config.yml"}}},
                 "jvmOptions": {"-Xms": "128m", "-Xmx": "320m", "-XX": {"TieredStopAtLevel": "1"}},
@@ -180,6 +183,19 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
         ready_on_real_node(std::slice::from_ref(&pod), BETA),
         ["files-connect-0"]
     );
+    // The worker logs through kstretch's log4j2 file (Strimzi's defaults, the inline layout);
+    // a change of it reaches the running worker, looked for at the end, when it had time.
+    worker_logged(install, "CONNECT-ONE INFO", None).await;
+    let connects: Api<KafkaConnect> = install.api(ALPHA);
+    // The worker's group coordinator logs each heartbeat at DEBUG, under its own class's name.
+    let heartbeats = "org.apache.kafka.connect.runtime.distributed.WorkerCoordinator";
+    let logging = json!({"spec": {"logging": {"type": "inline", "loggers": {
+        "appender.console.layout.pattern": "CONNECT-TWO %p %c - %m%n",
+        "logger.heartbeats.name": heartbeats, "logger.heartbeats.level": "DEBUG"}}}});
+    connects
+        .patch("files", &PatchParams::default(), &Patch::Merge(&logging))
+        .await
+        .unwrap();
     let mut expected: Vec<String> = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("env/image/kafka")
@@ -250,6 +266,12 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
     .await;
     running_task(install, &connectors, "lines").await;
     beta_agent_away_and_back(install, &connectors, &pod).await;
+    worker_logged(install, "CONNECT-TWO DEBUG", Some(20)).await;
+    let still = workers.get("files-connect-0").await.unwrap();
+    assert_eq!(
+        still.metadata.uid, pod.metadata.uid,
+        "a logging change restarts no worker"
+    );
 
     connectors
         .delete("lines", &Default::default())
@@ -267,7 +289,6 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
         },
     )
     .await;
-    let connects: Api<KafkaConnect> = install.api(ALPHA);
     connects.delete("files", &Default::default()).await.unwrap();
 }
 
@@ -328,6 +349,33 @@ async fn carried_out(
             match c.annotations().get(annotation) {
                 None => Seen::Done(()),
                 Some(_) => Seen::NotYet(format!("{:?}", c.status)),
+            }
+        },
+    )
+    .await;
+}
+
+/// Waits until the log of beta's worker (its last `since` seconds, or all of it) holds `text`.
+async fn worker_logged(install: &HelmInstall, text: &str, since: Option<i64>) {
+    let workers: Api<Pod> = install.api(BETA);
+    let params = kube::api::LogParams {
+        since_seconds: since,
+        ..Default::default()
+    };
+    wait_with_logs(
+        install,
+        &format!("{text:?} in the worker's log"),
+        START_TIMEOUT,
+        || async {
+            let log = workers
+                .logs("files-connect-0", &params)
+                .await
+                .unwrap_or_default();
+            if log.contains(text) {
+                Seen::Done(())
+            } else {
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                Seen::NotYet(log.lines().last().unwrap_or_default().to_owned())
             }
         },
     )

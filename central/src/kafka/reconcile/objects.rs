@@ -118,7 +118,7 @@ pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
     let metrics_rules = inputs.metrics_rules?;
     let external_logging = inputs.external_logging?;
     let log4j2 = logging::properties(
-        logging::KAFKA_DEFAULTS,
+        &logging::KAFKA_DEFAULTS,
         inputs.kafka.spec.kafka.logging.as_ref(),
         external_logging.as_deref(),
     );

@@ -17,6 +17,7 @@ use super::pass::{
 };
 use super::plan::Plan;
 use crate::budget;
+use crate::config_map;
 use crate::error::Error;
 use crate::jmx_exporter;
 use crate::kafka::build::{self, Built};
@@ -245,30 +246,21 @@ async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
         Err(CertError::Refused(r)) => Err(r),
         Err(CertError::Kube(e)) => return Err(e.into()),
     };
-    let metrics_rules = match &plan.resolved.metrics {
-        Some(source) => {
-            let data = crate::config_map::data(
-                client,
-                &kafka.namespace().unwrap_or_default(),
-                &source.name,
-            )
-            .await?;
-            jmx_exporter::rules(source, data.as_ref(), jmx_exporter::KAFKA).map(Some)
-        }
-        None => Ok(None),
-    };
-    let external_logging = match logging::external_source(kafka.spec.kafka.logging.as_ref()) {
-        Some(source) => {
-            let data = crate::config_map::data(
-                client,
-                &kafka.namespace().unwrap_or_default(),
-                &source.name,
-            )
-            .await?;
-            logging::external_text(".spec.kafka", source, data.as_ref()).map(Some)
-        }
-        None => Ok(None),
-    };
+    let namespace = kafka.namespace().unwrap_or_default();
+    let metrics_rules = config_map::read_named(
+        client,
+        &namespace,
+        plan.resolved.metrics.as_ref(),
+        |source, data| jmx_exporter::rules(source, data, jmx_exporter::KAFKA),
+    )
+    .await?;
+    let external_logging = config_map::read_named(
+        client,
+        &namespace,
+        logging::external_source(kafka.spec.kafka.logging.as_ref()),
+        |source, data| logging::external_text(".spec.kafka", source, data),
+    )
+    .await?;
     let decided = objects::decide(Inputs {
         kafka,
         resolved: &plan.resolved,
