@@ -45,19 +45,42 @@ pub const REASON: &str = "InvalidMetricsConfig";
 pub struct Served {
     pub field: &'static str,
     pub pods: &'static str,
+    /// What Strimzi's reporter serves when `values.allowList` does not say (Strimzi's default
+    /// for the kind).
+    pub allow_list: &'static [&'static str],
 }
 
 /// A `Kafka`'s nodes.
 pub const KAFKA: Served = Served {
     field: ".spec.kafka.metricsConfig",
     pods: "nodes",
+    allow_list: DEFAULT_ALLOW_LIST,
 };
 
 /// A `KafkaConnect`'s workers.
 pub const CONNECT: Served = Served {
     field: ".spec.metricsConfig",
     pods: "workers",
+    allow_list: CONNECT_ALLOW_LIST,
 };
+
+/// What Strimzi's reporter serves of a Connect worker by default (Strimzi's list, which its
+/// Connect dashboard reads).
+pub const CONNECT_ALLOW_LIST: &[&str] = &[
+    "kafka_admin_client_admin_client_metrics_connection_count",
+    "kafka_connect_connect_coordinator_metrics.*",
+    "kafka_connect_connector_metrics.*",
+    "kafka_connect_connector_task_metrics.*",
+    "kafka_connect_connect_worker_metrics_.*",
+    "kafka_connect_connect_worker_rebalance.*",
+    "kafka_connect_task_error_metrics.*",
+    "kafka_consumer_consumer_coordinator_metrics.*",
+    "kafka_consumer_consumer_fetch_manager_metrics.*",
+    "kafka_consumer_consumer_metrics.*",
+    "kafka_producer_producer_metrics.*",
+    "kafka_producer_producer_node_metrics_incoming_byte",
+    "kafka_producer_producer_topic.*",
+];
 
 /// The ConfigMap key with the exporter's rules, for a `jmxPrometheusExporter`; `None` without
 /// metrics or with a type not served (a warning names it); `Err` when the rules are not named.
@@ -80,8 +103,8 @@ pub fn source(
     }
 }
 
-/// The metric names Strimzi's reporter serves when `values.allowList` does not say (Strimzi's
-/// default).
+/// The metric names Strimzi's reporter serves of a Kafka node when `values.allowList` does not
+/// say (Strimzi's default).
 pub const DEFAULT_ALLOW_LIST: &[&str] = &[
     "kafka_cluster_partition.*",
     "kafka_controller_kafkacontroller.*",
@@ -113,7 +136,7 @@ pub fn reporter(
     let refused =
         |why: String| Refusal::new(REASON, format!("{}.values.allowList {why}", served.field));
     let allow_list = match config.values.as_ref().and_then(|v| v.get("allowList")) {
-        None | Some(Value::Null) => DEFAULT_ALLOW_LIST.iter().map(|s| (*s).to_owned()).collect(),
+        None | Some(Value::Null) => served.allow_list.iter().map(|s| (*s).to_owned()).collect(),
         Some(Value::Array(items)) => items
             .iter()
             .map(|i| i.as_str().map(str::to_owned))

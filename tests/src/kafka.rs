@@ -151,6 +151,18 @@ pub async fn produce_with_acks(
     }
 }
 
+/// The end offset (high watermark) of `partition` of `topic`: how many records it ever held.
+pub fn end_offset(bootstrap: &str, topic: &str, partition: i32) -> i64 {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap_or_else(|e| panic!("cannot create a Kafka consumer for {bootstrap}: {e}"));
+    consumer
+        .fetch_watermarks(topic, partition, Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("cannot read the offsets of {topic}-{partition}: {e}"))
+        .1
+}
+
 /// Reads every record of `topic`'s partitions `0..partitions` from the beginning until `count`
 /// have arrived (or `timeout` passes), without a consumer group, and returns them as (key,
 /// value) sorted by key.

@@ -154,7 +154,7 @@ async fn pass(
     };
     let built = build::build(connect, &resolved, &material, files);
     let mut objects = BTreeMap::from([(built.alias.clone(), built.objects.clone())]);
-    if read.rules.is_some()
+    if (read.rules.is_some() || resolved.metrics_reporter.is_some())
         && let Err(refusal) =
             jmx_exporter::equip(&mut objects, &ctx.agents.images(), jmx_exporter::CONNECT)
     {

@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use kstretch_api::common::{ConfigMapKeyRef, ConfigValues, MetricsType};
+use kstretch_api::common::{ConfigMapKeyRef, ConfigValues};
 use kstretch_api::{KafkaConnect, KafkaConnectSpec, names};
+use kstretch_core::kraft;
 use kube::ResourceExt;
 use serde_json::Value;
 
@@ -79,8 +80,10 @@ pub struct Resolved {
     pub warnings: Vec<Warning>,
     /// How the workers reach Kafka (`spec.tls`, `spec.authentication`).
     pub security: security::Security,
-    /// The ConfigMap key with the JMX exporter's rules, when the workers serve metrics.
+    /// The ConfigMap key with the JMX exporter's rules, when the workers serve metrics with it.
     pub metrics: Option<ConfigMapKeyRef>,
+    /// Strimzi's metrics reporter, when the workers serve metrics with it.
+    pub metrics_reporter: Option<kraft::MetricsReporter>,
 }
 
 /// Why a `KafkaConnect` cannot be used as it is; reported as `Ready=False`.
@@ -168,10 +171,16 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
             problems.push(Invalid::Metrics(refusal.message));
             None
         });
+    let metrics_reporter =
+        jmx_exporter::reporter(spec.metrics_config.as_ref(), jmx_exporter::CONNECT).unwrap_or_else(
+            |refusal| {
+                problems.push(Invalid::Metrics(refusal.message));
+                None
+            },
+        );
     problems.extend(crate::logging::invalid(".spec", spec.logging.as_ref()).map(Invalid::Logging));
 
     let mut warnings = Vec::new();
-    warnings.extend(reporter_warning(spec));
     warnings.extend(default_group_warning(&defaulted));
     let (config, ignored) = worker_config(spec, user);
     warnings.extend(ignored);
@@ -191,20 +200,8 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
         warnings,
         security,
         metrics,
+        metrics_reporter,
     })
-}
-
-/// Strimzi's metrics reporter is not run in the workers yet: said, not ignored.
-fn reporter_warning(spec: &KafkaConnectSpec) -> Option<Warning> {
-    spec.metrics_config
-        .as_ref()
-        .filter(|m| m.type_ == MetricsType::StrimziMetricsReporter)
-        .map(|_| {
-            Warning::new(
-                Reason::NotActedOn,
-                ".spec.metricsConfig of type strimziMetricsReporter is not acted on: the workers serve no metrics; type jmxPrometheusExporter is served".to_owned(),
-            )
-        })
 }
 
 /// The member cluster the workers run in: the stretch alias annotation's, else central's own
@@ -526,7 +523,7 @@ mod tests {
     }
 
     #[test]
-    fn metrics_need_their_rules_named_and_the_reporter_is_said_not_to_run() {
+    fn metrics_need_their_rules_named_and_the_reporter_serves_strimzis_connect_list() {
         let base = json!({"bootstrapServers": "k:9092"});
         let with = |metrics: Value| {
             let mut spec = base.clone();
@@ -551,11 +548,27 @@ mod tests {
         );
         let reporter = with(json!({"type": "strimziMetricsReporter"})).unwrap();
         assert_eq!(reporter.metrics, None);
+        let allow_list = reporter.metrics_reporter.unwrap().allow_list;
+        assert_eq!(allow_list.len(), jmx_exporter::CONNECT_ALLOW_LIST.len());
+        assert!(allow_list.contains(&"kafka_connect_connect_worker_metrics_.*".to_owned()));
         assert!(
-            reporter.warnings.iter().any(|w| w
-                .message
-                .starts_with(".spec.metricsConfig of type strimziMetricsReporter is not acted on"))
+            !reporter
+                .warnings
+                .iter()
+                .any(|w| w.reason == Reason::NotActedOn),
+            "{:?}",
+            reporter.warnings
         );
+        let own = with(json!({"type": "strimziMetricsReporter",
+            "values": {"allowList": ["kafka_connect_.*"]}}))
+        .unwrap();
+        assert_eq!(
+            own.metrics_reporter.unwrap().allow_list,
+            ["kafka_connect_.*"]
+        );
+        let empty = with(json!({"type": "strimziMetricsReporter", "values": {"allowList": []}}))
+            .unwrap_err();
+        assert_eq!(reasons(&empty), ["InvalidMetricsConfig"]);
         assert_eq!(
             resolve(&connect(base, json!({})), &members())
                 .unwrap()

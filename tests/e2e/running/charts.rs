@@ -1,6 +1,8 @@
 //! kstretch installed with its Helm charts runs in pods and runs a stretched Kafka on real
 //! pods, and Kafka Connect workers in the other cluster whose connectors it manages.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -219,22 +221,7 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
         .collect()
     };
     // The worker serves its metrics to Prometheus (the JMX exporter from the agent's image).
-    let expr = format!(
-        "kafka_connect_worker_connector_count{{namespace=\"{}\",kubernetes_pod_name=\"files-connect-0\"}}",
-        install.ns
-    );
-    wait_with_logs(
-        install,
-        "the worker's metrics in Prometheus",
-        START_TIMEOUT,
-        || async {
-            match kstretch_tests::prometheus::query(&expr).await {
-                Ok(series) if series.iter().any(|(_, v)| *v == 1.0) => Seen::Done(()),
-                other => Seen::NotYet(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
+    one_connector_in_prometheus(install, "kafka_connect_worker_connector_count").await;
     // Read back sorted (the consumer's order), compared as the same lines.
     copied.sort();
     expected.sort();
@@ -272,6 +259,7 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
         still.metadata.uid, pod.metadata.uid,
         "a logging change restarts no worker"
     );
+    reporter_served_after_a_roll(install, &connectors, &bootstrap, &expected).await;
 
     connectors
         .delete("lines", &Default::default())
@@ -349,6 +337,77 @@ async fn carried_out(
             match c.annotations().get(annotation) {
                 None => Seen::Done(()),
                 Some(_) => Seen::NotYet(format!("{:?}", c.status)),
+            }
+        },
+    )
+    .await;
+}
+
+/// `metricsConfig` changed to Strimzi's reporter rolls the worker (its configuration changed)
+/// under the running source connector: the new worker serves the reporter's series to
+/// Prometheus, the task runs on it again from its committed position, and the topic holds
+/// every line of the file (none lost).
+async fn reporter_served_after_a_roll(
+    install: &HelmInstall,
+    connectors: &Api<KafkaConnector>,
+    bootstrap: &str,
+    lines: &[String],
+) {
+    let workers: Api<Pod> = install.api(BETA);
+    let before = workers.get("files-connect-0").await.unwrap().metadata.uid;
+    let connects: Api<KafkaConnect> = install.api(ALPHA);
+    let reporter = json!({"spec": {"metricsConfig": {"type": "strimziMetricsReporter",
+                                                     "valueFrom": null}}});
+    connects
+        .patch("files", &PatchParams::default(), &Patch::Merge(&reporter))
+        .await
+        .unwrap();
+    one_connector_in_prometheus(
+        install,
+        "kafka_connect_connect_worker_metrics_connector_count",
+    )
+    .await;
+    let after = workers.get("files-connect-0").await.unwrap().metadata.uid;
+    assert_ne!(
+        before, after,
+        "the worker rolled onto its new configuration"
+    );
+    running_task(install, connectors, "lines").await;
+    // Connect's source tasks deliver at least once: a restart may copy again what was sent
+    // after the last committed position, never lose a line.
+    let (bootstrap, count) = (bootstrap.to_owned(), lines.len());
+    let held: BTreeSet<String> = tokio::task::spawn_blocking(move || {
+        let end = kstretch_tests::kafka::end_offset(&bootstrap, "lines", 0);
+        let records =
+            kstretch_tests::kafka::consume_until(&bootstrap, "lines", 1, START_TIMEOUT, |r| {
+                r.len() as i64 >= end
+            });
+        println!(
+            "after the roll: {} records for {count} lines",
+            records.len()
+        );
+        records.into_iter().map(|(_, value)| value).collect()
+    })
+    .await
+    .unwrap();
+    let lost: Vec<&String> = lines.iter().filter(|l| !held.contains(*l)).collect();
+    assert!(lost.is_empty(), "lines lost across the roll: {lost:?}");
+}
+
+/// Waits until Prometheus has series `metric` of beta's worker saying it runs one connector.
+async fn one_connector_in_prometheus(install: &HelmInstall, metric: &str) {
+    let expr = format!(
+        "{metric}{{namespace=\"{}\",kubernetes_pod_name=\"files-connect-0\"}}",
+        install.ns
+    );
+    wait_with_logs(
+        install,
+        &format!("{metric} of the worker in Prometheus"),
+        START_TIMEOUT,
+        || async {
+            match kstretch_tests::prometheus::query(&expr).await {
+                Ok(series) if series.iter().any(|(_, v)| *v == 1.0) => Seen::Done(()),
+                other => Seen::NotYet(format!("{other:?}")),
             }
         },
     )
