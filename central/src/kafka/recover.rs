@@ -28,7 +28,7 @@ use crate::link::restart::PodToRestart;
 use crate::objects;
 use crate::operation::status::write_status;
 use crate::operation::steps::{self, Observed};
-use kstretch_proto::agent::v1::PodStatus;
+use kstretch_proto::agent::v1::{PodSetStatus, PodStatus};
 
 /// The init container that runs the recovery.
 pub const TOOL_CONTAINER: &str = "recover-quorum";
@@ -603,14 +603,23 @@ impl Leaderless {
 
 /// What the agent last reported of the survivor's pod.
 fn reported_pod(ctx: &Context, kafka: &Kafka, rec: &QuorumRecoveryStatus) -> Option<PodStatus> {
+    let podsets = ctx.agents.get(&rec.cluster).map(|a| a.podsets);
+    survivor_pod(kafka, rec, podsets.as_deref().unwrap_or_default())
+}
+
+/// The survivor's pod among the `podsets` its cluster's agent reported.
+pub fn survivor_pod(
+    kafka: &Kafka,
+    rec: &QuorumRecoveryStatus,
+    podsets: &[PodSetStatus],
+) -> Option<PodStatus> {
     let namespace = kafka.namespace().unwrap_or_default();
-    ctx.agents
-        .get(&rec.cluster)
-        .into_iter()
-        .flat_map(|a| a.podsets)
+    podsets
+        .iter()
         .filter(|s| s.namespace == namespace)
-        .flat_map(|s| s.pods_status)
+        .flat_map(|s| &s.pods_status)
         .find(|p| p.name == rec.pod && !p.uid.is_empty())
+        .cloned()
 }
 
 /// What the survivor's pod reports of its containers (the tool's summary, or why it failed).
@@ -620,25 +629,25 @@ fn pod_says(ctx: &Context, kafka: &Kafka, rec: &QuorumRecoveryStatus) -> String 
         .unwrap_or_default()
 }
 
-/// Before the desired state is published: the survivor's pod gets the tool while it needs it;
-/// what prevents that is a warning.
+/// Before the desired state is published (pure): the survivor's pod (as its agent reported
+/// it, `survivor`) gets the tool, from the `image` its agent runs, while it needs it; what
+/// prevents that is a warning.
 pub fn equip(
-    ctx: &Context,
-    kafka: &Kafka,
     r: &Recovering,
+    survivor: Option<&PodStatus>,
+    image: Option<&str>,
     built: &mut Built,
     warnings: &mut Vec<Warning>,
 ) {
-    let uid = reported_pod(ctx, kafka, &r.recovery).map(|p| p.uid);
-    if !tool_wanted(&r.recovery, uid.as_deref()) {
+    let uid = survivor.map(|p| p.uid.as_str());
+    if !tool_wanted(&r.recovery, uid) {
         return;
     }
-    let image = ctx.agents.get(&r.recovery.cluster).map(|a| a.image);
     let Some(image) = image.filter(|i| !i.is_empty()) else {
         // `advance` says so in the operation.
         return;
     };
-    if let Err(why) = add_tool(built, &r.recovery, &image) {
+    if let Err(why) = add_tool(built, &r.recovery, image) {
         warnings.push(Warning::new(
             Reason::QuorumRecovery,
             format!("the recovery cannot run: {why}"),

@@ -13,8 +13,15 @@ use kstretch_kadmin::{
     Uuid,
 };
 
+use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation};
+use kstretch_proto::agent::v1::PodSetStatus;
+
+use super::pass::AgentReports;
+use super::plan::{self, Ask, Early, Plan, Secrets};
+use crate::kafka::resolve::tests::members;
 use crate::kafka::roll::{NodeView, Reported};
 use crate::kafka::view::{KafkaView, Registered, Unread};
+use crate::pki::{self, CaKind};
 
 pub(super) const C: &[Role] = &[Role::Controller];
 pub(super) const B: &[Role] = &[Role::Broker];
@@ -144,4 +151,49 @@ pub(super) fn features(metadata: i16, kraft: i16) -> BTreeMap<String, i16> {
         ("metadata.version".to_owned(), metadata),
         ("kraft.version".to_owned(), kraft),
     ])
+}
+
+/// What `kafka` and `pools` with `status` plan to, with agents that reported `podsets`.
+pub(super) fn plan_of(
+    kafka: &Kafka,
+    pools: &[KafkaNodePool],
+    status: &KafkaStatus,
+    podsets: BTreeMap<String, Vec<PodSetStatus>>,
+) -> Result<Plan, Early> {
+    plan_with(kafka, pools, status, podsets, Vec::new())
+}
+
+/// [`plan_of`], with the `Kafka`'s `operations`.
+pub(super) fn plan_with(
+    kafka: &Kafka,
+    pools: &[KafkaNodePool],
+    status: &KafkaStatus,
+    podsets: BTreeMap<String, Vec<PodSetStatus>>,
+    operations: Vec<KafkaOperation>,
+) -> Result<Plan, Early> {
+    let pools: Vec<&KafkaNodePool> = pools.iter().collect();
+    let members = members();
+    let ask = Ask {
+        kafka,
+        pools: &pools,
+        members: &members,
+        status,
+    };
+    let agents = AgentReports::reported(podsets);
+    let asked = plan::asked(&ask, &agents)?;
+    let secrets = Secrets {
+        ca: pki::test_ca(kafka, CaKind::Cluster),
+        clients_ca: pki::test_ca(kafka, CaKind::Clients),
+        admin_tls: None,
+        maintenance: crate::kafka::maintenance::at(&[], 0),
+    };
+    plan::decide(&ask, asked, secrets, operations, agents)
+}
+
+pub(super) fn nothing_runs() -> BTreeMap<String, Vec<PodSetStatus>> {
+    [
+        ("alpha".to_owned(), Vec::new()),
+        ("beta".to_owned(), Vec::new()),
+    ]
+    .into()
 }

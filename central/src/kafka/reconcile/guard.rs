@@ -1,94 +1,96 @@
-//! The guard stage: removals that are not safe now wait — controllers still voting in a dynamic
-//! quorum, nodes in a member cluster whose agent is away, brokers still holding replicas, the
-//! leaving nodes of a moving pool — and names that would not fit are refused.
+//! The guard (pure): removals that are not safe now wait — controllers still voting in a
+//! dynamic quorum, nodes in a member cluster whose agent is away, brokers still holding
+//! replicas, the leaving nodes of a moving pool — and names that would not fit are refused.
+//! What it must know from Kafka ([`Questions`]) is asked before, and answered ([`Held`]) by
+//! the caller.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::ControlFlow;
 
-use kstretch_api::{Kafka, KafkaOperation, KafkaStatus, names};
+use kstretch_api::{Kafka, KafkaStatus, names};
 use kstretch_core::kraft;
 use kstretch_core::node_ids::{Assignments, Role};
 use kube::ResourceExt;
 
-use super::pass::{Flow, Pass, PoolIdsByName, RolesByName};
+use super::pass::{PoolIdsByName, RolesByName};
 use super::plan::Plan;
 use super::refuse::Cause;
-use crate::kafka::context::Context;
 use crate::kafka::moving;
 use crate::kafka::quorum;
 use crate::kafka::resolve::Resolved;
-use crate::kafka::view::{self, Wanted};
 use crate::kafka::warning::{Reason, Warning};
+use crate::status::Refusal;
 
-/// Turns `plan`'s pools into what runs after this pass; refuses a pod name over 63 characters.
-/// What Kafka holds and which drains run is read once; what waits is decided from it.
-pub(super) async fn guard(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
-    let (ctx, kafka) = (pass.ctx, pass.kafka);
-    let skip_check = kafka
-        .annotations()
-        .get(names::SKIP_BROKER_SCALEDOWN_CHECK)
-        .is_some_and(|v| v == "true");
-    let removals = removals_to_check(
-        &plan.resolved,
-        &plan.assignments,
-        &plan.connected,
-        skip_check,
-    );
-    let leaving = moving::leaving_brokers(&plan.resolved, &plan.connected);
-    let read = Read::of(
-        ctx,
-        &plan.operations,
-        plan.bootstrap.as_deref(),
-        removals
+/// What the guard must know from Kafka before it decides.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Questions {
+    /// Per pool, the brokers it removes (or takes the broker role from) whose replicas decide
+    /// whether that may go ahead.
+    removals: BTreeMap<String, BTreeSet<i32>>,
+    /// The brokers of moving pools that are leaving.
+    leaving: BTreeSet<i32>,
+}
+
+impl Questions {
+    /// What `plan` asks of Kafka: the replicas of the brokers it removes in connected clusters
+    /// (unless the `Kafka` skips that check) and of the leaving brokers of moving pools.
+    pub(super) fn of(kafka: &Kafka, plan: &Plan) -> Questions {
+        let skip_check = kafka
+            .annotations()
+            .get(names::SKIP_BROKER_SCALEDOWN_CHECK)
+            .is_some_and(|v| v == "true");
+        Questions {
+            removals: removals_to_check(
+                &plan.resolved,
+                &plan.assignments,
+                &plan.connected,
+                skip_check,
+            ),
+            leaving: moving::leaving_brokers(&plan.resolved, &plan.connected),
+        }
+    }
+
+    /// The brokers whose replicas are asked about.
+    pub(super) fn brokers(&self) -> BTreeSet<i32> {
+        self.removals
             .values()
             .flatten()
-            .chain(&leaving)
+            .chain(&self.leaving)
             .copied()
-            .collect(),
-        !leaving.is_empty(),
-    )
-    .await;
-    decide(plan, &pass.status, &removals, &read, &mut pass.warnings);
-    match too_long_pod_name(kafka, &plan.resolved, &plan.ids) {
-        Some(message) => pass.refused(Cause::NameTooLong.as_str(), &message),
-        None => Ok(ControlFlow::Continue(())),
+            .collect()
+    }
+
+    /// Whether the drains that run matter: only while pools move.
+    pub(super) fn drains(&self) -> bool {
+        !self.leaving.is_empty()
     }
 }
 
-/// What the guard reads, once per pass.
+/// The answers to [`Questions`], read once per pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Read {
+pub(super) struct Held {
     /// The partition replicas (`topic-partition`) each broker asked about holds, or why that
     /// cannot be known.
-    holding: Result<BTreeMap<i32, Vec<String>>, String>,
+    pub(super) holding: Result<BTreeMap<i32, Vec<String>>, String>,
     /// The brokers that drains of this `Kafka` which have not ended name, or why that cannot be
     /// known.
-    in_drains: Result<BTreeSet<i32>, String>,
+    pub(super) in_drains: Result<BTreeSet<i32>, String>,
 }
 
-impl Read {
-    /// Reads what `brokers` hold, and (with `drains`) which drains among `ops` run.
-    async fn of(
-        ctx: &Context,
-        ops: &[KafkaOperation],
-        bootstrap: Option<&str>,
-        brokers: BTreeSet<i32>,
-        drains: bool,
-    ) -> Read {
-        let holding = if brokers.is_empty() {
-            Ok(BTreeMap::new())
-        } else {
-            view::read(&ctx.kafka, bootstrap, Wanted::topics())
-                .await
-                .holding(&brokers)
-                .map_err(|e| e.to_string())
-        };
-        let in_drains = if drains {
-            Ok(moving::in_running_drains(ops))
-        } else {
-            Ok(BTreeSet::new())
-        };
-        Read { holding, in_drains }
+/// Turns `plan`'s pools into what runs after this pass (pure), from what Kafka answered;
+/// refuses a pod name over 63 characters.
+pub(super) fn guard(
+    kafka: &Kafka,
+    plan: &mut Plan,
+    kafka_status: &KafkaStatus,
+    questions: &Questions,
+    held: &Held,
+) -> Result<(), Refusal> {
+    let mut warnings = std::mem::take(&mut plan.warnings);
+    decide(plan, kafka_status, &questions.removals, held, &mut warnings);
+    plan.warnings = warnings;
+    match too_long_pod_name(kafka, &plan.resolved, &plan.ids) {
+        Some(message) => Err(Refusal::new(Cause::NameTooLong.as_str(), message)),
+        None => Ok(()),
     }
 }
 
@@ -100,7 +102,7 @@ fn decide(
     plan: &mut Plan,
     kafka_status: &KafkaStatus,
     removals: &BTreeMap<String, BTreeSet<i32>>,
-    read: &Read,
+    read: &Held,
     warnings: &mut Vec<Warning>,
 ) {
     let mut roles: RolesByName = plan
@@ -372,6 +374,54 @@ mod tests {
         let ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
         let assignments = kstretch_core::node_ids::assign(&ids).unwrap();
         (resolved, assignments)
+    }
+
+    #[test]
+    fn a_planned_scale_down_asks_what_its_broker_holds_and_waits_while_it_holds_replicas() {
+        use super::super::fixtures::{nothing_runs, plan_of};
+        let k = kafka(serde_json::json!({}));
+        let status = KafkaStatus {
+            cluster_id: Some("id-1".into()),
+            ..KafkaStatus::default()
+        };
+        let brokers = pool(
+            "brokers",
+            &["broker"],
+            2,
+            serde_json::json!({"status": {"nodeIds": [0, 1, 2], "roles": ["broker"],
+                                          "clusterAlias": "alpha", "clusterId": "id-1"}}),
+        );
+        let controllers = pool(
+            "controllers",
+            &["controller"],
+            3,
+            serde_json::json!({"status": {"nodeIds": [10, 11, 12], "roles": ["controller"],
+                                          "clusterAlias": "alpha", "clusterId": "id-1"}}),
+        );
+        let pools = [brokers, controllers];
+        let guarded = |holding: BTreeMap<i32, Vec<String>>| {
+            let mut plan = plan_of(&k, &pools, &status, nothing_runs()).unwrap();
+            let questions = Questions::of(&k, &plan);
+            assert_eq!(questions.brokers(), BTreeSet::from([2]));
+            assert!(!questions.drains());
+            let held = Held {
+                holding: Ok(holding),
+                in_drains: Ok(BTreeSet::new()),
+            };
+            guard(&k, &mut plan, &status, &questions, &held).unwrap();
+            (plan.ids["brokers"].clone(), plan.warnings)
+        };
+        let (ids, warnings) = guarded(BTreeMap::new());
+        assert_eq!((ids, warnings), (BTreeSet::from([0, 1]), vec![]));
+        let (ids, warnings) = guarded(BTreeMap::from([(2, vec!["orders-0".to_owned()])]));
+        assert_eq!(ids, BTreeSet::from([0, 1, 2]));
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(warnings[0].reason, Reason::ScaleDownBlocked);
+        assert!(
+            warnings[0]
+                .message
+                .contains("broker 2 holds 1 partition replica(s) (orders-0)")
+        );
     }
 
     #[test]

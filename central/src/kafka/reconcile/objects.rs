@@ -1,7 +1,9 @@
-//! What a pass builds, decided purely from what was read before: the cluster's model, every
-//! node's certificate for every name it is reached by (kept, issued or renewed), and every
-//! object of every member cluster. No `.await`: the publish stage reads, calls [`decide`], then
-//! stores the certificates it says are new before anything built with them goes out.
+//! What a pass publishes, decided purely from what was read before: the cluster's model, every
+//! node's certificate for every name it is reached by (kept, issued or renewed), every object
+//! of every member cluster and what completes them (Kafka Exporter, the CA copies, a quorum
+//! recovery's tool, the metrics jars, the disruption budgets), and the warnings found on the
+//! way. No `.await`: the publish stage reads, calls [`decide`], then stores the certificates it
+//! says are new before anything built with them goes out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,11 +12,19 @@ use kstretch_core::kraft;
 use kube::ResourceExt;
 use time::OffsetDateTime;
 
+use serde_json::Value;
+
+use super::pass::AgentReports;
+use crate::budget;
+use crate::jmx_exporter;
 use crate::kafka::build::{self, Built, UserFiles};
 use crate::kafka::exporter;
+use crate::kafka::maintenance::{self, Maintenance};
+use crate::kafka::recover::{self, Recovering};
 use crate::kafka::resolve::Resolved;
+use crate::kafka::warning::{Reason, Warning};
 use crate::logging;
-use crate::pki::{self, Pem};
+use crate::pki::{self, CaKind, Pem};
 use crate::status::Refusal;
 
 /// Everything the objects are built from.
@@ -46,7 +56,7 @@ pub(super) struct Inputs<'a> {
     pub(super) renew_expiring: bool,
 }
 
-/// What [`decide`] built.
+/// What [`objects`] built.
 pub(super) struct Decided {
     pub(super) built: Built,
     /// The nodes' certificates, when they differ from those stored: stored before publishing.
@@ -64,10 +74,110 @@ pub(super) struct ExporterAccess {
     pub(super) bootstrap: String,
 }
 
+/// What the objects are completed with once built: the member clusters' side of things.
+pub(super) struct Around<'a> {
+    /// The alias of the cluster central runs in (where the CA certificates are).
+    pub(super) own_cluster: &'a str,
+    pub(super) agents: &'a AgentReports,
+    pub(super) recovering: Option<&'a Recovering>,
+    pub(super) maintenance: &'a Maintenance,
+    /// What this `Kafka` last published, by member cluster: a Kafka Exporter whose image is
+    /// not known now keeps running as it was.
+    pub(super) published: Option<&'a BTreeMap<String, Vec<Value>>>,
+    /// Why the controller quorum is not whole, as the status says.
+    pub(super) quorum_unsettled: Option<&'a str>,
+}
+
+/// What a pass publishes: every member cluster's objects, the certificates to store before
+/// (when they changed), and the warnings found on the way.
+pub(super) struct Publishable {
+    pub(super) built: Built,
+    pub(super) store_certs: Option<BTreeMap<String, Pem>>,
+    pub(super) warnings: Vec<Warning>,
+}
+
+/// Every object of every member cluster, with the certificates the nodes need and the tools,
+/// exporters, CA copies and disruption budgets around them; or why it cannot be published.
+pub(super) fn decide(inputs: Inputs<'_>, around: Around<'_>) -> Result<Publishable, Refusal> {
+    let (kafka, resolved) = (inputs.kafka, inputs.resolved);
+    let (ca, clients_ca) = (inputs.ca, inputs.clients_ca);
+    let decided = objects(inputs)?;
+    let waiting: Vec<String> = [&ca.postponed, &clients_ca.postponed]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .chain(
+            (!decided.postponed_certs.is_empty())
+                .then(|| format!("the certificates of {}", decided.postponed_certs.join(", "))),
+        )
+        .collect();
+    let mut warnings = maintenance::warnings(around.maintenance, &waiting);
+    let mut built = decided.built;
+    if let (Some(spec), Some(access)) = (&kafka.spec.kafka_exporter, &decided.exporter) {
+        let access = (&access.identity, access.bootstrap.as_str());
+        let images = &around.agents.images;
+        match exporter::deploy(kafka, spec, resolved, images, &ca.trusted, access) {
+            Ok((alias, objects)) => built.objects.entry(alias).or_default().extend(objects),
+            Err(why) => {
+                if let exporter::NotDeployed::NoImage { alias } = &why
+                    && let Some(before) = around.published
+                {
+                    let before = before.get(alias).map_or(&[][..], Vec::as_slice);
+                    let kept = exporter::kept(&kafka.name_any(), before);
+                    built.objects.entry(alias.clone()).or_default().extend(kept);
+                }
+                warnings.push(Warning::new(
+                    Reason::KafkaExporterNotDeployed,
+                    why.message(),
+                ));
+            }
+        }
+    }
+    let kafka_name = kafka.name_any();
+    build::add_ca_copies(
+        &mut built,
+        kafka,
+        around.own_cluster,
+        &[
+            (CaKind::Cluster.cert_secret(&kafka_name), &ca.public),
+            (CaKind::Clients.cert_secret(&kafka_name), &clients_ca.public),
+        ],
+    );
+    let named = [
+        (Reason::ConfigurationIgnored, &built.warnings),
+        (Reason::NotActedOn, &resolved.not_acted_on),
+        (Reason::DeprecatedObjects, &resolved.deprecated),
+    ];
+    for (reason, lines) in named {
+        warnings.extend(lines.iter().map(|w| Warning::new(reason, w.clone())));
+    }
+    if let Some(r) = around.recovering {
+        let podsets = around.agents.podsets(&r.recovery.cluster);
+        let survivor = recover::survivor_pod(kafka, &r.recovery, podsets);
+        let image = around.agents.images.get(&r.recovery.cluster);
+        let image = image.map(String::as_str);
+        recover::equip(r, survivor.as_ref(), image, &mut built, &mut warnings);
+    }
+    if resolved.metrics.is_some() || resolved.metrics_reporter.is_some() {
+        let images = &around.agents.images;
+        jmx_exporter::equip(&mut built.objects, images, jmx_exporter::KAFKA)?;
+    }
+    let namespace = kafka.namespace().unwrap_or_default();
+    let live = around.agents.live_podsets();
+    let disrupted = budget::disrupted(&namespace, &build::podsets(&built), &live);
+    let closed = budget::closed(&disrupted, around.quorum_unsettled);
+    build::add_budgets(&mut built, kafka, closed);
+    Ok(Publishable {
+        built,
+        store_certs: decided.store_certs,
+        warnings,
+    })
+}
+
 /// Every object of the `Kafka`, with the certificates its nodes need; or why it cannot be
 /// built, in the order the user would fix it (names, the CA, the listeners' certificates,
 /// the metrics' rules, the logging, the configuration).
-pub(super) fn decide(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
+fn objects(inputs: Inputs<'_>) -> Result<Decided, Refusal> {
     let refusal = |e: kraft::ConfigError| Refusal::new(e.reason(), e.to_string());
     let model = build::cluster_model(
         inputs.kafka,
@@ -198,7 +308,7 @@ mod tests {
         let three = ids(&[0, 1, 2]);
 
         // A new cluster: every node gets a certificate, stored before anything is published.
-        let first = decide(inputs(&three, BTreeMap::new(), Ok(BTreeMap::new()))).unwrap();
+        let first = objects(inputs(&three, BTreeMap::new(), Ok(BTreeMap::new()))).unwrap();
         let stored = first
             .store_certs
             .clone()
@@ -213,7 +323,7 @@ mod tests {
         );
 
         // The next pass keeps them: nothing to store, and no node rolls.
-        let again = decide(inputs(&three, stored.clone(), Ok(BTreeMap::new()))).unwrap();
+        let again = objects(inputs(&three, stored.clone(), Ok(BTreeMap::new()))).unwrap();
         assert_eq!(again.store_certs, None);
         let revisions = |b: &Built| {
             b.nodes
@@ -225,7 +335,7 @@ mod tests {
 
         // A removed node's certificate goes with it; the others stay as they were.
         let two = ids(&[0, 1]);
-        let smaller = decide(inputs(&two, stored.clone(), Ok(BTreeMap::new()))).unwrap();
+        let smaller = objects(inputs(&two, stored.clone(), Ok(BTreeMap::new()))).unwrap();
         let kept = smaller.store_certs.expect("the removal is stored");
         assert_eq!(kept.len(), 2);
         assert_eq!(kept["my-cluster-dual-0"], stored["my-cluster-dual-0"]);
@@ -233,7 +343,7 @@ mod tests {
         // Within renewalDays of their expiry, outside a maintenance window they are kept (and
         // said to wait); inside one, renewed.
         let near_expiry = OffsetDateTime::now_utc() + time::Duration::days(340);
-        let waiting = decide(Inputs {
+        let waiting = objects(Inputs {
             now: near_expiry,
             renew_expiring: false,
             ..inputs(&three, stored.clone(), Ok(BTreeMap::new()))
@@ -241,7 +351,7 @@ mod tests {
         .unwrap();
         assert_eq!(waiting.store_certs, None);
         assert_eq!(waiting.postponed_certs.len(), 3);
-        let renewed = decide(Inputs {
+        let renewed = objects(Inputs {
             now: near_expiry,
             ..inputs(&three, stored.clone(), Ok(BTreeMap::new()))
         })
@@ -254,7 +364,7 @@ mod tests {
 
         // A listener certificate that cannot be used refuses the Kafka, naming it.
         let missing = Refusal::new("SecretNotFound", "listener tls: no Secret");
-        let refused = decide(inputs(&three, stored, Err(missing.clone())));
+        let refused = objects(inputs(&three, stored, Err(missing.clone())));
         assert_eq!(refused.err(), Some(missing));
     }
 
@@ -269,7 +379,7 @@ mod tests {
         let one = ids(&[0]);
         let decide_for = |k: &Kafka, stored| {
             let resolved = resolve::resolve(k, &[&d], &members()).unwrap();
-            decide(Inputs {
+            objects(Inputs {
                 kafka: k,
                 resolved: &resolved,
                 ids: &one,

@@ -84,11 +84,11 @@ pub(super) type RolesByName = BTreeMap<String, BTreeSet<Role>>;
 
 /// Fills in the per-node Service addresses the agents reported; returns the nodes still waiting.
 pub(super) fn address_nodes(
-    ctx: &Context,
     kafka: &Kafka,
     effective: &mut Resolved,
     ids: &PoolIdsByName,
     per_node: &PerNode,
+    agents: &AgentReports,
 ) -> Vec<String> {
     let nodes: Vec<NodeRef> = effective
         .pools
@@ -106,7 +106,7 @@ pub(super) fn address_nodes(
         .map(|n| n.alias.clone())
         .collect::<BTreeSet<_>>()
         .into_iter()
-        .filter_map(|alias| ctx.agents.get(&alias).map(|r| (alias, r.services)))
+        .filter_map(|alias| Some((alias.clone(), agents.services.get(&alias)?.clone())))
         .collect();
     let (addresses, pending) = addresses::node_addresses(
         &kafka.name_any(),
@@ -120,29 +120,84 @@ pub(super) fn address_nodes(
     pending
 }
 
-/// What the agents last reported, by member cluster: their per-node and listener Services,
-/// their nodes (`None` while not listed), their podsets and their last apply. Read once per
-/// pass, by the publish stage, when the `Kafka` has `nodeport` listeners (empty otherwise).
-#[derive(Default)]
+/// What the agents last reported, by member cluster: which are connected, their per-node and
+/// listener Services, their nodes (`None` while not listed), their podsets, their last apply
+/// and their images. Read once at the start of a pass; what follows decides from it.
+#[derive(Debug, Clone, Default)]
 pub(super) struct AgentReports {
+    /// The member clusters whose agents have a live stream now.
+    pub(super) connected: BTreeSet<String>,
+    /// The member clusters whose agents reported their status to this central process.
+    reported: BTreeSet<String>,
+    /// The connected agents that reported.
+    live: BTreeSet<String>,
     services: BTreeMap<String, Vec<ServiceStatus>>,
     nodes: BTreeMap<String, Option<Vec<NodeStatus>>>,
     podsets: BTreeMap<String, Vec<PodSetStatus>>,
     pub(super) last_apply: BTreeMap<String, ApplyReport>,
+    /// The image each agent said it runs (see [`crate::link::Agents::images`]).
+    pub(super) images: BTreeMap<String, String>,
 }
 
 impl AgentReports {
     pub(super) fn read(ctx: &Context) -> AgentReports {
-        let mut out = AgentReports::default();
+        let mut out = AgentReports {
+            connected: ctx.agents.connected().into_iter().collect(),
+            images: ctx.agents.images(),
+            ..AgentReports::default()
+        };
         for r in ctx.agents.list() {
-            out.services.insert(r.cluster_alias.clone(), r.services);
-            out.nodes.insert(r.cluster_alias.clone(), r.nodes);
-            out.podsets.insert(r.cluster_alias.clone(), r.podsets);
+            let alias = r.cluster_alias.clone();
+            if r.status_at.is_some() {
+                out.reported.insert(alias.clone());
+                if r.connected {
+                    out.live.insert(alias.clone());
+                }
+            }
+            out.services.insert(alias.clone(), r.services);
+            out.nodes.insert(alias.clone(), r.nodes);
+            out.podsets.insert(alias.clone(), r.podsets);
             if let Some(report) = r.last_apply {
-                out.last_apply.insert(r.cluster_alias, report);
+                out.last_apply.insert(alias, report);
             }
         }
         out
+    }
+
+    /// Connected agents that reported `podsets` (by member cluster) and nothing else.
+    #[cfg(test)]
+    pub(super) fn reported(podsets: BTreeMap<String, Vec<PodSetStatus>>) -> AgentReports {
+        let aliases: BTreeSet<String> = podsets.keys().cloned().collect();
+        AgentReports {
+            connected: aliases.clone(),
+            reported: aliases.clone(),
+            live: aliases,
+            podsets,
+            ..AgentReports::default()
+        }
+    }
+
+    /// The podsets the agent of member cluster `alias` last reported.
+    pub(super) fn podsets(&self, alias: &str) -> &[PodSetStatus] {
+        self.podsets.get(alias).map_or(&[], Vec::as_slice)
+    }
+
+    /// The podsets of the agents that reported, by member cluster: what runs there.
+    pub(super) fn reported_podsets(&self) -> BTreeMap<String, Vec<PodSetStatus>> {
+        self.podsets_of(&self.reported)
+    }
+
+    /// The podsets of the connected agents that reported: where a node may be down now.
+    pub(super) fn live_podsets(&self) -> BTreeMap<String, Vec<PodSetStatus>> {
+        self.podsets_of(&self.live)
+    }
+
+    fn podsets_of(&self, aliases: &BTreeSet<String>) -> BTreeMap<String, Vec<PodSetStatus>> {
+        self.podsets
+            .iter()
+            .filter(|(alias, _)| aliases.contains(*alias))
+            .map(|(alias, podsets)| (alias.clone(), podsets.clone()))
+            .collect()
     }
 
     pub(super) fn reports(&self) -> external::Reports<'_> {

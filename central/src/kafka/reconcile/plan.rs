@@ -1,36 +1,30 @@
-//! The plan stage: what the `Kafka` and its pools ask for, resolved and validated (refused
-//! when it cannot be built), its CAs and central's admin TLS, the cluster ID, and the node IDs
-//! each pool gets — with what is adopted from running nodes and what a forgotten cluster lost.
+//! The plan (pure): what the `Kafka` and its pools ask for, resolved and validated (refused
+//! when it cannot be built), the cluster ID and the node IDs each pool gets — with what is
+//! adopted from running nodes and what a forgotten cluster lost — decided from plain values
+//! read before (the agents' reports, the CAs, the operations); or why the pass ends first
+//! ([`Early`]), which the caller carries out.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::ControlFlow;
 
-use kstretch_api::{Kafka, KafkaOperation};
+use kstretch_api::{Kafka, KafkaNodePool, KafkaOperation, KafkaStatus, QuorumStatus};
 use kstretch_core::kraft::{self, REPLICATION_LISTENER};
 use kstretch_core::node_ids::{self, Assignments, Role};
 use kstretch_core::versions::Target;
 use kstretch_kadmin::Tls;
 use kube::ResourceExt;
-use kube::runtime::controller::Action;
 
-use super::pass::{
-    AgentReports, BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, RolesByName, address_nodes,
-    keep_or_retain, random_uuid,
-};
+use super::pass::{AgentReports, PoolIdsByName, RolesByName, address_nodes, random_uuid};
 use super::refuse::Cause;
-use crate::error::Error;
 use crate::kafka::adopt::{self, Adoption};
-use crate::kafka::context::Context;
 use crate::kafka::forget::{self, Lost};
-use crate::kafka::maintenance::{self, Maintenance};
-use crate::kafka::operations;
+use crate::kafka::maintenance::Maintenance;
 use crate::kafka::quorum;
 use crate::kafka::recover::{self, Recovering};
-use crate::kafka::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Resolved};
-use crate::kafka::status;
+use crate::kafka::resolve::{self, ADMIN_BOOTSTRAP_ANNOTATION, Members, Resolved};
 use crate::kafka::version;
 use crate::kafka::warning::{Reason, Warning};
-use crate::pki::{self, CaKind, CertError};
+use crate::pki;
+use crate::status::Refusal;
 
 /// What the later stages build from.
 pub(super) struct Plan {
@@ -51,6 +45,8 @@ pub(super) struct Plan {
     /// The voters the quorum moves toward: the controllers asked for, not those kept for now.
     pub(super) desired_controllers: BTreeSet<i32>,
     pub(super) cluster_id: String,
+    /// Whether the status lost its quorum's mode and the running nodes say it is dynamic.
+    pub(super) adopted_dynamic_quorum: bool,
     /// Where central's admin client reaches the cluster, if known before it is built.
     pub(super) bootstrap: Option<String>,
     pub(super) admin_tls: Option<Tls>,
@@ -64,29 +60,132 @@ pub(super) struct Plan {
     pub(super) draining: BTreeMap<String, BTreeSet<i32>>,
     /// The `Kafka`'s operations, listed once for this pass.
     pub(super) operations: Vec<KafkaOperation>,
-    /// Set by [`super::publish`]: what the agents reported, when the listeners need it.
+    /// What the agents reported, read once for this pass.
     pub(super) agent_reports: AgentReports,
     /// Set by [`super::publish`]: the listeners' Services that the apiserver of their member
     /// cluster refused (see [`crate::kafka::external::refused`]).
     pub(super) refused_services: Vec<String>,
+    /// Warnings found while planning (node ID annotations that cannot be honoured).
+    pub(super) warnings: Vec<Warning>,
 }
 
-/// The plan of this reconciliation, or its refusal.
-pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
-    let connected: BTreeSet<String> = pass.ctx.agents.connected().into_iter().collect();
+/// What the plan is decided from, besides what was read: the `Kafka`, its pools as the shared
+/// store lists them, the member clusters configured and the status the pass started from.
+#[derive(Clone, Copy)]
+pub(super) struct Ask<'a> {
+    pub(super) kafka: &'a Kafka,
+    pub(super) pools: &'a [&'a KafkaNodePool],
+    pub(super) members: &'a Members,
+    pub(super) status: &'a KafkaStatus,
+}
+
+/// Why a pass ends before anything is built, each carried out by one act of the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Early {
+    /// The `Kafka` cannot be used as it is.
+    Refused(Refusal),
+    /// Running nodes keep their identity: the agents of these member clusters must report what
+    /// runs there first.
+    AwaitAgents(Vec<String>),
+    /// A new cluster: its ID (and a dynamic quorum's first voters) are recorded before any
+    /// node can be formatted with them; the pass ends with them written.
+    NewCluster {
+        cluster_id: String,
+        quorum: Option<QuorumStatus>,
+    },
+}
+
+impl From<Refusal> for Early {
+    fn from(refusal: Refusal) -> Early {
+        Early::Refused(refusal)
+    }
+}
+
+fn refused(reason: &'static str, message: impl Into<String>) -> Early {
+    Early::Refused(Refusal::new(reason, message))
+}
+
+/// What the `Kafka` and its pools ask for, validated, with what was adopted from what runs.
+pub(super) struct Asked {
+    resolved: Resolved,
+    forgotten: BTreeSet<String>,
+    target: Target,
+    wanted_quorum: kraft::QuorumMode,
+    adopted: Adopted,
+}
+
+/// What a `Kafka` without a recorded cluster ID takes from the nodes that run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Adopted {
+    cluster_id: Option<String>,
+    dynamic_quorum: bool,
+}
+
+/// The CAs (the clients CA exists for KafkaUsers, as in Strimzi), central's client identity
+/// under the cluster CA for every admin connection, and the maintenance windows now.
+pub(super) struct Secrets {
+    pub(super) ca: pki::Ca,
+    pub(super) clients_ca: pki::Ca,
+    pub(super) admin_tls: Option<Tls>,
+    pub(super) maintenance: Maintenance,
+}
+
+/// What the `Kafka` and its pools ask for (pure), checked before anything is read from the
+/// apiserver: refused when it cannot be built, or waiting for the agents whose reports tell
+/// what runs.
+pub(super) fn asked(ask: &Ask<'_>, agents: &AgentReports) -> Result<Asked, Early> {
+    let kafka = ask.kafka;
+    let mut resolved = resolve::resolve(kafka, ask.pools, ask.members)
+        .and_then(|r| {
+            let unreachable = resolve::moves_to_unreachable(&r, ask.pools, &agents.connected);
+            if unreachable.is_empty() {
+                Ok(r)
+            } else {
+                Err(unreachable)
+            }
+        })
+        .map_err(|invalid| {
+            let reason = invalid.first().map_or("Invalid", |i| i.reason());
+            let message = invalid
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            refused(reason, message)
+        })?;
+    let forgotten = forget::forgotten(kafka, ask.members)
+        .map_err(|message| refused(Cause::InvalidAnnotation.as_str(), message))?;
+    let adopted = adopt_what_runs(ask, agents, &mut resolved, &forgotten)?;
+    // Refused before anything is built: a version Kafka cannot take never reaches a pod.
+    let target =
+        version::target(kafka, ask.status).map_err(|e| refused(e.reason(), e.to_string()))?;
+    let wanted_quorum = quorum::wanted(kafka)
+        .map_err(|message| refused(Cause::InvalidAnnotation.as_str(), message))?;
+    Ok(Asked {
+        resolved,
+        forgotten,
+        target,
+        wanted_quorum,
+        adopted,
+    })
+}
+
+/// The plan of this reconciliation (pure), from what is asked and what was read; or why the
+/// pass ends first.
+pub(super) fn decide(
+    ask: &Ask<'_>,
+    asked: Asked,
+    secrets: Secrets,
+    operations: Vec<KafkaOperation>,
+    agents: AgentReports,
+) -> Result<Plan, Early> {
     let Asked {
         mut resolved,
         forgotten,
         target,
         wanted_quorum,
-    } = proceed!(asked(pass, &connected).await);
-    let Secrets {
-        ca,
-        clients_ca,
-        admin_tls,
-        maintenance,
-    } = proceed!(secrets(pass).await);
-    let operations = operations::list(&pass.ctx.client, pass.kafka).await?;
+        adopted,
+    } = asked;
     // A quorum recovery exists only for a Kafka that forgot a cluster holding its majority.
     let recovering = if forgotten.is_empty() {
         None
@@ -95,34 +194,30 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
     };
     // Without a quorum nothing in Kafka can change: what needs the controller waits instead of
     // timing out, and the `Kafka` says what to do.
-    let majority_lost = recover::majority_lost(pass.kafka, pass.pools.iter().copied());
+    let majority_lost = recover::majority_lost(ask.kafka, ask.pools.iter().copied());
     forget::freeze(&mut resolved, &forgotten);
     let pool_ids: Vec<_> = resolved.pools.iter().map(|p| p.ids.clone()).collect();
-    let mut assignments = match node_ids::assign(&pool_ids) {
-        Ok(a) => a,
-        Err(e) => {
-            let message = e.to_string();
-            return pass.refused(e.reason(), &message);
-        }
-    };
+    let mut assignments =
+        node_ids::assign(&pool_ids).map_err(|e| refused(e.reason(), e.to_string()))?;
     let lost = forget::split(&mut resolved, &mut assignments, &forgotten);
-    pass.warnings.extend(
-        assignments
-            .warnings
-            .iter()
-            .map(|w| Warning::new(Reason::NodeIdAnnotationIgnored, w.clone())),
-    );
-    let bootstrap = admin_bootstrap(pass.kafka, &resolved)
-        .or_else(|| running_brokers_bootstrap(pass.ctx, pass.kafka, &resolved, &assignments));
-    if let Some(b) = &bootstrap {
-        pass.ctx.kafka.secure(b, admin_tls.as_ref());
-    }
+    let warnings = assignments
+        .warnings
+        .iter()
+        .map(|w| Warning::new(Reason::NodeIdAnnotationIgnored, w.clone()))
+        .collect();
+    let bootstrap = admin_bootstrap(ask.kafka, &resolved)
+        .or_else(|| running_brokers_bootstrap(ask.kafka, &resolved, &assignments, &agents));
     let (ids, roles) = desired_ids_and_roles(&resolved, &assignments);
     let desired_controllers = controllers_of(&ids, &roles);
-    let cluster_id =
-        proceed!(cluster_id(pass, &resolved, wanted_quorum, &desired_controllers).await);
-    Ok(ControlFlow::Continue(Plan {
-        connected,
+    let cluster_id = cluster_id(
+        ask,
+        &adopted,
+        &resolved,
+        wanted_quorum,
+        &desired_controllers,
+    )?;
+    Ok(Plan {
+        connected: agents.connected.clone(),
         forgotten,
         lost,
         recovering,
@@ -132,156 +227,48 @@ pub(super) async fn plan(pass: &mut Pass<'_>) -> Flow<Plan> {
         ids,
         desired_controllers,
         cluster_id,
+        adopted_dynamic_quorum: adopted.dynamic_quorum,
         bootstrap,
-        admin_tls,
+        admin_tls: secrets.admin_tls,
         target,
         wanted_quorum,
-        ca,
-        clients_ca,
-        maintenance,
+        ca: secrets.ca,
+        clients_ca: secrets.clients_ca,
+        maintenance: secrets.maintenance,
         draining: BTreeMap::new(),
         operations,
-        agent_reports: AgentReports::default(),
+        agent_reports: agents,
         refused_services: Vec::new(),
-    }))
+        warnings,
+    })
 }
 
-/// What the `Kafka` and its pools ask for, validated.
-struct Asked {
-    resolved: Resolved,
-    forgotten: BTreeSet<String>,
-    target: Target,
-    wanted_quorum: kraft::QuorumMode,
-}
-
-async fn asked(pass: &mut Pass<'_>, connected: &BTreeSet<String>) -> Flow<Asked> {
-    let (ctx, kafka) = (pass.ctx, pass.kafka);
-    let resolved = resolve::resolve(kafka, &pass.pools, &ctx.members).and_then(|r| {
-        let unreachable = resolve::moves_to_unreachable(&r, &pass.pools, connected);
-        if unreachable.is_empty() {
-            Ok(r)
-        } else {
-            Err(unreachable)
-        }
-    });
-    let mut resolved = match resolved {
-        Ok(r) => r,
-        Err(invalid) => {
-            let reason = invalid.first().map_or("Invalid", |i| i.reason());
-            let message = invalid
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
-            return pass.refused(reason, &message);
-        }
-    };
-    let forgotten = match forget::forgotten(kafka, &ctx.members) {
-        Ok(f) => f,
-        Err(message) => {
-            return pass.refused(Cause::InvalidAnnotation.as_str(), &message);
-        }
-    };
-    if let Some(action) = adopt_what_runs(pass, &mut resolved, &forgotten).await? {
-        return Ok(ControlFlow::Break(End::Wait(action)));
-    }
-    // Refused before anything is built: a version Kafka cannot take never reaches a pod.
-    let target = match version::target(kafka, &pass.status) {
-        Ok(target) => target,
-        Err(e) => {
-            let message = e.to_string();
-            return pass.refused(e.reason(), &message);
-        }
-    };
-    let wanted_quorum = match quorum::wanted(kafka) {
-        Ok(mode) => mode,
-        Err(message) => {
-            return pass.refused(Cause::InvalidAnnotation.as_str(), &message);
-        }
-    };
-    Ok(ControlFlow::Continue(Asked {
-        resolved,
-        forgotten,
-        target,
-        wanted_quorum,
-    }))
-}
-
-/// The CAs (the clients CA exists for KafkaUsers, as in Strimzi), and central's client
-/// identity under the cluster CA for every admin connection.
-struct Secrets {
-    ca: pki::Ca,
-    clients_ca: pki::Ca,
-    admin_tls: Option<Tls>,
-    maintenance: Maintenance,
-}
-
-async fn secrets(pass: &mut Pass<'_>) -> Flow<Secrets> {
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let maintenance = maintenance::at(&pass.kafka.spec.maintenance_time_windows, now);
-    let renew_now = maintenance.windows.open();
-    let (ca, clients_ca) = match both_cas(&pass.ctx.client, pass.kafka, renew_now).await {
-        Ok(cas) => cas,
-        Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message),
-        Err(CertError::Kube(e)) => return Err(e.into()),
-    };
-    let namespace = pass.kafka.namespace().unwrap_or_default();
-    for (kind, ca) in [("cluster", &ca), ("clients", &clients_ca)] {
-        if let Some(expiry) = pki::expires_at(&ca.pem.cert) {
-            let name = pass.kafka.name_any();
-            pass.ctx.metrics.ca_expires(&namespace, &name, kind, expiry);
-        }
-    }
-    let admin_tls = match resolve::admin_uses_tls(pass.kafka) {
-        Ok(false) => None,
-        Ok(true) => match pass
-            .ctx
-            .kafka
-            .tls_for(&namespace, &pass.kafka.name_any(), &ca)
-        {
-            Ok(tls) => Some(tls),
-            Err(r) => return pass.refused(r.reason, &r.message),
-        },
-        Err(message) => {
-            return pass.refused(Cause::InvalidAnnotation.as_str(), &message);
-        }
-    };
-    Ok(ControlFlow::Continue(Secrets {
-        ca,
-        clients_ca,
-        admin_tls,
-        maintenance,
-    }))
-}
-
-/// The cluster ID, and a new cluster's first voters: chosen once and stored before any node
-/// can be formatted with them. A pool of another Kafka cluster is refused.
-async fn cluster_id(
-    pass: &mut Pass<'_>,
+/// The cluster ID: the recorded one, the one adopted from what runs, or the pools'; a new
+/// cluster's is chosen here and ends the pass. A pool of another Kafka cluster is refused.
+fn cluster_id(
+    ask: &Ask<'_>,
+    adopted: &Adopted,
     resolved: &Resolved,
     wanted_quorum: kraft::QuorumMode,
     desired_controllers: &BTreeSet<i32>,
-) -> Flow<String> {
-    let cluster_id = match pass
+) -> Result<String, Early> {
+    let known = ask
         .status
         .cluster_id
         .clone()
-        .or_else(|| resolved.pools.iter().find_map(|p| p.cluster_id.clone()))
-    {
-        Some(id) => id,
-        None => {
-            // Recorded before anything is built with it (this pass ends with it written): a
-            // node formatted with an ID the status lost would belong to no cluster.
-            let id = new_cluster_id();
-            tracing::info!(cluster_id = %id, "new Kafka cluster");
-            pass.status.cluster_id = Some(id);
-            if wanted_quorum == kraft::QuorumMode::Dynamic {
-                quorum::start_dynamic(&mut pass.status, desired_controllers, random_uuid);
-            }
-            return Ok(ControlFlow::Break(End::Wait(Action::requeue(BUSY_REQUEUE))));
+        .or_else(|| adopted.cluster_id.clone())
+        .or_else(|| resolved.pools.iter().find_map(|p| p.cluster_id.clone()));
+    let Some(cluster_id) = known else {
+        let cluster_id = new_cluster_id();
+        let mut recorded = KafkaStatus::default();
+        if wanted_quorum == kraft::QuorumMode::Dynamic {
+            quorum::start_dynamic(&mut recorded, desired_controllers, random_uuid);
+        } else if adopted.dynamic_quorum {
+            quorum::adopt_dynamic(&mut recorded);
         }
+        let quorum = recorded.quorum;
+        return Err(Early::NewCluster { cluster_id, quorum });
     };
-    pass.status.cluster_id = Some(cluster_id.clone());
     if let Some(pool) = resolved
         .pools
         .iter()
@@ -291,27 +278,27 @@ async fn cluster_id(
             "KafkaNodePool {} belongs to Kafka cluster ID {} but Kafka {} has cluster ID {cluster_id}; a pool cannot move between Kafka clusters: delete and recreate the pool (its data is not usable in this cluster)",
             pool.name,
             pool.cluster_id.as_deref().unwrap_or_default(),
-            pass.kafka.name_any()
+            ask.kafka.name_any()
         );
-        return pass.refused(Cause::ClusterIdMismatch.as_str(), &message);
+        return Err(refused(Cause::ClusterIdMismatch.as_str(), message));
     }
-    Ok(ControlFlow::Continue(cluster_id))
+    Ok(cluster_id)
 }
 
 /// Takes the cluster ID and node IDs of what already runs for a `Kafka` or pool that central
 /// has no record of (a resource re-created after its CRD was reinstalled, a lost status), from
-/// the podsets the agents report: nothing that runs gets a new identity. `Some` when it must
-/// wait for agents that have not reported yet.
-async fn adopt_what_runs(
-    pass: &mut Pass<'_>,
+/// the podsets the agents report: nothing that runs gets a new identity. Waits for agents that
+/// have not reported yet.
+fn adopt_what_runs(
+    ask: &Ask<'_>,
+    agents: &AgentReports,
     resolved: &mut Resolved,
     forgotten: &BTreeSet<String>,
-) -> Result<Option<Action>, Error> {
-    let (ctx, kafka) = (pass.ctx, pass.kafka);
-    let kafka_status = &mut pass.status;
+) -> Result<Adopted, Early> {
+    let kafka = ask.kafka;
     // A status without a cluster ID while the pools have one was lost (the cache lag is
     // handled before): what runs also tells the quorum's mode.
-    let status_lost = kafka_status.cluster_id.is_none();
+    let status_lost = ask.status.cluster_id.is_none();
     let unknown_cluster = status_lost && resolved.pools.iter().all(|p| p.cluster_id.is_none());
     // A forgotten cluster never reports: its pools are not waited for.
     let pools: Vec<_> = resolved
@@ -322,77 +309,41 @@ async fn adopt_what_runs(
         .cloned()
         .collect();
     if pools.is_empty() {
-        return Ok(None);
+        return Ok(Adopted::default());
     }
-    let reports: BTreeMap<String, Vec<kstretch_proto::agent::v1::PodSetStatus>> = ctx
-        .agents
-        .list()
-        .into_iter()
-        .filter(|r| r.status_at.is_some())
-        .map(|r| (r.cluster_alias, r.podsets))
-        .collect();
-    match adopt::adopt(
+    let adoption = adopt::adopt(
         &kafka.name_any(),
         &kafka.namespace().unwrap_or_default(),
         &pools,
-        &reports,
-    ) {
-        Adoption::Awaiting(aliases) => {
-            keep_or_retain(&ctx.owners, &pass.owner)?;
-            let message = format!(
-                "waiting for the agents of {} to report what runs there, so that running nodes keep their cluster ID and node IDs",
-                aliases.join(", ")
-            );
-            kafka_status.conditions = status::conditions(
-                &kafka_status.conditions,
-                status::not_ready("AwaitingMemberClusters", message),
-                crate::status::NO_WARNINGS,
-                &pass.now,
-            );
-            Ok(Some(Action::requeue(BUSY_REQUEUE)))
-        }
+        &agents.reported_podsets(),
+    );
+    let (cluster_id, controller_quorum, node_ids) = match adoption {
+        Adoption::Awaiting(aliases) => return Err(Early::AwaitAgents(aliases)),
         Adoption::Found {
             cluster_id,
             controller_quorum,
             node_ids,
-        } => {
-            if let Some(id) = cluster_id.filter(|_| unknown_cluster) {
-                tracing::info!(cluster_id = %id, "adopting the cluster ID of the running nodes");
-                kafka_status.cluster_id = Some(id);
-            }
-            if status_lost && controller_quorum.as_deref() == Some("dynamic") {
-                quorum::adopt_dynamic(kafka_status);
-            }
-            for pool in &mut resolved.pools {
-                let Some(ids) = node_ids.get(&pool.name).filter(|ids| !ids.is_empty()) else {
-                    continue;
-                };
-                if pool.ids.current.is_none() {
-                    tracing::info!(pool = %pool.name, ?ids, "adopting the node IDs of the running pods");
-                    pool.ids.current = Some(ids.clone());
-                    pool.ids.current_roles = pool.roles.clone();
-                }
-            }
-            Ok(None)
+        } => (cluster_id, controller_quorum, node_ids),
+    };
+    for pool in &mut resolved.pools {
+        let Some(ids) = node_ids.get(&pool.name).filter(|ids| !ids.is_empty()) else {
+            continue;
+        };
+        if pool.ids.current.is_none() {
+            tracing::info!(pool = %pool.name, ?ids, "adopting the node IDs of the running pods");
+            pool.ids.current = Some(ids.clone());
+            pool.ids.current_roles = pool.roles.clone();
         }
     }
+    Ok(Adopted {
+        cluster_id: cluster_id.filter(|_| unknown_cluster),
+        dynamic_quorum: status_lost && controller_quorum.as_deref() == Some("dynamic"),
+    })
 }
 
 /// A new KRaft cluster ID: 16 random bytes, base64url without padding (Kafka's `Uuid` form).
 fn new_cluster_id() -> String {
     kraft::uuid_text(random_uuid())
-}
-
-/// The cluster CA and the clients CA of `kafka`.
-async fn both_cas(
-    client: &kube::Client,
-    kafka: &Kafka,
-    renew_now: bool,
-) -> Result<(pki::Ca, pki::Ca), CertError> {
-    Ok((
-        pki::ca(client, kafka, CaKind::Cluster, renew_now).await?,
-        pki::ca(client, kafka, CaKind::Clients, renew_now).await?,
-    ))
 }
 
 /// Where central's admin client reaches the cluster.
@@ -451,10 +402,10 @@ fn controllers_of(ids: &PoolIdsByName, roles: &RolesByName) -> BTreeSet<i32> {
 /// now, at the addresses their Services were reported with, so that a scale-down can be checked
 /// against Kafka (without them it could never be).
 fn running_brokers_bootstrap(
-    ctx: &Context,
     kafka: &Kafka,
     resolved: &Resolved,
     assignments: &Assignments,
+    agents: &AgentReports,
 ) -> Option<String> {
     let per_node = resolved.per_node.as_ref()?;
     let brokers: PoolIdsByName = resolved
@@ -469,7 +420,7 @@ fn running_brokers_bootstrap(
         })
         .collect();
     let mut known = resolved.clone();
-    address_nodes(ctx, kafka, &mut known, &brokers, per_node);
+    address_nodes(kafka, &mut known, &brokers, per_node, agents);
     let kraft::Addressing::PerNodeService { addresses } = &known.addressing else {
         return None;
     };
@@ -497,6 +448,165 @@ mod tests {
 
     use super::*;
 
+    use kstretch_proto::agent::v1::{PodSetStatus, PodStatus};
+    use serde_json::json;
+
+    use super::super::fixtures::{nothing_runs, plan_of};
+    use crate::kafka::resolve::tests::{kafka, members, pool};
+
+    fn dual(replicas: i32, extra: serde_json::Value) -> KafkaNodePool {
+        pool("dual", &["controller", "broker"], replicas, extra)
+    }
+
+    fn recorded(cluster_id: &str) -> KafkaStatus {
+        KafkaStatus {
+            cluster_id: Some(cluster_id.into()),
+            ..KafkaStatus::default()
+        }
+    }
+
+    fn refusal(early: Result<Plan, Early>) -> Refusal {
+        match early {
+            Err(Early::Refused(refusal)) => refusal,
+            Err(other) => panic!("a refusal expected, not {other:?}"),
+            Ok(_) => panic!("a refusal expected, not a plan"),
+        }
+    }
+
+    #[test]
+    fn what_cannot_be_built_is_refused_with_its_reason_before_anything_is_read() {
+        let wrong_quorum = kafka(json!({"metadata": {"annotations": {
+            "kstretch.io/controller-quorum": "maybe"}}}));
+        let r = refusal(plan_of(
+            &wrong_quorum,
+            &[dual(3, json!({}))],
+            &recorded("A"),
+            nothing_runs(),
+        ));
+        assert_eq!(r.reason, "InvalidAnnotation");
+        assert!(
+            r.message.contains("not one of static, dynamic"),
+            "{}",
+            r.message
+        );
+
+        let unknown_cluster = dual(
+            3,
+            json!({"metadata": {"annotations": {"strimzi.io/stretch-cluster-alias": "gamma"}}}),
+        );
+        let r = refusal(plan_of(
+            &kafka(json!({})),
+            &[unknown_cluster],
+            &recorded("A"),
+            nothing_runs(),
+        ));
+        assert!(r.message.contains("gamma"), "{}", r.message);
+
+        let elsewhere = dual(
+            3,
+            json!({"status": {"clusterId": "B", "nodeIds": [0, 1, 2]}}),
+        );
+        let r = refusal(plan_of(
+            &kafka(json!({})),
+            &[elsewhere],
+            &recorded("A"),
+            nothing_runs(),
+        ));
+        assert_eq!(r.reason, "ClusterIdMismatch");
+        assert!(
+            r.message.contains("delete and recreate the pool"),
+            "{}",
+            r.message
+        );
+    }
+
+    #[test]
+    fn a_new_cluster_records_its_id_and_first_voters_before_anything_is_built() {
+        let new = plan_of(
+            &kafka(json!({})),
+            &[dual(3, json!({}))],
+            &KafkaStatus::default(),
+            nothing_runs(),
+        );
+        let Err(Early::NewCluster { cluster_id, quorum }) = new else {
+            panic!("a new cluster expected");
+        };
+        assert_eq!(cluster_id.len(), 22);
+        let quorum = quorum.expect("a dynamic quorum's first voters");
+        assert_eq!(quorum.mode.as_deref(), Some("dynamic"));
+        let voters: Vec<i32> = quorum.voters.iter().map(|v| v.id).collect();
+        assert_eq!(voters, [0, 1, 2]);
+        assert!(quorum.voters.iter().all(|v| v.directory_id.is_some()));
+
+        let static_quorum = kafka(json!({"metadata": {"annotations": {
+            "kstretch.io/controller-quorum": "static"}}}));
+        let new = plan_of(
+            &static_quorum,
+            &[dual(3, json!({}))],
+            &KafkaStatus::default(),
+            nothing_runs(),
+        );
+        assert!(matches!(new, Err(Early::NewCluster { quorum: None, .. })));
+    }
+
+    #[test]
+    fn a_kafka_without_status_waits_for_the_agents_and_keeps_what_runs() {
+        let k = kafka(json!({}));
+        let pools = [dual(3, json!({}))];
+        let alpha_silent = [("beta".to_owned(), Vec::new())].into();
+        let waiting = plan_of(&k, &pools, &KafkaStatus::default(), alpha_silent);
+        assert!(
+            matches!(&waiting, Err(Early::AwaitAgents(a)) if a == &["alpha"]),
+            "{:?}",
+            waiting.err()
+        );
+
+        let pods = [
+            "my-cluster-dual-4",
+            "my-cluster-dual-7",
+            "my-cluster-dual-9",
+        ];
+        let running = PodSetStatus {
+            namespace: "kafka".into(),
+            name: "my-cluster-dual".into(),
+            cluster_id: "running-id".into(),
+            controller_quorum: "dynamic".into(),
+            pods_status: pods
+                .iter()
+                .map(|p| PodStatus {
+                    name: (*p).into(),
+                    ..PodStatus::default()
+                })
+                .collect(),
+            ..PodSetStatus::default()
+        };
+        let reports = [("alpha".to_owned(), vec![running])].into();
+        let plan = plan_of(&k, &pools, &KafkaStatus::default(), reports).expect("a plan");
+        assert_eq!(plan.cluster_id, "running-id");
+        assert!(plan.adopted_dynamic_quorum);
+        assert_eq!(plan.ids["dual"], [4, 7, 9].into());
+    }
+
+    #[test]
+    fn a_recorded_cluster_plans_its_nodes_and_says_how_central_reaches_it() {
+        let plan = plan_of(
+            &kafka(json!({})),
+            &[dual(3, json!({}))],
+            &recorded("A"),
+            nothing_runs(),
+        )
+        .expect("a plan");
+        assert_eq!(plan.cluster_id, "A");
+        assert!(!plan.adopted_dynamic_quorum);
+        assert_eq!(plan.ids["dual"], [0, 1, 2].into());
+        assert_eq!(plan.desired_controllers, [0, 1, 2].into());
+        assert_eq!(
+            plan.bootstrap.as_deref(),
+            Some("my-cluster-kafka-bootstrap.kafka.svc:9091")
+        );
+        assert!(plan.warnings.is_empty());
+    }
+
     #[test]
     fn cluster_ids_look_like_kafkas() {
         let id = new_cluster_id();
@@ -510,7 +620,6 @@ mod tests {
 
     #[test]
     fn per_node_services_give_no_admin_bootstrap_before_their_addresses_are_known() {
-        use crate::kafka::resolve::tests::{kafka, members, pool};
         let pools = [pool(
             "dual",
             &["controller", "broker"],

@@ -19,58 +19,90 @@ use crate::kafka::resolve::{self, ResolvedPool};
 use crate::kafka::status;
 use crate::kafka::warning::{Reason, Warning};
 
-/// Writes every pool's status; returns the forgotten clusters whose forget is done.
-pub(super) async fn record(pass: &mut Pass<'_>, plan: &Plan) -> Result<BTreeSet<String>, Error> {
-    for pool in &pass.pools {
+/// What the pools' side of a pass writes (decided by [`decide`]).
+pub(super) struct Records<'a> {
+    /// The status of each pool that runs.
+    running: Vec<(&'a KafkaNodePool, KafkaNodePoolStatus)>,
+    /// The status of each pool lost with a forgotten cluster, written once its forget
+    /// operation exists.
+    lost: Vec<(&'a KafkaNodePool, KafkaNodePoolStatus)>,
+    /// An Event (reason, message) for each pool that gains or loses nodes.
+    events: Vec<(&'a KafkaNodePool, &'static str, String)>,
+    /// The forgotten clusters' operations and what they say.
+    forgets: forget::Forgets,
+}
+
+/// Every pool's status and Events, and the forgotten clusters' operations (pure).
+pub(super) fn decide<'a>(
+    kafka_name: &str,
+    pools: &[&'a KafkaNodePool],
+    plan: &Plan,
+    forgets: forget::Forgets,
+    now: &str,
+) -> Records<'a> {
+    let (mut running, mut lost) = (Vec::new(), Vec::new());
+    let mut events = Vec::new();
+    for pool in pools {
         let name = pool.name_any();
-        if let Some(r) = plan.resolved.pools.iter().find(|p| p.name == name) {
-            record_pool(pass, pool, r, plan).await?;
-        }
+        let Some(r) = plan.resolved.pools.iter().find(|p| p.name == name) else {
+            continue;
+        };
+        let node_ids: Vec<i32> = plan
+            .ids
+            .get(&r.name)
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        let (pool_status, said) = pool_record(kafka_name, pool, r, node_ids, &plan.cluster_id, now);
+        running.push((*pool, pool_status));
+        events.extend(
+            said.into_iter()
+                .map(|(reason, message)| (*pool, reason, message)),
+        );
     }
-    let forgets = forget::decide(pass.kafka, &plan.forgotten, &plan.lost, &plan.operations);
-    forget::create(&pass.ctx.client, &forgets.create).await?;
-    pass.warnings.extend(forgets.warnings);
-    let forgotten_done = forgets.done;
-    for pool in &pass.pools {
+    for pool in pools {
         let name = pool.name_any();
         let Some(l) = plan.lost.iter().find(|l| l.pool == name) else {
             continue;
         };
         if plan.resolved.pools.iter().all(|p| p.name != name) {
-            let done = forgotten_done.contains(&l.alias);
-            let pool_status = forget::pool_status(pool, &plan.lost, done, &pass.now);
-            status::apply_pool(&pass.ctx.client, pool, pool_status).await?;
+            let done = forgets.done.contains(&l.alias);
+            lost.push((*pool, forget::pool_status(pool, &plan.lost, done, now)));
         }
     }
-    Ok(forgotten_done)
+    Records {
+        running,
+        lost,
+        events,
+        forgets,
+    }
 }
 
-/// One pool's status as resolved in `r`, with an Event for the nodes it gains or loses.
-async fn record_pool(
-    pass: &Pass<'_>,
-    pool: &KafkaNodePool,
-    r: &ResolvedPool,
-    plan: &Plan,
-) -> Result<(), Error> {
-    let node_ids: Vec<i32> = plan
-        .ids
-        .get(&r.name)
-        .into_iter()
-        .flatten()
-        .copied()
-        .collect();
-    let (pool_status, events) = pool_record(
+/// Writes every pool's status, sends the pools' Events and creates the forget operations;
+/// returns the forgotten clusters whose forget is done.
+pub(super) async fn record(pass: &mut Pass<'_>, plan: &Plan) -> Result<BTreeSet<String>, Error> {
+    let forgets = forget::decide(pass.kafka, &plan.forgotten, &plan.lost, &plan.operations);
+    let records = decide(
         &pass.kafka.name_any(),
-        pool,
-        r,
-        node_ids,
-        &plan.cluster_id,
+        &pass.pools,
+        plan,
+        forgets,
         &pass.now,
     );
-    for (reason, message) in events {
+    let client = &pass.ctx.client;
+    for (pool, reason, message) in records.events {
         pass.ctx.events.about(pool, false, reason, "Scale", message);
     }
-    status::apply_pool(&pass.ctx.client, pool, pool_status).await
+    for (pool, pool_status) in records.running {
+        status::apply_pool(client, pool, pool_status).await?;
+    }
+    forget::create(client, &records.forgets.create).await?;
+    for (pool, pool_status) in records.lost {
+        status::apply_pool(client, pool, pool_status).await?;
+    }
+    pass.warnings.extend(records.forgets.warnings);
+    Ok(records.forgets.done)
 }
 
 /// What is recorded for one pool (pure): its status with `node_ids` after this pass, and an
@@ -146,6 +178,8 @@ fn pool_record(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+    use kstretch_api::{KafkaOperation, KafkaStatus};
+
     use super::*;
     use crate::kafka::resolve::tests::{kafka, members, pool};
 
@@ -184,6 +218,61 @@ mod tests {
         assert!(events[0].1.contains("pods my-cluster-dual-2"), "{events:?}");
         assert_eq!(events[1].0, "NodesRemoved");
         assert!(events[1].1.starts_with("nodes [5] removed from pool dual"));
+    }
+
+    #[test]
+    fn a_pool_lost_with_a_forgotten_cluster_keeps_its_ids_until_its_forget_is_done() {
+        use super::super::fixtures::{nothing_runs, plan_with};
+        let forgetting = kafka(serde_json::json!({"metadata": {"annotations": {
+            names::FORGOTTEN_CLUSTERS: "beta"}}}));
+        let status = KafkaStatus {
+            cluster_id: Some("id-1".into()),
+            ..KafkaStatus::default()
+        };
+        let in_alpha = pool(
+            "a",
+            &["controller", "broker"],
+            3,
+            serde_json::json!({"status": {"nodeIds": [0, 1, 2], "roles": ["controller", "broker"],
+                                          "clusterAlias": "alpha", "clusterId": "id-1"}}),
+        );
+        let in_beta = pool(
+            "b",
+            &["broker"],
+            2,
+            serde_json::json!({"metadata": {"annotations": {names::STRETCH_CLUSTER_ALIAS: "beta"}},
+                               "status": {"nodeIds": [3, 4], "roles": ["broker"],
+                                          "clusterAlias": "beta", "clusterId": "id-1"}}),
+        );
+        let pools = [in_alpha, in_beta];
+        let records_with = |operations: Vec<KafkaOperation>| {
+            let plan = plan_with(&forgetting, &pools, &status, nothing_runs(), operations).unwrap();
+            let forgets =
+                forget::decide(&forgetting, &plan.forgotten, &plan.lost, &plan.operations);
+            let refs: Vec<&KafkaNodePool> = pools.iter().collect();
+            let records = decide("my-cluster", &refs, &plan, forgets, NOW);
+            let lost: Vec<(String, Vec<i32>)> = records
+                .lost
+                .iter()
+                .map(|(p, s)| (p.name_any(), s.node_ids.clone()))
+                .collect();
+            (records.forgets, lost)
+        };
+
+        // Its operation is created; the lost nodes' IDs stay taken while it runs.
+        let (forgets, lost) = records_with(Vec::new());
+        assert_eq!(forgets.create.len(), 1);
+        assert_eq!(forgets.create[0].name_any(), "my-cluster-forget-beta");
+        assert!(forgets.done.is_empty());
+        assert_eq!(lost, [("b".to_owned(), vec![3, 4])]);
+
+        let mut completed = forgets.create[0].clone();
+        completed.status =
+            Some(serde_json::from_value(serde_json::json!({"phase": "Completed"})).unwrap());
+        let (forgets, lost) = records_with(vec![completed]);
+        assert!(forgets.create.is_empty());
+        assert_eq!(forgets.done, ["beta".to_owned()].into());
+        assert_eq!(lost, [("b".to_owned(), vec![])]);
     }
 
     #[test]

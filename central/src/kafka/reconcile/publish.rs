@@ -1,101 +1,91 @@
-//! The publish stage: every member cluster's objects built (purely, by
-//! [`crate::kafka::build`]) with the nodes' certificates for every address they have, and
-//! handed to the agents as this `Kafka`'s desired state. With per-node Services whose addresses
-//! are not reported yet, only the Services go out first.
+//! The publish stage: what every member cluster's objects are built from read
+//! ([`read::for_objects`]), the objects and the certificates to store decided purely
+//! ([`objects::decide`]), the new certificates stored, and the objects handed to the agents as
+//! this `Kafka`'s desired state. With per-node Services whose addresses are not reported yet,
+//! only the Services go out first.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use kstretch_api::Kafka;
 use kstretch_api::condition::Condition;
 use kube::ResourceExt;
 
-use super::objects::{self, Inputs};
+use super::objects::{self, Around, Inputs};
 use super::pass::{
-    AgentReports, BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, address_nodes, advertise_external,
-    keep_or_retain,
+    BUSY_REQUEUE, End, Flow, Pass, PoolIdsByName, address_nodes, advertise_external, keep_or_retain,
 };
 use super::plan::Plan;
-use crate::budget;
-use crate::config_map;
+use super::read;
+use super::refuse::refused;
 use crate::error::Error;
-use crate::jmx_exporter;
 use crate::kafka::build::{self, Built};
 use crate::kafka::context::Context;
-use crate::kafka::exporter;
 use crate::kafka::external::{self, Unadvertised};
-use crate::kafka::maintenance;
 use crate::kafka::quorum;
-use crate::kafka::recover;
 use crate::kafka::resolve::Resolved;
 use crate::kafka::status;
-use crate::kafka::warning::{Reason, Warning};
 use crate::link::{Owner, Part};
-use crate::logging;
-use crate::pki::{self, CaKind, CertError};
+use crate::pki::{self, CertError};
 
 /// Builds and publishes this pass's objects; ends the pass while per-node addresses are pending.
+/// What they are built from is read first, they are decided purely ([`objects::decide`]), and
+/// new certificates are stored before anything built with them goes out.
 pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built> {
     proceed!(await_addresses(pass, plan).await);
-    let mut built = proceed!(build(pass, plan).await);
-    let kafka_name = pass.kafka.name_any();
-    build::add_ca_copies(
-        &mut built,
-        pass.kafka,
-        &pass.ctx.members.own,
-        &[
-            (CaKind::Cluster.cert_secret(&kafka_name), &plan.ca.public),
-            (
-                CaKind::Clients.cert_secret(&kafka_name),
-                &plan.clients_ca.public,
-            ),
-        ],
-    );
-    pass.warnings.extend(
-        built
-            .warnings
-            .iter()
-            .map(|w| Warning::new(Reason::ConfigurationIgnored, w.clone())),
-    );
-    pass.warnings.extend(
-        plan.resolved
-            .not_acted_on
-            .iter()
-            .map(|w| Warning::new(Reason::NotActedOn, w.clone())),
-    );
-    pass.warnings.extend(
-        plan.resolved
-            .deprecated
-            .iter()
-            .map(|w| Warning::new(Reason::DeprecatedObjects, w.clone())),
-    );
-    if let Some(r) = &plan.recovering {
-        recover::equip(pass.ctx, pass.kafka, r, &mut built, &mut pass.warnings);
+    let (ctx, kafka) = (pass.ctx, pass.kafka);
+    let stored = match read::for_objects(ctx, kafka, &plan.resolved).await? {
+        Ok(stored) => stored,
+        Err(refusal) => return refused(refusal),
+    };
+    let published = match ctx.owners.get(&pass.owner) {
+        Some(Part::Objects(objects)) => Some(objects),
+        _ => None,
+    };
+    let inputs = Inputs {
+        kafka,
+        resolved: &plan.resolved,
+        ids: &plan.ids,
+        cluster_id: &plan.cluster_id,
+        quorum: quorum::mode(&pass.status),
+        initial_voters: &quorum::initial_voters(&pass.status),
+        ca: &plan.ca,
+        clients_ca: &plan.clients_ca,
+        stored_certs: stored.node_certs,
+        listener_certs: stored.listener_certs,
+        metrics_rules: stored.metrics_rules,
+        external_logging: stored.external_logging,
+        now: time::OffsetDateTime::now_utc(),
+        renew_expiring: plan.maintenance.windows.open(),
+    };
+    let around = Around {
+        own_cluster: &ctx.members.own,
+        agents: &plan.agent_reports,
+        recovering: plan.recovering.as_ref(),
+        maintenance: &plan.maintenance,
+        published: published.as_ref(),
+        quorum_unsettled: pass
+            .status
+            .quorum
+            .as_ref()
+            .and_then(|q| q.unsettled.as_deref()),
+    };
+    let publishable = match objects::decide(inputs, around) {
+        Ok(publishable) => publishable,
+        Err(refusal) => return refused(refusal),
+    };
+    if let Some(certs) = &publishable.store_certs {
+        match pki::store_node_certs(&ctx.client, kafka, certs).await {
+            Ok(()) => {}
+            Err(CertError::Refused(r)) => return refused(r),
+            Err(CertError::Kube(e)) => return Err(e.into()),
+        }
     }
-    if (plan.resolved.metrics.is_some() || plan.resolved.metrics_reporter.is_some())
-        && let Err(r) = jmx_exporter::equip(
-            &mut built.objects,
-            &pass.ctx.agents.images(),
-            jmx_exporter::KAFKA,
-        )
-    {
-        return pass.refused(r.reason, &r.message);
-    }
-    let disrupted = disrupted_clusters(pass.ctx, pass.kafka, &built);
-    let unsettled = pass
-        .status
-        .quorum
-        .as_ref()
-        .and_then(|q| q.unsettled.as_deref());
-    build::add_budgets(
-        &mut built,
-        pass.kafka,
-        budget::closed(&disrupted, unsettled),
-    );
-    pass.ctx
-        .owners
+    pass.warnings.extend(publishable.warnings);
+    let built = publishable.built;
+    ctx.owners
         .put(pass.owner.clone(), Part::Objects(built.objects.clone()))?;
-    plan.refused_services = refused_services(pass.ctx, pass.kafka, plan);
+    plan.refused_services = refused_services(ctx, kafka, plan);
     Ok(ControlFlow::Continue(built))
 }
 
@@ -120,33 +110,20 @@ fn refused_services(ctx: &Context, kafka: &Kafka, plan: &Plan) -> Vec<String> {
     external::refused(&names, &kafka.namespace().unwrap_or_default(), &reports)
 }
 
-/// The member clusters where a node of the Kafka may be down, from what their agents report.
-fn disrupted_clusters(ctx: &Context, kafka: &Kafka, built: &Built) -> BTreeSet<String> {
-    let reports: BTreeMap<String, Vec<_>> = ctx
-        .agents
-        .list()
-        .into_iter()
-        .filter(|r| r.connected && r.status_at.is_some())
-        .map(|r| (r.cluster_alias, r.podsets))
-        .collect();
-    budget::disrupted(
-        &kafka.namespace().unwrap_or_default(),
-        &build::podsets(built),
-        &reports,
-    )
-}
-
 /// With per-node Services, fills in their reported addresses; while some are missing, only
 /// the Services are published and the pass ends with `AddressPending`.
 async fn await_addresses(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<()> {
     let (ctx, kafka) = (pass.ctx, pass.kafka);
     let per_node = match plan.resolved.per_node.clone() {
-        Some(per_node) => address_nodes(ctx, kafka, &mut plan.resolved, &plan.ids, &per_node),
+        Some(per_node) => address_nodes(
+            kafka,
+            &mut plan.resolved,
+            &plan.ids,
+            &per_node,
+            &plan.agent_reports,
+        ),
         None => Vec::new(),
     };
-    if !plan.resolved.external.is_empty() {
-        plan.agent_reports = AgentReports::read(ctx);
-    }
     let listeners = advertise_external(kafka, &mut plan.resolved, &plan.ids, &plan.agent_reports);
     if per_node.is_empty() && listeners.is_empty() {
         return Ok(ControlFlow::Continue(()));
@@ -228,106 +205,6 @@ fn pending_message(per_node: Vec<String>, listeners: Vec<String>) -> String {
     .collect::<Vec<_>>()
     .join("; and for ");
     format!("waiting for {message}")
-}
-
-/// Every node's certificate, for every address it now has, and the objects built with them:
-/// the certificates are read, the objects decided ([`objects::decide`]), and new certificates
-/// stored before anything built with them is published.
-async fn build(pass: &mut Pass<'_>, plan: &Plan) -> Flow<Built> {
-    let (client, kafka) = (&pass.ctx.client, pass.kafka);
-    let stored_certs = match pki::stored_node_certs(client, kafka).await {
-        Ok(stored) => stored,
-        Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message),
-        Err(CertError::Kube(e)) => return Err(e.into()),
-    };
-    let wanted = &plan.resolved.listener_certificates;
-    let listener_certs = match pki::listener_certificates(client, kafka, wanted).await {
-        Ok(certs) => Ok(certs),
-        Err(CertError::Refused(r)) => Err(r),
-        Err(CertError::Kube(e)) => return Err(e.into()),
-    };
-    let namespace = kafka.namespace().unwrap_or_default();
-    let metrics_rules = config_map::read_named(
-        client,
-        &namespace,
-        plan.resolved.metrics.as_ref(),
-        |source, data| jmx_exporter::rules(source, data, jmx_exporter::KAFKA),
-    )
-    .await?;
-    let external_logging = config_map::read_named(
-        client,
-        &namespace,
-        logging::external_source(kafka.spec.kafka.logging.as_ref()),
-        |source, data| logging::external_text(".spec.kafka", source, data),
-    )
-    .await?;
-    let decided = objects::decide(Inputs {
-        kafka,
-        resolved: &plan.resolved,
-        ids: &plan.ids,
-        cluster_id: &plan.cluster_id,
-        quorum: quorum::mode(&pass.status),
-        initial_voters: &quorum::initial_voters(&pass.status),
-        ca: &plan.ca,
-        clients_ca: &plan.clients_ca,
-        stored_certs,
-        listener_certs,
-        metrics_rules,
-        external_logging,
-        now: time::OffsetDateTime::now_utc(),
-        renew_expiring: plan.maintenance.windows.open(),
-    });
-    let decided = match decided {
-        Ok(decided) => decided,
-        Err(r) => return pass.refused(r.reason, &r.message),
-    };
-    let waiting: Vec<String> = [&plan.ca.postponed, &plan.clients_ca.postponed]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .chain(
-            (!decided.postponed_certs.is_empty())
-                .then(|| format!("the certificates of {}", decided.postponed_certs.join(", "))),
-        )
-        .collect();
-    pass.warnings
-        .extend(maintenance::warnings(&plan.maintenance, &waiting));
-    if let Some(certs) = &decided.store_certs {
-        match pki::store_node_certs(client, kafka, certs).await {
-            Ok(()) => {}
-            Err(CertError::Refused(r)) => return pass.refused(r.reason, &r.message),
-            Err(CertError::Kube(e)) => return Err(e.into()),
-        }
-    }
-    let mut built = decided.built;
-    if let (Some(spec), Some(access)) = (&kafka.spec.kafka_exporter, &decided.exporter) {
-        let images = pass.ctx.agents.images();
-        let access = (&access.identity, access.bootstrap.as_str());
-        match exporter::deploy(
-            kafka,
-            spec,
-            &plan.resolved,
-            &images,
-            &plan.ca.trusted,
-            access,
-        ) {
-            Ok((alias, objects)) => built.objects.entry(alias).or_default().extend(objects),
-            Err(why) => {
-                if let exporter::NotDeployed::NoImage { alias } = &why
-                    && let Some(Part::Objects(before)) = pass.ctx.owners.get(&pass.owner)
-                {
-                    let before = before.get(alias).map_or(&[][..], Vec::as_slice);
-                    let kept = exporter::kept(&kafka.name_any(), before);
-                    built.objects.entry(alias.clone()).or_default().extend(kept);
-                }
-                pass.warnings.push(Warning::new(
-                    Reason::KafkaExporterNotDeployed,
-                    why.message(),
-                ));
-            }
-        }
-    }
-    Ok(ControlFlow::Continue(built))
 }
 
 /// While per-node addresses are pending, the per-node Services must exist (their addresses go

@@ -33,15 +33,12 @@ impl Cause {
     }
 }
 
-impl Pass<'_> {
-    /// Ends the reconciliation with a refusal; `reason` is one stable string of a typed cause.
-    /// It is carried out where the pass ends ([`Pass::refuse`]).
-    pub(super) fn refused<T>(&self, reason: &'static str, message: &str) -> Flow<T> {
-        Ok(ControlFlow::Break(End::Refused(Refusal::new(
-            reason, message,
-        ))))
-    }
+/// Ends the reconciliation with `refusal`, carried out where the pass ends ([`Pass::refuse`]).
+pub(super) fn refused<T>(refusal: Refusal) -> Flow<T> {
+    Ok(ControlFlow::Break(End::Refused(refusal)))
+}
 
+impl Pass<'_> {
     /// Carries out a refusal: the `Kafka`'s status says it (written with the pass's one
     /// write), its pools' statuses too, one Event, and the member clusters keep what they have.
     pub(super) async fn refuse(&mut self, refusal: Refusal) -> Result<Action, Error> {
