@@ -1,8 +1,10 @@
 //! The `KafkaConnect` reconciler: each Kafka Connect cluster's workers (StrimziPodSet, worker
 //! configuration, REST API Service) in the member cluster it is placed in, and its status.
-//! `reconcile` holds the pipeline; this file wires it into a controller.
+//! `reconcile` holds the pipeline (its I/O), `decide` what it decides; this file wires it into
+//! a controller.
 
 pub mod build;
+pub mod decide;
 pub mod error;
 pub mod reconcile;
 pub mod rollout;

@@ -1,13 +1,12 @@
-//! One reconciliation of one `KafkaConnect`: validate and resolve (pure) → build its member
-//! cluster's objects (pure) → publish them to the agents → roll stale workers one at a time →
-//! write the status.
+//! One reconciliation of one `KafkaConnect`, reads and pure decisions taking turns: validate
+//! and resolve (pure) → read the Secrets' material and the user's ConfigMaps → decide the
+//! member cluster's objects ([`decide::objects`]) → publish them to the agents → read what the
+//! agent says and pick the stale worker to roll ([`super::rollout`]) → roll it → decide the
+//! status ([`decide::conclude`]) → write it, once.
 
-use crate::status::Refusal;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kstretch_api::condition::Condition;
 use kstretch_api::{KafkaConnect, KafkaConnectStatus};
 use kstretch_runtime::backoff::Backoff;
 use kube::runtime::controller::Action;
@@ -15,10 +14,10 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
 use super::build;
+use super::decide::{self, BUSY_REQUEUE, Standing};
 use super::rollout::{self, Seen, Step};
 use super::security;
 use super::validate;
-use super::warning::{Reason, Warning};
 use crate::config_map;
 use crate::error::Error;
 use crate::jmx_exporter;
@@ -27,13 +26,8 @@ use crate::link::restart::{PodToRestart, Restarts, replaced};
 use crate::link::{Agents, Owner, OwnerKind, Owners, Part};
 use crate::logging;
 use crate::metrics::OwnerMetrics;
-use crate::status;
-use crate::unserved;
+use crate::status::{self, Refusal};
 
-/// Requeue while workers start or roll.
-const BUSY_REQUEUE: Duration = Duration::from_secs(5);
-/// Requeue of a settled cluster.
-const IDLE_REQUEUE: Duration = Duration::from_secs(300);
 /// How long the agent has to answer a restart.
 const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -125,8 +119,6 @@ async fn pass(
     st: &mut KafkaConnectStatus,
     now: &str,
 ) -> Result<Result<Action, Refusal>, Error> {
-    let name = connect.name_any();
-    let namespace = connect.namespace().unwrap_or_default();
     let resolved = match validate::resolve(connect, &ctx.members) {
         Ok(r) => r,
         Err(invalid) => {
@@ -139,36 +131,26 @@ async fn pass(
             return Ok(Err(Refusal::new(reason, message)));
         }
     };
-    let material = match security::material(&ctx.client, connect, &resolved.security).await? {
-        Ok(material) => material,
-        Err(message) => return Ok(Err(Refusal::new("SecretNotFound", message))),
-    };
-
-    let read = match user_files(ctx, connect, &resolved).await? {
+    let read = match read(ctx, connect, &resolved).await? {
         Ok(read) => read,
         Err(refusal) => return Ok(Err(refusal)),
     };
-    let files = build::Files {
-        rules: read.rules.as_deref(),
-        log4j2: read.log4j2.as_deref(),
+    let publish = match decide::objects(connect, &resolved, &read) {
+        Ok(publish) => publish,
+        Err(refusal) => return Ok(Err(refusal)),
     };
-    let built = build::build(connect, &resolved, &material, files);
-    let mut objects = BTreeMap::from([(built.alias.clone(), built.objects.clone())]);
-    if (read.rules.is_some() || resolved.metrics_reporter.is_some())
-        && let Err(refusal) =
-            jmx_exporter::equip(&mut objects, &ctx.agents.images(), jmx_exporter::CONNECT)
-    {
-        return Ok(Err(refusal));
-    }
-    ctx.owners.put(owner.clone(), Part::Objects(objects))?;
+    ctx.owners
+        .put(owner.clone(), Part::Objects(publish.objects))?;
 
-    let alias = &built.alias;
+    // What the agent says of the snapshot just published, and the worker to roll from it.
+    let alias = &publish.built.alias;
     let record = ctx.agents.get(alias);
     let published = ctx.owners.published_hash(alias);
     let applied = record.as_ref().is_some_and(|r| {
         published.is_some() && published == r.last_apply.as_ref().map(|a| a.hash.clone())
     });
-    let component = build::component_name(&name);
+    let namespace = connect.namespace().unwrap_or_default();
+    let component = build::component_name(&connect.name_any());
     let pod_set = record.as_ref().and_then(|r| {
         r.podsets
             .iter()
@@ -179,55 +161,39 @@ async fn pass(
         applied,
         pod_set,
     };
-    let mut warnings = resolved.warnings.clone();
-    warnings.extend(
-        unserved::connect(&connect.spec, build::CONNECT_TEMPLATE)
-            .into_iter()
-            .map(|w| Warning::new(Reason::NotActedOn, w)),
-    );
-    warnings.extend(rejected_objects(record.as_ref(), &namespace, &name));
-    let ready = match rollout::next(alias, &built.revisions, seen) {
-        Step::Done => Condition::ready(),
-        Step::Wait(why) => {
-            let reason = if seen.connected {
-                "Deploying"
-            } else {
-                "ClusterUnreachable"
-            };
-            status::not_ready(reason, why)
-        }
+    let warnings = decide::warnings(connect, &resolved, record.as_ref());
+    let standing = match rollout::next(alias, &publish.built.revisions, seen) {
+        Step::Done => Standing::Ready,
+        Step::Wait(why) if seen.connected => Standing::Deploying(why),
+        Step::Wait(why) => Standing::Unreachable(why),
         Step::Restart { pod, uid, why } => {
-            let what = restart(ctx, alias, &namespace, &pod, uid, why).await;
-            status::not_ready("RollingUpdate", what)
+            Standing::Rolling(restart(ctx, alias, &namespace, &pod, uid, why).await)
         }
     };
-    let is_ready = ready.is_true();
-    st.conditions = status::conditions(&st.conditions, ready, &warnings, now);
-    st.url = Some(build::rest_url(&name, &namespace));
-    st.replicas = Some(resolved.replicas as i32);
-    st.label_selector = Some(build::label_selector(&name));
-    Ok(Ok(Action::requeue(if is_ready {
-        IDLE_REQUEUE
-    } else {
-        BUSY_REQUEUE
-    })))
+    let (status, requeue) = decide::conclude(
+        connect,
+        &resolved,
+        std::mem::take(st),
+        standing,
+        &warnings,
+        now,
+    );
+    *st = status;
+    Ok(Ok(Action::requeue(requeue)))
 }
 
-/// What the workers read that the user keeps in ConfigMaps of the `KafkaConnect`'s namespace.
-struct UserFiles {
-    /// The JMX exporter's rules, when the workers serve metrics.
-    rules: Option<String>,
-    /// The log4j2 file, when `logging` is set.
-    log4j2: Option<String>,
-}
-
-/// Reads the ConfigMaps `connect`'s metrics and logging name; `Err` is a refusal naming what is
-/// missing (what runs keeps its rules and logging until it is fixed).
-async fn user_files(
+/// What the workers are built from besides the resource: the material of the Secrets their
+/// security names, the user's ConfigMaps (metrics rules, logging) and the agents' images; or
+/// why a Secret or ConfigMap cannot be used.
+async fn read(
     ctx: &Context,
     connect: &KafkaConnect,
     resolved: &validate::Resolved,
-) -> Result<Result<UserFiles, Refusal>, Error> {
+) -> Result<Result<decide::Read, Refusal>, Error> {
+    let material = match security::material(&ctx.client, connect, &resolved.security).await? {
+        Ok(material) => material,
+        Err(message) => return Ok(Err(Refusal::new("SecretNotFound", message))),
+    };
     let namespace = connect.namespace().unwrap_or_default();
     let client = &ctx.client;
     let rules = config_map::read_named(client, &namespace, resolved.metrics.as_ref(), |s, d| {
@@ -253,11 +219,14 @@ async fn user_files(
         logging_spec,
         external.as_deref(),
     );
-    Ok(Ok(UserFiles { rules, log4j2 }))
+    Ok(Ok(decide::Read {
+        material,
+        rules,
+        log4j2,
+        images: ctx.agents.images(),
+    }))
 }
 
-/// `Ready=False` for a `KafkaConnect` the user must fix: the last good desired state stands,
-/// nothing in the member cluster changes, and it is looked at again when it changes.
 fn refuse(
     ctx: &Context,
     owner: &Owner,
@@ -303,31 +272,6 @@ async fn restart(
         ),
         Err(e) => format!("cannot restart {pod}: {e}"),
     }
-}
-
-/// Objects of this Connect cluster the agent could not apply, as a warning.
-fn rejected_objects(
-    record: Option<&crate::link::AgentRecord>,
-    namespace: &str,
-    name: &str,
-) -> Vec<Warning> {
-    let Some(report) = record.and_then(|r| r.last_apply.as_ref()) else {
-        return Vec::new();
-    };
-    let prefix = build::component_name(name);
-    let failed = crate::link::agents::rejected_in(report, namespace, &prefix);
-    if failed.is_empty() {
-        return Vec::new();
-    }
-    vec![Warning::new(
-        Reason::ApplyFailed,
-        format!(
-            "the agent could not apply {} object(s) of snapshot {}: {}",
-            failed.len(),
-            report.generation,
-            failed.join("; ")
-        ),
-    )]
 }
 
 /// Server-side applies `.status` unless it is what the resource already has.
