@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use serde_json::Value;
 
 use super::warning::Warning;
+use crate::status::Refusal;
 use crate::status::Warned as _;
 
 /// Condition type of a topic the operator leaves alone on purpose (`strimzi.io/managed` false).
@@ -57,7 +58,8 @@ pub struct Facts<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Main {
     Ready,
-    NotReady { reason: String, message: String },
+    /// Why it is not ready: one stable reason string and a message.
+    NotReady(Refusal),
     Unmanaged,
     Paused,
 }
@@ -84,11 +86,8 @@ impl Outcome {
         }
     }
 
-    pub fn not_ready(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::main(Main::NotReady {
-            reason: reason.into(),
-            message: message.into(),
-        })
+    pub fn not_ready(reason: &'static str, message: impl Into<String>) -> Self {
+        Self::main(Main::NotReady(Refusal::new(reason, message)))
     }
 
     pub fn is_ready(&self) -> bool {
@@ -270,8 +269,8 @@ pub fn status(
     };
     let main = match &outcome.main {
         Main::Ready => Condition::ready(),
-        Main::NotReady { reason, message } => Condition::new(READY, FALSE)
-            .with_reason(reason.clone())
+        Main::NotReady(Refusal { reason, message }) => Condition::new(READY, FALSE)
+            .with_reason(*reason)
             .with_message(message.clone()),
         Main::Unmanaged => Condition::new(UNMANAGED, TRUE),
         Main::Paused => Condition::new(PAUSED, TRUE),
@@ -431,7 +430,7 @@ mod tests {
         let Decision::Report(outcome) = decide(&kt, &facts(&policy, None)) else {
             panic!("refused")
         };
-        let Main::NotReady { reason, message } = outcome.main else {
+        let Main::NotReady(Refusal { reason, message }) = outcome.main else {
             panic!()
         };
         assert_eq!(reason, INVALID_RESOURCE);
@@ -489,7 +488,7 @@ mod tests {
             panic!()
         };
         assert!(
-            matches!(&o.main, Main::NotReady { reason, message } if reason == "ResourceConflict" && message.contains("other/first")),
+            matches!(&o.main, Main::NotReady(Refusal { reason, message }) if *reason == "ResourceConflict" && message.contains("other/first")),
             "{o:?}"
         );
 
@@ -503,7 +502,7 @@ mod tests {
         let Decision::Report(o) = decide(&renamed, &facts(&policy, None)) else {
             panic!()
         };
-        assert!(matches!(&o.main, Main::NotReady { reason, .. } if reason == "NotSupported"));
+        assert!(matches!(&o.main, Main::NotReady(r) if r.reason == "NotSupported"));
 
         let strict = NamespacePolicy::new(vec![NamespaceRule {
             namespace: "team".into(),
@@ -514,9 +513,7 @@ mod tests {
         let Decision::Report(o) = decide(&topic("a"), &facts(&strict, None)) else {
             panic!()
         };
-        assert!(
-            matches!(&o.main, Main::NotReady { reason, .. } if reason == "TopicNamespacePolicy")
-        );
+        assert!(matches!(&o.main, Main::NotReady(r) if r.reason == "TopicNamespacePolicy"));
         assert!(!claims_topic(&topic("a"), "c1", &strict));
     }
 

@@ -412,7 +412,7 @@ fn is_unavailable(reason: Option<&str>) -> bool {
 
 fn failure_of(outcome: &Outcome) -> Option<String> {
     match &outcome.main {
-        Main::NotReady { reason, .. } => Some(reason.clone()),
+        Main::NotReady(r) => Some(r.reason.to_owned()),
         _ => None,
     }
 }

@@ -334,7 +334,7 @@ mod tests {
             &AlterableConfigs::All,
         );
         assert_eq!(
-            accs[0].problem.as_ref().map(|(r, _)| r.as_str()),
+            accs[0].problem.as_ref().map(|p| p.reason),
             Some("KafkaUnreachable")
         );
         assert_eq!(accs[0].next, Next::Retry);
@@ -394,7 +394,7 @@ mod tests {
         );
         assert!(requests.rf_work.is_empty());
         assert_eq!(
-            accs[0].problem.as_ref().map(|(r, _)| r.as_str()),
+            accs[0].problem.as_ref().map(|p| p.reason),
             Some("KafkaUnreachable")
         );
     }

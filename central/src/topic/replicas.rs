@@ -214,7 +214,7 @@ fn report(accs: &mut [Acc], states: States) {
                     } else {
                         StatusState::Pending
                     }),
-                    message: acc.problem.as_ref().map(|(_, m)| m.clone()),
+                    message: acc.problem.as_ref().map(|p| p.message.clone()),
                     session_id: None,
                 })
             }
@@ -317,7 +317,7 @@ mod tests {
             targets(&work, &mut accs, vec![(0, 2, partitions())], &brokers(&[1]));
         assert!(submit.is_empty() && states.is_empty());
         assert_eq!(
-            accs[0].problem.as_ref().map(|(r, _)| r.as_str()),
+            accs[0].problem.as_ref().map(|p| p.reason),
             Some("NotEnoughBrokers")
         );
         assert_eq!(

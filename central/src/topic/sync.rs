@@ -378,7 +378,7 @@ mod tests {
         assert_eq!(accs[0].problem, None);
         assert_eq!(accs[1].problem, None, "not in the request");
         assert_eq!(
-            accs[2].problem.as_ref().map(|(r, _)| r.as_str()),
+            accs[2].problem.as_ref().map(|p| p.reason),
             Some("KafkaError")
         );
         assert_eq!(
@@ -393,11 +393,11 @@ mod tests {
         };
         fail_refused(&items, Err(unreachable), &mut accs);
         assert_eq!(
-            accs[0].problem.as_ref().map(|(r, _)| r.as_str()),
+            accs[0].problem.as_ref().map(|p| p.reason),
             Some("KafkaUnreachable")
         );
         assert_eq!(
-            accs[2].problem.as_ref().map(|(r, _)| r.as_str()),
+            accs[2].problem.as_ref().map(|p| p.reason),
             Some("KafkaError"),
             "the first failure is the one the status shows"
         );

@@ -12,6 +12,7 @@ use kstretch_kadmin::Error;
 use super::decide::{Main, Outcome};
 use super::metrics::TopicMetrics;
 use super::warning::Warning;
+use crate::status::Refusal;
 
 /// One topic to make match its `KafkaTopic`.
 #[derive(Debug, Clone)]
@@ -68,7 +69,7 @@ pub(super) fn next_after(error: &Error) -> Next {
 #[derive(Debug)]
 pub(super) struct Acc {
     pub(super) key: ResourceRef,
-    pub(super) problem: Option<(String, String)>,
+    pub(super) problem: Option<Refusal>,
     pub(super) warnings: Vec<Warning>,
     pub(super) topic_id: Option<String>,
     pub(super) replicas_change: Option<Option<ReplicasChangeStatus>>,
@@ -90,14 +91,9 @@ impl Acc {
     }
 
     /// Records a failure; the first one is what the status shows.
-    pub(super) fn fail(
-        &mut self,
-        reason: impl Into<String>,
-        message: impl Into<String>,
-        next: Next,
-    ) {
+    pub(super) fn fail(&mut self, reason: &'static str, message: impl Into<String>, next: Next) {
         if self.problem.is_none() {
-            self.problem = Some((reason.into(), message.into()));
+            self.problem = Some(Refusal::new(reason, message));
         }
         if next == Next::Retry || self.next == Next::Done {
             self.next = next;
@@ -110,7 +106,7 @@ impl Acc {
 
     pub(super) fn finish(self) -> Reconciled {
         let main = match self.problem {
-            Some((reason, message)) => Main::NotReady { reason, message },
+            Some(refusal) => Main::NotReady(refusal),
             None => Main::Ready,
         };
         Reconciled {

@@ -27,7 +27,7 @@ pub(super) struct Records<'a> {
     /// operation exists.
     lost: Vec<(&'a KafkaNodePool, KafkaNodePoolStatus)>,
     /// An Event (reason, message) for each pool that gains or loses nodes.
-    events: Vec<(&'a KafkaNodePool, &'static str, String)>,
+    events: Vec<(&'a KafkaNodePool, Scaled)>,
     /// The forgotten clusters' operations and what they say.
     forgets: forget::Forgets,
 }
@@ -56,10 +56,7 @@ pub(super) fn decide<'a>(
             .collect();
         let (pool_status, said) = pool_record(kafka_name, pool, r, node_ids, &plan.cluster_id, now);
         running.push((*pool, pool_status));
-        events.extend(
-            said.into_iter()
-                .map(|(reason, message)| (*pool, reason, message)),
-        );
+        events.extend(said.into_iter().map(|scaled| (*pool, scaled)));
     }
     for pool in pools {
         let name = pool.name_any();
@@ -91,8 +88,11 @@ pub(super) async fn record(pass: &mut Pass<'_>, plan: &Plan) -> Result<BTreeSet<
         &pass.now,
     );
     let client = &pass.ctx.client;
-    for (pool, reason, message) in records.events {
-        pass.ctx.events.about(pool, false, reason, "Scale", message);
+    for (pool, scaled) in records.events {
+        let reason = scaled.reason();
+        pass.ctx
+            .events
+            .about(pool, false, reason, "Scale", scaled.message);
     }
     for (pool, pool_status) in records.running {
         status::apply_pool(client, pool, pool_status).await?;
@@ -105,8 +105,25 @@ pub(super) async fn record(pass: &mut Pass<'_>, plan: &Plan) -> Result<BTreeSet<
     Ok(records.forgets.done)
 }
 
+/// An Event about the nodes a pool gains or loses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Scaled {
+    pub(super) gained: bool,
+    pub(super) message: String,
+}
+
+impl Scaled {
+    pub(super) const fn reason(&self) -> &'static str {
+        if self.gained {
+            "NodesAdded"
+        } else {
+            "NodesRemoved"
+        }
+    }
+}
+
 /// What is recorded for one pool (pure): its status with `node_ids` after this pass, and an
-/// Event (reason, message) for the nodes it gains and for those it loses.
+/// Event for the nodes it gains and for those it loses.
 fn pool_record(
     kafka_name: &str,
     pool: &KafkaNodePool,
@@ -114,7 +131,7 @@ fn pool_record(
     node_ids: Vec<i32>,
     cluster_id: &str,
     now: &str,
-) -> (KafkaNodePoolStatus, Vec<(&'static str, String)>) {
+) -> (KafkaNodePoolStatus, Vec<Scaled>) {
     let name = &r.name;
     let recorded = pool.status.as_ref().map(|s| s.node_ids.clone());
     let (added, removed) = node_ids::id_changes(recorded.as_deref().unwrap_or_default(), &node_ids);
@@ -124,21 +141,21 @@ fn pool_record(
             .iter()
             .map(|id| kraft::pod_name(kafka_name, name, *id))
             .collect();
-        events.push((
-            "NodesAdded",
-            format!(
+        events.push(Scaled {
+            gained: true,
+            message: format!(
                 "nodes {added:?} added to pool {name}: pods {}",
                 pods.join(", ")
             ),
-        ));
+        });
     }
     if !removed.is_empty() {
-        events.push((
-            "NodesRemoved",
-            format!(
+        events.push(Scaled {
+            gained: false,
+            message: format!(
                 "nodes {removed:?} removed from pool {name}; their pods stop once the agents apply the change, and they are unregistered from KRaft when gone"
             ),
-        ));
+        });
     }
     let existing = pool
         .status
@@ -214,10 +231,17 @@ mod tests {
         );
         assert!(pool_status.conditions.iter().any(|c| c.is_true()));
         assert_eq!(events.len(), 2);
-        assert_eq!(events[0].0, "NodesAdded");
-        assert!(events[0].1.contains("pods my-cluster-dual-2"), "{events:?}");
-        assert_eq!(events[1].0, "NodesRemoved");
-        assert!(events[1].1.starts_with("nodes [5] removed from pool dual"));
+        assert_eq!(events[0].reason(), "NodesAdded");
+        assert!(
+            events[0].message.contains("pods my-cluster-dual-2"),
+            "{events:?}"
+        );
+        assert_eq!(events[1].reason(), "NodesRemoved");
+        assert!(
+            events[1]
+                .message
+                .starts_with("nodes [5] removed from pool dual")
+        );
     }
 
     #[test]
