@@ -1167,7 +1167,8 @@ async fn invalid_layouts_are_refused_with_every_problem_named() {
 
 /// Authentication and authorization that kstretch cannot configure (`oauth`, `opa`), a
 /// listener certificate whose Secret is missing, a `metricsConfig` whose rules are not named
-/// or whose ConfigMap is missing, and `external` logging likewise, are refused: `Ready=False` with the reason,
+/// or whose ConfigMap or key is missing, and `external` logging likewise, are refused (a
+/// metrics type nobody knows is refused by the CRD itself): `Ready=False` with the reason,
 /// naming the field, and the running cluster is kept as it was (same pods, configuration without the listener). Before, a `scram-sha-512` listener
 /// was served as `PLAINTEXT`. (TLS, `tls`, `scram-sha-512`, `custom` and `simple` are served.)
 #[tokio::test]
@@ -1187,6 +1188,11 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
     };
     let config_before = config().await;
 
+    // A ConfigMap that exists without the key a metricsConfig names.
+    stretch
+        .apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "other-rules"}, "data": {"other.yml": "rules: []"}}))
+        .await;
     let plain = json!({"name": "plain", "port": 9092, "type": "internal", "tls": false});
     let cases = [
         (
@@ -1216,6 +1222,12 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
             json!({"listeners": [plain.clone()], "metricsConfig": {"type": "jmxPrometheusExporter",
                 "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "rules.yml"}}}}),
             "names ConfigMap absent, which does not exist",
+            "InvalidMetricsConfig",
+        ),
+        (
+            json!({"listeners": [plain.clone()], "metricsConfig": {"type": "jmxPrometheusExporter",
+                "valueFrom": {"configMapKeyRef": {"name": "other-rules", "key": "rules.yml"}}}}),
+            "names key rules.yml of ConfigMap other-rules, which it does not have",
             "InvalidMetricsConfig",
         ),
         (
@@ -1297,6 +1309,14 @@ async fn protection_that_cannot_be_configured_is_refused_and_what_runs_is_kept()
         uid(pods.get("my-cluster-dual-0").await.unwrap()),
         before,
         "nothing rolled"
+    );
+    // A metrics type that neither Strimzi nor kstretch knows never reaches central.
+    let mut unknown = kafka(json!({}));
+    unknown["spec"]["kafka"]["metricsConfig"] = json!({"type": "prometheusExporter"});
+    let refused = stretch.try_apply(unknown).await.unwrap_err();
+    assert!(
+        refused.contains("spec.kafka.metricsConfig.type") && refused.contains("Unsupported value"),
+        "{refused}"
     );
 
     // Ingress is served by every apiserver: Strimzi's Ingresses (TLS passed through) in front

@@ -714,6 +714,23 @@ EOF
   - {source_labels: [__meta_kubernetes_pod_name], target_label: kubernetes_pod_name}
   - {source_labels: [__meta_kubernetes_pod_node_name], target_label: node_name}
   - {regex: __meta_kubernetes_pod_label_strimzi_io_(.+), action: labelmap, replacement: strimzi_io_\$1}
+# kstretch's own pods (the charts' central and agents), found as a Prometheus without the
+# Prometheus Operator finds them: by their prometheus.io annotations. Their series carry a
+# cluster label of their own (an agent's alias), so the pod's cluster is kube_cluster.
+- job_name: kstretch-pods-$c
+  kubernetes_sd_configs:
+  - {role: pod, kubeconfig_file: $STATE/$c/kubeconfig}
+  relabel_configs:
+  - {source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_part_of], regex: kstretch, action: keep}
+  - {source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape], regex: "true", action: keep}
+  - {source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path], regex: (.+), target_label: __metrics_path__}
+  - source_labels: [__meta_kubernetes_pod_ip, __meta_kubernetes_pod_annotation_prometheus_io_port]
+    regex: (.+);(.+)
+    replacement: \$1:\$2
+    target_label: __address__
+  - {target_label: kube_cluster, replacement: $c}
+  - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
+  - {source_labels: [__meta_kubernetes_pod_name], target_label: kubernetes_pod_name}
 EOF
     done
   } >"$PROMETHEUS_DIR/prometheus.yml.tmp"

@@ -261,7 +261,18 @@ impl Drop for DeleteOnPanic {
 
 /// Server-side applies `object` (with its apiVersion and kind) in `namespace`, as a user would
 /// with `kubectl apply --server-side`.
-pub async fn apply(client: &Client, namespace: &str, mut object: serde_json::Value) {
+pub async fn apply(client: &Client, namespace: &str, object: serde_json::Value) {
+    if let Err(e) = try_apply(client, namespace, object).await {
+        panic!("{e}");
+    }
+}
+
+/// [`apply`], or what the apiserver said when it refused.
+pub async fn try_apply(
+    client: &Client,
+    namespace: &str,
+    mut object: serde_json::Value,
+) -> Result<(), String> {
     object["metadata"]["namespace"] = serde_json::json!(namespace);
     let name = object["metadata"]["name"]
         .as_str()
@@ -284,7 +295,8 @@ pub async fn apply(client: &Client, namespace: &str, mut object: serde_json::Val
         &Patch::Apply(&object),
     )
     .await
-    .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
+    .map(drop)
+    .map_err(|e| format!("cannot apply {kind} {name}: {e}"))
 }
 
 /// Saves, before a failed test's namespace goes, what explains the failure: every pod's log

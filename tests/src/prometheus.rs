@@ -311,17 +311,79 @@ pub async fn firing(name: &str, labels: &[(&str, &str)], timeout: std::time::Dur
 /// Every query of the Grafana dashboard the central chart ships, with `$namespace` set to
 /// `namespace`, and the query of its `namespace` variable.
 pub fn dashboard_queries(namespace: &str) -> Vec<String> {
+    queries_of("kstretch.json", &[("$namespace", namespace)])
+}
+
+/// The member cluster label of the environment's Prometheus (set by each cluster's scrape job),
+/// which kstretch's stretched-Kafka dashboard takes as its `member` variable.
+pub const MEMBER_LABEL: &str = "cluster";
+
+/// The queries of kstretch's dashboard of a stretched Kafka
+/// (`charts/kstretch-central/files/dashboards/kstretch-stretched-kafka.json`), its variables
+/// filled: Kafka `kafka` in `namespace`, members by [`MEMBER_LABEL`].
+pub fn stretched_dashboard_queries(namespace: &str, kafka: &str) -> Vec<String> {
+    queries_of(
+        "kstretch-stretched-kafka.json",
+        &[
+            ("$namespace", namespace),
+            ("$kafka", kafka),
+            ("$member", MEMBER_LABEL),
+        ],
+    )
+}
+
+/// Waits until every query of kstretch's stretched-Kafka dashboard answers: those by member
+/// cluster with a series of each of `clusters`, the others with one series at least.
+pub async fn stretched_dashboard_answers(namespace: &str, kafka: &str, clusters: &[&str]) {
+    let wanted: BTreeSet<&str> = clusters.iter().copied().collect();
+    for expr in stretched_dashboard_queries(namespace, kafka) {
+        let by_member = expr.contains(&format!("by ({MEMBER_LABEL})"));
+        wait_for(&format!("an answer to {expr}"), START_TIMEOUT, || async {
+            match query(&expr).await {
+                Ok(series) => {
+                    let members: BTreeSet<&str> = series
+                        .iter()
+                        .filter_map(|(labels, _)| labels.get(MEMBER_LABEL).map(String::as_str))
+                        .collect();
+                    let answered = if by_member {
+                        wanted.is_subset(&members)
+                    } else {
+                        !series.is_empty()
+                    };
+                    if answered {
+                        Seen::Done(())
+                    } else {
+                        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                        Seen::NotYet(format!("{series:?}"))
+                    }
+                }
+                Err(e) => Seen::NotYet(e),
+            }
+        })
+        .await;
+    }
+}
+
+/// Every query of the chart's dashboard `file`, with `variables` replaced, and for each
+/// variable read with `label_values(<series>, <label>)` the series that must exist for it.
+fn queries_of(file: &str, variables: &[(&str, &str)]) -> Vec<String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../charts/kstretch-central/files/dashboards/kstretch.json");
+        .join("../charts/kstretch-central/files/dashboards")
+        .join(file);
     let text = std::fs::read_to_string(&path).expect("the dashboard");
     let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let fill = |expr: &str| {
+        variables
+            .iter()
+            .fold(expr.to_owned(), |e, (name, value)| e.replace(name, value))
+    };
     let mut out: Vec<String> = dashboard["panels"]
         .as_array()
         .into_iter()
         .flatten()
         .flat_map(|p| p["targets"].as_array().into_iter().flatten())
         .filter_map(|t| t["expr"].as_str())
-        .map(|e| e.replace("$namespace", namespace))
+        .map(fill)
         .collect();
     for variable in dashboard["templating"]["list"]
         .as_array()
@@ -333,9 +395,18 @@ pub fn dashboard_queries(namespace: &str) -> Vec<String> {
             && let Some(inner) = query
                 .strip_prefix("label_values(")
                 .and_then(|q| q.strip_suffix(')'))
-            && let Some((series, label)) = inner.split_once(", ")
+            && let Some((series, label)) = inner.rsplit_once(", ")
+            && let Some(value) = variables
+                .iter()
+                .find(|(name, _)| name.trim_start_matches('$') == variable["name"])
+                .map(|(_, value)| *value)
         {
-            out.push(format!("{series}{{{label}=\"{namespace}\"}}"));
+            let series = fill(series);
+            let series = match series.strip_suffix('}') {
+                Some(open) => format!("{open}, {label}=\"{value}\"}}"),
+                None => format!("{series}{{{label}=\"{value}\"}}"),
+            };
+            out.push(series);
         }
     }
     out

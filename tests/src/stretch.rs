@@ -283,6 +283,11 @@ impl Stretch {
         self.apply_in(ALPHA, object).await;
     }
 
+    /// [`Stretch::apply`], or what the apiserver said when it refused.
+    pub async fn try_apply(&self, object: Value) -> Result<(), String> {
+        crate::cluster::try_apply(&self.clusters[ALPHA].client, &self.ns, object).await
+    }
+
     /// [`Stretch::apply`] in cluster `alias`.
     pub async fn apply_in(&self, alias: &str, object: Value) {
         crate::cluster::apply(&self.clusters[alias].client, &self.ns, object).await;

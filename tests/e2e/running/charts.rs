@@ -92,6 +92,7 @@ async fn kstretch_installed_with_its_charts_runs_in_pods_and_runs_a_stretched_ka
         }
     })
     .await;
+    kstretch_serves_its_own_metrics_to_prometheus(&install).await;
     serves_across_clusters(&k).await;
     a_connector_runs_on_workers_in_beta_through_their_agent(&install, &k).await;
 
@@ -122,13 +123,56 @@ async fn kstretch_installed_with_its_charts_runs_in_pods_and_runs_a_stretched_ka
     install.finish().await;
 }
 
+/// Prometheus finds kstretch's own pods by the charts' `prometheus.io` annotations, as one
+/// without the Prometheus Operator does: central (in alpha) says both agents are connected, and
+/// each agent (in its own cluster) says its link is up.
+async fn kstretch_serves_its_own_metrics_to_prometheus(install: &HelmInstall) {
+    let ns = &install.ns;
+    let wanted = [
+        (
+            format!(
+                "max by (cluster) (kstretch_central_agent_connected{{namespace=\"{ns}\",kube_cluster=\"alpha\"}})"
+            ),
+            "cluster",
+        ),
+        (
+            format!("kstretch_agent_link_connected{{namespace=\"{ns}\"}}"),
+            "kube_cluster",
+        ),
+    ];
+    for (expr, by) in wanted {
+        wait_with_logs(
+            install,
+            &format!("{expr} in Prometheus"),
+            START_TIMEOUT,
+            || async {
+                let series = kstretch_tests::prometheus::query(&expr).await;
+                let up: BTreeSet<String> = series
+                    .iter()
+                    .flatten()
+                    .filter(|(_, value)| *value == 1.0)
+                    .filter_map(|(labels, _)| labels.get(by).cloned())
+                    .collect();
+                if up == BTreeSet::from([ALPHA.to_owned(), BETA.to_owned()]) {
+                    Seen::Done(())
+                } else {
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                    Seen::NotYet(format!("{series:?}"))
+                }
+            },
+        )
+        .await;
+    }
+}
+
 /// A `KafkaConnect` placed in beta runs its worker as a pod on beta's real node, from the
 /// apache/kafka image, serving its metrics to Prometheus; a `KafkaConnector` applied in alpha
 /// (the file source connector Kafka ships) runs on it, though central has no route into beta:
 /// its REST calls go through beta's agent. It copies a file of the worker's image, line by line, to a topic; its offsets are
 /// listed and it is restarted on the user's annotations; deleting it deletes it from Connect
 /// (through the agent again) before its finalizer goes. The worker logs through kstretch's
-/// log4j2 file, and a change of `logging` reaches it without a restart.
+/// log4j2 file, and a change of `logging` (to an `external` ConfigMap) reaches it without a
+/// restart.
 async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmInstall, k: &Kafka) {
     let bootstrap = all_brokers(k);
     install.apply(connect_metrics_rules()).await;
@@ -191,9 +235,26 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
     let connects: Api<KafkaConnect> = install.api(ALPHA);
     // The worker's group coordinator logs each heartbeat at DEBUG, under its own class's name.
     let heartbeats = "org.apache.kafka.connect.runtime.distributed.WorkerCoordinator";
-    let logging = json!({"spec": {"logging": {"type": "inline", "loggers": {
-        "appender.console.layout.pattern": "CONNECT-TWO %p %c - %m%n",
-        "logger.heartbeats.name": heartbeats, "logger.heartbeats.level": "DEBUG"}}}});
+    // Then an `external` file of the user's, with its own layout and the coordinator at DEBUG.
+    let external = [
+        "name = ConnectConfig",
+        "appender.console.type = Console",
+        "appender.console.name = STDOUT",
+        "appender.console.layout.type = PatternLayout",
+        "appender.console.layout.pattern = CONNECT-TWO %p %c - %m%n",
+        "rootLogger.level = INFO",
+        "rootLogger.appenderRefs = console",
+        "rootLogger.appenderRef.console.ref = STDOUT",
+        &format!("logger.heartbeats.name = {heartbeats}"),
+        "logger.heartbeats.level = DEBUG",
+    ]
+    .join("\n");
+    install
+        .apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "files-logging"}, "data": {"log4j2.properties": external}}))
+        .await;
+    let logging = json!({"spec": {"logging": {"type": "external", "loggers": null,
+        "valueFrom": {"configMapKeyRef": {"name": "files-logging", "key": "log4j2.properties"}}}}});
     connects
         .patch("files", &PatchParams::default(), &Patch::Merge(&logging))
         .await
@@ -256,7 +317,8 @@ async fn a_connector_runs_on_workers_in_beta_through_their_agent(install: &HelmI
     worker_logged(install, "CONNECT-TWO DEBUG", Some(20)).await;
     let still = workers.get("files-connect-0").await.unwrap();
     assert_eq!(
-        still.metadata.uid, pod.metadata.uid,
+        (still.metadata.uid.clone(), restarts(&still)),
+        (pod.metadata.uid.clone(), restarts(&pod)),
         "a logging change restarts no worker"
     );
     reporter_served_after_a_roll(install, &connectors, &bootstrap, &expected).await;
@@ -412,6 +474,19 @@ async fn one_connector_in_prometheus(install: &HelmInstall, metric: &str) {
         },
     )
     .await;
+}
+
+/// How often the containers of `pod` restarted.
+fn restarts(pod: &Pod) -> i32 {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    statuses
+        .into_iter()
+        .flatten()
+        .map(|c| c.restart_count)
+        .sum()
 }
 
 /// Waits until the log of beta's worker (its last `since` seconds, or all of it) holds `text`.

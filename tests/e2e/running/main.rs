@@ -40,7 +40,8 @@ use kstretch_tests::live::{
 use kstretch_tests::load::{Load, Reader};
 use kstretch_tests::moves::{Interruption, pool_moved};
 use kstretch_tests::prometheus::{
-    STRIMZI_DASHBOARDS_JMX_EXPORTER, dashboards_have_series, series_from,
+    STRIMZI_DASHBOARDS_JMX_EXPORTER, dashboards_have_series, scrape, series_from,
+    stretched_dashboard_answers,
 };
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
 use kstretch_tests::wait::{Seen, wait_for};
@@ -131,6 +132,10 @@ async fn every_node_serves_metrics_to_prometheus(stretch: &Stretch) {
         },
     )
     .await;
+    // kstretch's dashboard of a stretched Kafka answers each query from both clusters (central
+    // scraped as well, for its panels).
+    let _central = scrape(ns, "central", &stretch.central_http);
+    stretched_dashboard_answers(ns, "live", &[ALPHA, BETA]).await;
 }
 
 /// The `Kafka` status shows the controller quorum as Kafka's own
@@ -235,6 +240,11 @@ async fn a_controller_pool_joins_and_leaves_the_quorum_restarting_nobody(
         }
     };
     unchanged(&pod_states(stretch).await);
+    // A node that is only a controller serves its metrics too (the JMX exporter's rules).
+    let controller = format!("live-c-{new_id}");
+    let raft_state =
+        format!("kafka_server_raftmetrics_current_state{{kubernetes_pod_name=\"{controller}\"}}");
+    series_from(&raft_state, &[BETA]).await;
 
     let pools: Api<KafkaNodePool> = stretch.api(ALPHA);
     pools
@@ -246,7 +256,7 @@ async fn a_controller_pool_joins_and_leaves_the_quorum_restarting_nobody(
         .await
         .unwrap();
     let pods: Api<Pod> = stretch.api(BETA);
-    let gone = format!("live-c-{new_id}");
+    let gone = controller;
     wait_for(
         "the controller to leave the quorum and stop",
         Duration::from_secs(240),

@@ -18,7 +18,8 @@ use kstretch_tests::live::{
 };
 use kstretch_tests::load::Load;
 use kstretch_tests::prometheus::{
-    STRIMZI_DASHBOARDS_METRICS_REPORTER, dashboards_have_series, series_from,
+    STRIMZI_DASHBOARDS_METRICS_REPORTER, dashboards_have_series, scrape, series_from,
+    stretched_dashboard_answers,
 };
 use kstretch_tests::ready::{kafka_ready as is_ready, ready_condition};
 use kstretch_tests::stretch::{ALPHA, BETA, Stretch};
@@ -164,6 +165,10 @@ async fn a_tls_listener_is_served_with_the_cluster_ca_and_nodes_speak_only_mutua
         STRIMZI_DASHBOARDS_METRICS_REPORTER,
     )
     .await;
+    // kstretch's dashboard of a stretched Kafka answers from both clusters on the reporter's
+    // series too (central scraped as well, for its panels).
+    let _central = scrape(&stretch.ns, "central", &stretch.central_http);
+    stretched_dashboard_answers(&stretch.ns, &k.name_any(), &[ALPHA, BETA]).await;
 
     // A client that trusts another CA does not get in.
     let other = kstretch_tests::certs::Pki::new("untrusted");
