@@ -437,10 +437,22 @@ async fn real_central_knows_the_agent_by_its_certificate_and_the_agent_outlives_
         Some(1.0),
         "{body}"
     );
-    assert_eq!(
-        agent.metric("kstretch_agent_link_connected").await,
-        Some(1.0)
-    );
+    // The agent counts itself connected once it has recorded the central's term, a moment
+    // after central counts the stream.
+    wait_for(
+        "the agent's metric to say it is connected",
+        Duration::from_secs(10),
+        || async {
+            match agent.metric("kstretch_agent_link_connected").await {
+                Some(1.0) => Seen::Done(()),
+                other => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Seen::NotYet(format!("{other:?}"))
+                }
+            }
+        },
+    )
+    .await;
     let (code, readyz) = agent.get("/readyz").await.expect("readyz");
     assert_eq!(code, 200, "{readyz}");
     assert!(readyz.contains("[+] link: connected to"), "{readyz}");
