@@ -45,7 +45,25 @@ make_pki() {
 down() {
   stop_proc sandbox-central
   for c in "${CLUSTERS[@]}"; do stop_proc "sandbox-agent-$c"; done
+  rm -f "$STATE"/prometheus/targets/sandbox-*.json
   "$ROOT/tests/env/down.sh"
+}
+
+# scrape NAME ADDRESS — Prometheus scrapes the sandbox process NAME at ADDRESS (host:port,
+# its /metrics), as the tests add theirs: a file in its file_sd directory, written whole.
+scrape() {
+  local file=$KSTRETCH_PROMETHEUS_TARGETS/sandbox-$1.json
+  printf '[{"targets": ["%s"], "labels": {"test": "sandbox", "component": "%s"}}]\n' "$2" "$1" >"$file.partial"
+  mv -f "$file.partial" "$file"
+}
+
+# series_from_every_cluster EXPR — whether Prometheus has series of EXPR from every cluster
+# (their cluster label).
+series_from_every_cluster() {
+  curl -sf --get "$KSTRETCH_PROMETHEUS_URL/api/v1/query" --data-urlencode "query=$1" |
+    python3 -c 'import json, sys
+seen = {r["metric"].get("cluster") for r in json.load(sys.stdin)["data"]["result"]}
+sys.exit(0 if set(sys.argv[1:]) <= seen else 1)' "${CLUSTERS[@]}"
 }
 
 up() {
@@ -110,6 +128,8 @@ up() {
   done
   wait_proc_healthy sandbox-central 60 curl -sf "http://127.0.0.1:$CENTRAL_HTTP/readyz" ||
     { tail_log sandbox-central; die "central did not become ready"; }
+  scrape central "127.0.0.1:$CENTRAL_HTTP"
+  for i in "${!CLUSTERS[@]}"; do scrape "agent-${CLUSTERS[$i]}" "127.0.0.1:$((AGENT_HTTP_BASE + i))"; done
   for i in "${!CLUSTERS[@]}"; do
     wait_proc_healthy "sandbox-agent-${CLUSTERS[$i]}" 60 curl -sf "http://127.0.0.1:$((AGENT_HTTP_BASE + i))/readyz" ||
       { tail_log "sandbox-agent-${CLUSTERS[$i]}"; die "agent ${CLUSTERS[$i]} did not become ready"; }
@@ -169,12 +189,25 @@ up() {
   external_last=$(external_at "${CLUSTERS[-1]}")
   local tools="java -cp '$KSTRETCH_KAFKA_LIBS/*' org.apache.kafka.tools"
   local outside_record="echo \"hello from outside \$(date +%T)\" | $tools.ConsoleProducer --bootstrap-server $external_first --producer.config $client_dir/client.properties --topic orders && $tools.consumer.ConsoleConsumer --bootstrap-server $external_last --consumer.config $client_dir/client.properties --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
-  local move_record="$kubectl --kubeconfig $kc_central -n $NAMESPACE exec $first_broker -- sh -c 'echo \"hello from $central_cluster \$(date +%T)\" | kafka-console-producer.sh --bootstrap-server localhost:9092 --topic orders' && $kubectl --kubeconfig $(kubeconfig_of "${CLUSTERS[-1]}") -n $NAMESPACE exec $last_broker -- kafka-console-consumer.sh --bootstrap-server localhost:9092 --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
+  # KAFKA_OPTS emptied: the node's own JVM options start the JMX exporter on its port, which a
+  # tool run beside it cannot take.
+  local move_record="$kubectl --kubeconfig $kc_central -n $NAMESPACE exec $first_broker -- sh -c 'echo \"hello from $central_cluster \$(date +%T)\" | KAFKA_OPTS= kafka-console-producer.sh --bootstrap-server localhost:9092 --topic orders' && $kubectl --kubeconfig $(kubeconfig_of "${CLUSTERS[-1]}") -n $NAMESPACE exec $last_broker -- env KAFKA_OPTS= kafka-console-consumer.sh --bootstrap-server localhost:9092 --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
   # A graph of every broker's partition leaders, from both clusters (the cluster label is the
   # environment Prometheus' scrape job; the names are the JMX exporter rules' of kafka-metrics.yaml).
-  local graph
+  local graph leaders="kafka_server_replicamanager_leadercount{namespace=\"$NAMESPACE\", strimzi_io_cluster=\"my-cluster\"}"
+  # Printed once it shows every cluster's brokers (Prometheus scrapes the pods every 15 s).
+  local tries=0
+  until series_from_every_cluster "$leaders"; do
+    ((++tries < 60)) || die "Prometheus has no $leaders from every cluster (see $KSTRETCH_PROMETHEUS_URL/targets)"
+    sleep 2
+  done
   graph="$KSTRETCH_PROMETHEUS_URL/graph?g0.expr=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' \
-    "sum by (cluster, kubernetes_pod_name) (kafka_server_replicamanager_leadercount{namespace=\"$NAMESPACE\", strimzi_io_cluster=\"my-cluster\"})")&g0.tab=0&g0.range_input=15m"
+    "sum by (cluster, kubernetes_pod_name) ($leaders)")&g0.tab=0&g0.range_input=15m"
+  # Consumer lag per group and topic, from the example's Kafka Exporter (once a group commits
+  # offsets).
+  local lag
+  lag="$KSTRETCH_PROMETHEUS_URL/graph?g0.expr=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' \
+    "sum by (consumergroup, topic) (kafka_consumergroup_lag{namespace=\"$NAMESPACE\", strimzi_io_cluster=\"my-cluster\"})")&g0.tab=0&g0.range_input=15m"
 
   cat <<EOM
 
@@ -184,8 +217,9 @@ kstretch sandbox is up ($((SECONDS - t0))s). Central runs in cluster '$central_c
 $(for i in "${!CLUSTERS[@]}"; do printf '  agent %-7s http://127.0.0.1:%s/{healthz,readyz,metrics}\n' "${CLUSTERS[$i]}" "$((AGENT_HTTP_BASE + i))"; done)
   Kafka         my-cluster: $(IFS=' '; echo "${CLUSTERS[*]}") (its brokers: $("$kubectl" --kubeconfig "$kc_central" -n "$NAMESPACE" get kafka my-cluster -o jsonpath='{.status.listeners[0].bootstrapServers}'))
   logs          $LOG_DIR/
-  Prometheus    $KSTRETCH_PROMETHEUS_URL (scrapes the Kafka pods of both clusters; Strimzi's dashboards work on it)
+  Prometheus    $KSTRETCH_PROMETHEUS_URL (scrapes the Kafka pods of both clusters, central and the agents; Strimzi's dashboards and kstretch's work on it)
   a graph       $graph
+  consumer lag  $lag
 
 kstretch status:
 $("$bin/kstretch" --central "http://127.0.0.1:$CENTRAL_GRPC" status | sed 's/^/  /')
