@@ -38,8 +38,15 @@ pub(super) async fn publish(pass: &mut Pass<'_>, plan: &mut Plan) -> Flow<Built>
         Ok(stored) => stored,
         Err(refusal) => return refused(refusal),
     };
-    let published = match ctx.owners.get(&pass.owner) {
-        Some(Part::Objects(objects)) => Some(objects),
+    // Only Kafka Exporter reads what was published (to keep it while its image is unknown):
+    // the copy is not made for every pass.
+    let published = match kafka
+        .spec
+        .kafka_exporter
+        .as_ref()
+        .map(|_| ctx.owners.get(&pass.owner))
+    {
+        Some(Some(Part::Objects(objects))) => Some(objects),
         _ => None,
     };
     let inputs = Inputs {
