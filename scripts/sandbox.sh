@@ -189,9 +189,7 @@ up() {
   external_last=$(external_at "${CLUSTERS[-1]}")
   local tools="java -cp '$KSTRETCH_KAFKA_LIBS/*' org.apache.kafka.tools"
   local outside_record="echo \"hello from outside \$(date +%T)\" | $tools.ConsoleProducer --bootstrap-server $external_first --producer.config $client_dir/client.properties --topic orders && $tools.consumer.ConsoleConsumer --bootstrap-server $external_last --consumer.config $client_dir/client.properties --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
-  # KAFKA_OPTS emptied: the node's own JVM options start the JMX exporter on its port, which a
-  # tool run beside it cannot take.
-  local move_record="$kubectl --kubeconfig $kc_central -n $NAMESPACE exec $first_broker -- sh -c 'echo \"hello from $central_cluster \$(date +%T)\" | KAFKA_OPTS= kafka-console-producer.sh --bootstrap-server localhost:9092 --topic orders' && $kubectl --kubeconfig $(kubeconfig_of "${CLUSTERS[-1]}") -n $NAMESPACE exec $last_broker -- env KAFKA_OPTS= kafka-console-consumer.sh --bootstrap-server localhost:9092 --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
+  local move_record="$kubectl --kubeconfig $kc_central -n $NAMESPACE exec $first_broker -- sh -c 'echo \"hello from $central_cluster \$(date +%T)\" | kafka-console-producer.sh --bootstrap-server localhost:9092 --topic orders' && $kubectl --kubeconfig $(kubeconfig_of "${CLUSTERS[-1]}") -n $NAMESPACE exec $last_broker -- kafka-console-consumer.sh --bootstrap-server localhost:9092 --topic orders --from-beginning --max-messages 1 --timeout-ms 30000"
   # A graph of every broker's partition leaders, from both clusters (the cluster label is the
   # environment Prometheus' scrape job; the names are the JMX exporter rules' of kafka-metrics.yaml).
   local graph leaders="kafka_server_replicamanager_leadercount{namespace=\"$NAMESPACE\", strimzi_io_cluster=\"my-cluster\"}"

@@ -37,6 +37,11 @@ pub const INIT_CONTAINER: &str = "metrics-agent";
 const INIT_DIR: &str = "/opt/kstretch/metrics-install";
 const JAR_VOLUME: &str = "metrics-agent";
 const RULES_VOLUME: &str = "metrics-config";
+/// The exporter's Java agent, apart from `KAFKA_OPTS`: a Kafka tool run in the container
+/// (`kubectl exec ... kafka-topics.sh`) reads `KAFKA_OPTS` too, and its agent would fail on the
+/// server's taken port. Only the server's start adds it ([`start`]), as Strimzi's start script
+/// adds its agent.
+pub const AGENT_ENV: &str = "KSTRETCH_METRICS_AGENT";
 /// Why a `Kafka` or `KafkaConnect` is not ready when its metrics cannot be served.
 pub const REASON: &str = "InvalidMetricsConfig";
 
@@ -206,10 +211,22 @@ pub enum PodMetrics {
     Reporter,
 }
 
+/// What a start script runs before it starts the server: with the exporter, the Java agent
+/// joins the user's `KAFKA_OPTS` for the server alone. Nothing otherwise, so that the script
+/// (and the pod's revision) of a node without the exporter is what it was.
+pub fn start(how: Option<PodMetrics>) -> &'static str {
+    match how {
+        Some(PodMetrics::Exporter) => {
+            "export KAFKA_OPTS=\"${KAFKA_OPTS:+$KAFKA_OPTS }$KSTRETCH_METRICS_AGENT\"; "
+        }
+        Some(PodMetrics::Reporter) | None => "",
+    }
+}
+
 /// What a pod's Kafka container gets to serve metrics: the port, the jars' volume, and for the
-/// exporter the Java agent in `KAFKA_OPTS` (after the user's options) and the rules' volume
-/// (`owner`'s, see [`config_map_name`]), for the reporter its jars on `CLASSPATH` (which
-/// Kafka's start scripts add to the class path).
+/// exporter the Java agent in [`AGENT_ENV`] (see [`start`]) and the rules' volume (`owner`'s,
+/// see [`config_map_name`]), for the reporter its jars on `CLASSPATH` (which Kafka's start
+/// scripts add to the class path).
 pub fn add_to_container(
     owner: &str,
     how: PodMetrics,
@@ -252,18 +269,13 @@ fn add_exporter(
     mounts: &mut Vec<VolumeMount>,
     volumes: &mut Vec<Volume>,
 ) {
-    let agent = format!("-javaagent:{JAR_DIR}/{JAR}={PORT}:{RULES_DIR}/{RULES_KEY}");
-    match env.iter_mut().find(|e| e.name == "KAFKA_OPTS") {
-        Some(opts) => {
-            let before = opts.value.take().unwrap_or_default();
-            opts.value = Some(format!("{before} {agent}").trim().to_owned());
-        }
-        None => env.push(EnvVar {
-            name: "KAFKA_OPTS".to_owned(),
-            value: Some(agent),
-            value_from: None,
-        }),
-    }
+    env.push(EnvVar {
+        name: AGENT_ENV.to_owned(),
+        value: Some(format!(
+            "-javaagent:{JAR_DIR}/{JAR}={PORT}:{RULES_DIR}/{RULES_KEY}"
+        )),
+        value_from: None,
+    });
     mounts.push(VolumeMount {
         name: RULES_VOLUME.to_owned(),
         mount_path: RULES_DIR.to_owned(),
@@ -427,12 +439,19 @@ mod tests {
             &mut mounts,
             &mut volumes,
         );
+        // The user's options stay as they are, for the tools run in the container too; the
+        // agent is the server's alone.
+        assert_eq!(env[0].value.as_deref(), Some("-Dx=1"));
+        assert_eq!(env[1].name, AGENT_ENV);
         assert_eq!(
-            env[0].value.as_deref(),
+            env[1].value.as_deref(),
             Some(
-                "-Dx=1 -javaagent:/opt/kstretch/metrics/jmx_prometheus_javaagent.jar=9404:/opt/kstretch/metrics-config/metrics-config.yml"
+                "-javaagent:/opt/kstretch/metrics/jmx_prometheus_javaagent.jar=9404:/opt/kstretch/metrics-config/metrics-config.yml"
             )
         );
+        assert!(start(Some(PodMetrics::Exporter)).contains(&format!("${AGENT_ENV}\"")));
+        assert_eq!(start(Some(PodMetrics::Reporter)), "");
+        assert_eq!(start(None), "");
         assert_eq!(ports[0].name.as_deref(), Some("tcp-prometheus"));
         assert_eq!(ports[0].container_port, 9404);
         let rules = volumes.iter().find_map(|v| v.config_map.as_ref()).unwrap();

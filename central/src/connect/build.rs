@@ -604,7 +604,10 @@ fn pod(n: &Names<'_>, connect: &KafkaConnect, pod_name: &str, w: &Worker<'_>) ->
         command: Some(vec![
             "/bin/sh".to_owned(),
             "-c".to_owned(),
-            format!("exec /opt/kafka/bin/connect-distributed.sh {CONFIG_DIR}/{CONFIG_KEY}"),
+            format!(
+                "{}exec /opt/kafka/bin/connect-distributed.sh {CONFIG_DIR}/{CONFIG_KEY}",
+                jmx_exporter::start(metrics)
+            ),
         ]),
         ports: Some(ports),
         volume_mounts: Some(mounts),
@@ -845,18 +848,20 @@ mod tests {
                 .any(|p| p["name"] == "tcp-prometheus" && p["containerPort"] == 9404),
             "{container:#}"
         );
-        let opts = container["env"]
+        let agent = container["env"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|e| e["name"] == "KAFKA_OPTS")
+            .find(|e| e["name"] == "KSTRETCH_METRICS_AGENT")
             .unwrap();
-        assert!(
-            opts["value"]
-                .as_str()
-                .unwrap()
-                .ends_with("-javaagent:/opt/kstretch/metrics/jmx_prometheus_javaagent.jar=9404:/opt/kstretch/metrics-config/metrics-config.yml"),
-            "{opts}"
+        assert_eq!(
+            agent["value"],
+            "-javaagent:/opt/kstretch/metrics/jmx_prometheus_javaagent.jar=9404:/opt/kstretch/metrics-config/metrics-config.yml",
+        );
+        // Only the worker runs the agent, not a tool run in its container.
+        assert_eq!(
+            container["command"][2],
+            "export KAFKA_OPTS=\"${KAFKA_OPTS:+$KAFKA_OPTS }$KSTRETCH_METRICS_AGENT\"; exec /opt/kafka/bin/connect-distributed.sh /opt/kafka/custom-config/kafka-connect.properties"
         );
         assert!(
             pod["spec"]["volumes"]

@@ -1000,7 +1000,8 @@ fn start_script(ctx: &Ctx<'_>, node: &Node) -> String {
             .unwrap_or_default(),
     );
     format!(
-        "set -e; {addresses}if {unformatted}; then /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release} $(cat {CONFIG_DIR}/{FORMAT_KEY} 2>/dev/null); fi; exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}"
+        "set -e; {addresses}if {unformatted}; then /opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id \"$KAFKA_CLUSTER_ID\" --config {CONFIG_DIR}/{CONFIG_KEY}{release} $(cat {CONFIG_DIR}/{FORMAT_KEY} 2>/dev/null); fi; {metrics}exec /opt/kafka/bin/kafka-server-start.sh {CONFIG_DIR}/{CONFIG_KEY}",
+        metrics = jmx_exporter::start(ctx.metrics),
     )
 }
 
@@ -1333,6 +1334,45 @@ mod tests {
             !find(alpha, "StrimziPodSet", "my-cluster-dual")
                 .to_string()
                 .contains("LOG4J")
+        );
+    }
+
+    #[test]
+    fn only_the_server_of_a_node_with_the_exporter_starts_its_java_agent() {
+        let k = kafka(serde_json::json!({}));
+        let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
+        let r = resolve(&k, &[&d], &members()).unwrap();
+        let ids = ids(&[("dual", &[0])]);
+        let model = cluster_model(&k, &r, &ids, "abc", kraft::QuorumMode::Static);
+        let files = UserFiles {
+            metrics_rules: Some("rules: []"),
+            log4j2: None,
+        };
+        let built = super::build(
+            &k,
+            &r,
+            &ids,
+            model,
+            &certs(&k, &r, &ids),
+            &BTreeMap::new(),
+            files,
+        )
+        .unwrap();
+        let container = &find(&built.objects["alpha"], "StrimziPodSet", "my-cluster-dual")["spec"]
+            ["pods"][0]["spec"]["containers"][0];
+        let env = container["env"].as_array().unwrap();
+        // A tool run in the container (kubectl exec) reads KAFKA_OPTS: the agent is not there.
+        assert!(!env.iter().any(|e| e["name"] == "KAFKA_OPTS"), "{env:?}");
+        assert!(
+            env.iter().any(|e| e["name"] == jmx_exporter::AGENT_ENV
+                && e["value"].as_str().unwrap().starts_with("-javaagent:")),
+            "{env:?}"
+        );
+        let script = container["command"][2].as_str().unwrap();
+        // After the storage is formatted (a tool too), before the server starts.
+        assert!(
+            script.ends_with("fi; export KAFKA_OPTS=\"${KAFKA_OPTS:+$KAFKA_OPTS }$KSTRETCH_METRICS_AGENT\"; exec /opt/kafka/bin/kafka-server-start.sh /opt/kafka/custom-config/server.properties"),
+            "{script}"
         );
     }
 

@@ -132,6 +132,27 @@ async fn every_node_serves_metrics_to_prometheus(stretch: &Stretch) {
         },
     )
     .await;
+    // Kafka's tools run in a node that serves metrics, as users run them with `kubectl exec`:
+    // the exporter's agent is the server's alone, not started again on its taken port.
+    let pods: Api<Pod> = stretch.api(ALPHA);
+    let brokers = ListParams::default().labels("strimzi.io/broker-role=true");
+    let broker = pods.list(&brokers).await.unwrap().items[0].name_any();
+    let listed = stretch.exec(
+        ALPHA,
+        &broker,
+        &[
+            "kafka-topics.sh",
+            "--bootstrap-server",
+            "localhost:9092",
+            "--list",
+        ],
+    );
+    assert!(
+        listed
+            .as_ref()
+            .is_ok_and(|topics| topics.contains("across")),
+        "kafka-topics.sh in {broker}: {listed:?}"
+    );
     // kstretch's dashboard of a stretched Kafka answers each query from both clusters (central
     // scraped as well, for its panels).
     let _central = scrape(ns, "central", &stretch.central_http);
