@@ -1,5 +1,5 @@
-//! Types shared by several kinds: JVM options, metrics, free-form configuration maps and opaque
-//! objects.
+//! Types shared by several kinds: JVM options, probes' timing, metrics, free-form configuration
+//! maps and opaque objects.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +35,33 @@ pub struct JvmOptions {
     /// Extra Java system properties (`-Dname=value`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub java_system_properties: Vec<SystemProperty>,
+}
+
+/// When and how patiently a container is checked (Strimzi's `Probe`): each field set replaces
+/// kstretch's own timing of the check; the check itself is kstretch's.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Probe {
+    /// Seconds after the container starts before the first check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub initial_delay_seconds: Option<i32>,
+    /// Seconds each check may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: Option<i32>,
+    /// Seconds between checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub period_seconds: Option<i32>,
+    /// Consecutive successes that count after a failure (must be 1 for liveness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub success_threshold: Option<i32>,
+    /// Consecutive failures that count as failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub failure_threshold: Option<i32>,
 }
 
 /// One Java system property.

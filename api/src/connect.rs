@@ -104,6 +104,12 @@ pub struct KafkaConnectSpec {
     /// The workers' log4j2 configuration; a change of it is applied without restarting them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logging: Option<crate::common::Logging>,
+    /// When and how patiently kstretch's liveness check of each worker runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness_probe: Option<crate::common::Probe>,
+    /// When and how patiently kstretch's readiness check of each worker runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<crate::common::Probe>,
     /// What Strimzi's schema has here and kstretch does not model (`build`, `rack`, ...): kept as
     /// written, and named in a `NotActedOn` warning.
     #[serde(flatten)]

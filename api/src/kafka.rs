@@ -144,7 +144,13 @@ pub struct KafkaClusterSpec {
     /// The nodes' log4j2 configuration; a change of it is applied without restarting them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logging: Option<crate::common::Logging>,
-    /// What Strimzi's schema has here and kstretch does not model (`quotas`, probes, ...): kept as
+    /// When and how patiently kstretch's liveness check of each node runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness_probe: Option<crate::common::Probe>,
+    /// When and how patiently kstretch's readiness check of each node runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<crate::common::Probe>,
+    /// What Strimzi's schema has here and kstretch does not model (`quotas`, ...): kept as
     /// written, and named in a `NotActedOn` warning.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -324,9 +330,14 @@ pub struct KafkaExporterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "resource_requirements")]
     pub resources: Option<ResourceRequirements>,
+    /// When and how patiently kstretch's liveness check of each exporter runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness_probe: Option<crate::common::Probe>,
+    /// When and how patiently kstretch's readiness check of each exporter runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<crate::common::Probe>,
     /// What Strimzi's schema has here and kstretch does not model (`image`,
-    /// `enableSaramaLogging`, probes, `template`): kept as written, and named in a
-    /// `NotActedOn` warning.
+    /// `enableSaramaLogging`, `template`): kept as written, and named in a `NotActedOn` warning.
     #[serde(flatten)]
     #[schemars(skip)]
     pub unmodelled: OpaqueObject,

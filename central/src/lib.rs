@@ -23,6 +23,7 @@ pub mod operation;
 pub mod owned;
 pub mod pki;
 pub mod pod_template;
+pub mod probes;
 pub mod status;
 #[cfg(test)]
 mod testing;

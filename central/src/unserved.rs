@@ -35,8 +35,6 @@ const KAFKA_CLUSTER: &[(&str, &str)] = &[
         "no quota plugin is configured; Kafka's own client quotas (kafka-configs) still apply",
     ),
     ("tieredStorage", "no remote log storage is configured"),
-    ("livenessProbe", "the nodes have kstretch's own TCP probes"),
-    ("readinessProbe", "the nodes have kstretch's own TCP probes"),
     ("jmxOptions", "JMX is not exposed"),
     (
         "brokerRackInitImage",
@@ -51,14 +49,6 @@ const CONNECT: &[(&str, &str)] = &[
     ),
     ("clientRackInitImage", "no init container runs"),
     ("jmxOptions", "JMX is not exposed"),
-    (
-        "livenessProbe",
-        "the workers have kstretch's own HTTP probes",
-    ),
-    (
-        "readinessProbe",
-        "the workers have kstretch's own HTTP probes",
-    ),
     (
         "build",
         "no image is built: plugins must be in the image the workers run (spec.image)",
@@ -137,14 +127,6 @@ const KAFKA_EXPORTER: &[(&str, &str)] = &[
     (
         "enableSaramaLogging",
         "kstretch's Kafka Exporter does not use Sarama; its Kafka client logs at the level of logging",
-    ),
-    (
-        "livenessProbe",
-        "the exporter has kstretch's own HTTP probes on /healthz",
-    ),
-    (
-        "readinessProbe",
-        "the exporter has kstretch's own HTTP probes on /healthz",
     ),
 ];
 
@@ -423,8 +405,6 @@ mod tests {
             ".spec.kafka.listeners[0].networkPolicyPeers",
             ".spec.kafka.quotas",
             ".spec.kafka.tieredStorage",
-            ".spec.kafka.livenessProbe",
-            ".spec.kafka.readinessProbe",
             ".spec.kafka.jmxOptions",
             ".spec.kafka.brokerRackInitImage",
             ".spec.kafka.madeUp",
@@ -447,7 +427,7 @@ mod tests {
         ] {
             assert!(named(&w, path), "{path} not named in {w:#?}");
         }
-        assert_eq!(w.len(), 25, "nothing else: {w:#?}");
+        assert_eq!(w.len(), 23, "nothing else: {w:#?}");
         for served in [
             "topicRegex",
             "showAllOffsets",
@@ -462,6 +442,7 @@ mod tests {
             "the reporter is served"
         );
         assert!(!named(&w, ".spec.kafka.logging"), "logging is served");
+        assert!(!named(&w, ".spec.kafka.livenessProbe"), "probes are served");
         assert!(
             w.iter()
                 .any(|m| m.contains("madeUp is not acted on: kstretch does not know this field"))
@@ -508,8 +489,6 @@ mod tests {
             "rack",
             "clientRackInitImage",
             "jmxOptions",
-            "livenessProbe",
-            "readinessProbe",
             "build",
             "plugins",
             "externalConfiguration",
@@ -520,7 +499,8 @@ mod tests {
                 "{field} not named in {w:#?}"
             );
         }
-        assert_eq!(w.len(), 10, "{w:#?}");
+        assert_eq!(w.len(), 8, "{w:#?}");
+        assert!(!named(&w, ".spec.livenessProbe"), "served: {w:#?}");
         assert!(
             w.iter()
                 .any(|m| m.contains(".spec.build is not acted on: no image is built"))

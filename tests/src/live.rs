@@ -178,8 +178,35 @@ pub async fn running_pods(stretch: &Stretch, alias: &str, count: usize) -> Vec<P
         );
         let status = pod.status.as_ref().unwrap();
         assert_eq!(status.phase.as_deref(), Some("Running"));
+        // Nothing killed a node while it started (a liveness check before it listened did,
+        // on a busy machine).
+        assert_eq!(
+            restarts(pod),
+            0,
+            "pod {:?} restarted while the Kafka came up: {:?}",
+            pod.metadata.name,
+            status
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| &c.last_state)
+                .collect::<Vec<_>>()
+        );
     }
     pods
+}
+
+/// How often the containers of `pod` restarted.
+pub fn restarts(pod: &Pod) -> i32 {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    statuses
+        .into_iter()
+        .flatten()
+        .map(|c| c.restart_count)
+        .sum()
 }
 
 /// Waits until the status shows a dynamic quorum of three voters (with `replaced`, voter ID and

@@ -24,6 +24,7 @@ use crate::jmx_exporter::{self, PodMetrics};
 use crate::logging;
 use crate::objects;
 use crate::pod_template::{self, PodParts, TEMPLATE_POD};
+use crate::probes;
 use crate::unserved::Applied;
 
 /// The parts of a `KafkaConnect`'s `template` the workers' objects apply.
@@ -611,8 +612,14 @@ fn pod(n: &Names<'_>, connect: &KafkaConnect, pod_name: &str, w: &Worker<'_>) ->
         ]),
         ports: Some(ports),
         volume_mounts: Some(mounts),
-        readiness_probe: Some(probe(60)),
-        liveness_probe: Some(probe(60)),
+        readiness_probe: Some(probes::timed(
+            probe(60),
+            connect.spec.readiness_probe.as_ref(),
+        )),
+        liveness_probe: Some(probes::timed(
+            probe(60),
+            connect.spec.liveness_probe.as_ref(),
+        )),
         resources: connect.spec.resources.clone(),
         ..Default::default()
     };
@@ -674,6 +681,34 @@ mod tests {
             &BTreeMap::new(),
             Files::default(),
         )
+    }
+
+    #[test]
+    fn workers_are_checked_as_timed_and_a_liveness_needing_two_successes_is_refused() {
+        let mut spec = base();
+        spec["livenessProbe"] = json!({"timeoutSeconds": 9});
+        spec["readinessProbe"] = json!({"initialDelaySeconds": 1});
+        let built = built(spec.clone());
+        let pod_set = built
+            .objects
+            .iter()
+            .find(|o| o["kind"] == "StrimziPodSet")
+            .unwrap();
+        let container = &pod_set["spec"]["pods"][0]["spec"]["containers"][0];
+        assert_eq!(container["livenessProbe"]["timeoutSeconds"], 9);
+        assert_eq!(container["livenessProbe"]["initialDelaySeconds"], 60);
+        assert_eq!(container["readinessProbe"]["initialDelaySeconds"], 1);
+        assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/health");
+
+        spec["livenessProbe"] = json!({"successThreshold": 3});
+        let problems = resolve(&connect(spec), &members()).unwrap_err();
+        assert_eq!(problems[0].reason(), "InvalidProbe");
+        assert!(
+            problems[0]
+                .to_string()
+                .contains(".spec.livenessProbe.successThreshold is 3"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -114,6 +114,8 @@ pub enum Invalid {
     Metrics(String),
     #[error("{0}")]
     Logging(String),
+    #[error("{0}")]
+    Probe(String),
 }
 
 impl Invalid {
@@ -129,6 +131,7 @@ impl Invalid {
             Self::Security(security::Problem::Invalid(_)) => "InvalidSecurity",
             Self::Metrics(_) => jmx_exporter::REASON,
             Self::Logging(_) => crate::logging::REASON,
+            Self::Probe(_) => crate::probes::REASON,
         }
     }
 }
@@ -179,6 +182,8 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
             },
         );
     problems.extend(crate::logging::invalid(".spec", spec.logging.as_ref()).map(Invalid::Logging));
+    problems
+        .extend(crate::probes::invalid(".spec", spec.liveness_probe.as_ref()).map(Invalid::Probe));
 
     let mut warnings = Vec::new();
     warnings.extend(default_group_warning(&defaulted));

@@ -35,6 +35,7 @@ use crate::logging;
 use crate::objects;
 use crate::pki::NodeCerts;
 use crate::pod_template::{self, PodParts};
+use crate::probes;
 
 /// Where the node's ConfigMap is mounted.
 pub const CONFIG_DIR: &str = "/opt/kafka/custom-config";
@@ -256,6 +257,10 @@ pub fn build(
             (None, None) => None,
         },
         log4j2: files.log4j2,
+        probes: probes::Asked {
+            liveness: spec.liveness_probe.as_ref(),
+            readiness: spec.readiness_probe.as_ref(),
+        },
     };
 
     let inputs = NodeInputs {
@@ -538,6 +543,8 @@ struct Ctx<'a> {
     metrics: Option<PodMetrics>,
     /// Every node's log4j2 configuration ([`crate::logging`]), if the `Kafka` sets `logging`.
     log4j2: Option<&'a str>,
+    /// The timing `spec.kafka` asks of the nodes' checks.
+    probes: probes::Asked<'a>,
 }
 
 /// What the nodes read from the user's ConfigMaps, as read this pass.
@@ -780,8 +787,9 @@ fn pod(
         env: Some(env),
         ports: Some(ports),
         volume_mounts: Some(mounts),
-        readiness_probe: Some(probe(5, 5)),
-        liveness_probe: Some(probe(60, 10)),
+        readiness_probe: Some(probes::timed(probe(5, 5), ctx.probes.readiness)),
+        startup_probe: Some(probes::startup(&probe(0, 10))),
+        liveness_probe: Some(probes::timed(probe(60, 10), ctx.probes.liveness)),
         resources: pool.resources.clone(),
         ..Default::default()
     };
@@ -1338,6 +1346,41 @@ mod tests {
     }
 
     #[test]
+    fn nodes_are_checked_as_timed_and_not_killed_while_they_start() {
+        let k = kafka(serde_json::json!({"spec": {"kafka": {
+            "livenessProbe": {"initialDelaySeconds": 20, "failureThreshold": 6},
+            "readinessProbe": {"periodSeconds": 3}
+        }}}));
+        let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
+        let r = resolve(&k, &[&d], &members()).unwrap();
+        let built = build(&k, &r, &ids(&[("dual", &[0])]), "abc").unwrap();
+        let container = &find(&built.objects["alpha"], "StrimziPodSet", "my-cluster-dual")["spec"]
+            ["pods"][0]["spec"]["containers"][0];
+        let liveness = &container["livenessProbe"];
+        assert_eq!(liveness["initialDelaySeconds"], 20);
+        assert_eq!(liveness["failureThreshold"], 6);
+        assert_eq!(liveness["periodSeconds"], 10, "kstretch's where unset");
+        assert_eq!(liveness["tcpSocket"]["port"], 9091);
+        assert_eq!(container["readinessProbe"]["periodSeconds"], 3);
+        // Liveness counts only once the node listens: log recovery may take long.
+        let startup = &container["startupProbe"];
+        assert_eq!(startup["tcpSocket"]["port"], 9091);
+        assert_eq!(startup["failureThreshold"], 8640);
+
+        let k = kafka(serde_json::json!({"spec": {"kafka": {
+            "livenessProbe": {"successThreshold": 2}
+        }}}));
+        let problems = resolve(&k, &[&d], &members()).unwrap_err();
+        assert_eq!(problems[0].reason(), "InvalidProbe");
+        assert!(
+            problems[0]
+                .to_string()
+                .starts_with(".spec.kafka.livenessProbe.successThreshold is 2"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
     fn only_the_server_of_a_node_with_the_exporter_starts_its_java_agent() {
         let k = kafka(serde_json::json!({}));
         let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
@@ -1725,6 +1768,7 @@ mod tests {
             quorum: kraft::QuorumMode::Static,
             metrics: None,
             log4j2: None,
+            probes: probes::Asked::default(),
         }
     }
 

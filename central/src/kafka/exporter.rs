@@ -24,6 +24,7 @@ use crate::kafka::resolve::Resolved;
 use crate::objects;
 use crate::pki::Pem;
 use crate::pod_template;
+use crate::probes;
 
 const CERTS_DIR: &str = "/etc/kafka-exporter/certs";
 const CERT_KEY: &str = "kafka-exporter.crt";
@@ -269,8 +270,8 @@ fn container(inputs: &Inputs<'_>) -> Container {
             protocol: Some("TCP".to_owned()),
             ..Default::default()
         }]),
-        liveness_probe: Some(probe(15)),
-        readiness_probe: Some(probe(5)),
+        liveness_probe: Some(probes::timed(probe(15), spec.liveness_probe.as_ref())),
+        readiness_probe: Some(probes::timed(probe(5), spec.readiness_probe.as_ref())),
         volume_mounts: Some(vec![VolumeMount {
             name: "certs".to_owned(),
             mount_path: CERTS_DIR.to_owned(),
@@ -296,7 +297,7 @@ fn log_filter(logging: Option<&str>) -> String {
 }
 
 /// What makes `spec` unusable, in the words of a condition: a regex that does not compile
-/// or a log level that is none; `None` when it can run.
+/// a log level that is none or a liveness probe Kubernetes refuses; `None` when it can run.
 pub fn invalid(spec: &KafkaExporterSpec) -> Option<String> {
     for (field, value) in [
         ("topicRegex", &spec.topic_regex),
@@ -320,7 +321,7 @@ pub fn invalid(spec: &KafkaExporterSpec) -> Option<String> {
             LOG_LEVELS.join(", ")
         ));
     }
-    None
+    probes::invalid(".spec.kafkaExporter", spec.liveness_probe.as_ref())
 }
 
 fn selector(kafka: &str) -> BTreeMap<String, String> {

@@ -187,6 +187,8 @@ pub enum Invalid {
     Metrics(String),
     #[error("{0}")]
     Logging(String),
+    #[error("{0}")]
+    Probe(String),
     #[error("listener {name} has port {port}, which is not a valid TCP port")]
     InvalidListenerPort { name: String, port: i32 },
     #[error(
@@ -244,6 +246,7 @@ impl Invalid {
             Self::InvalidListenerPort { .. } => "InvalidListener",
             Self::Metrics(_) => crate::jmx_exporter::REASON,
             Self::Logging(_) => crate::logging::REASON,
+            Self::Probe(_) => crate::probes::REASON,
             Self::NegativeReplicas { .. } => "InvalidReplicas",
             Self::PoolMoveInProgress { .. } => "PoolMoveInProgress",
             Self::MoveNeedsDynamicQuorum { .. } => "MoveNeedsDynamicQuorum",
@@ -325,6 +328,9 @@ pub fn resolve(
             });
     invalid.extend(
         crate::logging::invalid(".spec.kafka", spec.logging.as_ref()).map(Invalid::Logging),
+    );
+    invalid.extend(
+        crate::probes::invalid(".spec.kafka", spec.liveness_probe.as_ref()).map(Invalid::Probe),
     );
     let kstretch_principals =
         crate::pki::kstretch_principals(&kafka_name, kafka.spec.kafka_exporter.is_some());

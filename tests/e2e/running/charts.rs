@@ -11,7 +11,7 @@ use kstretch_tests::clients::serves_across_clusters;
 use kstretch_tests::helm::{AGENT_RELEASE, CENTRAL_RELEASE, HelmInstall, wait_with_logs};
 use kstretch_tests::live::{
     ONE_AT_A_TIME, START_TIMEOUT, all_brokers, connect_metrics_rules, kafka, pool,
-    ready_on_real_node,
+    ready_on_real_node, restarts,
 };
 use kstretch_tests::ready::kafka_ready as is_ready;
 use kstretch_tests::stretch::{ALPHA, BETA};
@@ -474,19 +474,6 @@ async fn one_connector_in_prometheus(install: &HelmInstall, metric: &str) {
         },
     )
     .await;
-}
-
-/// How often the containers of `pod` restarted.
-fn restarts(pod: &Pod) -> i32 {
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref());
-    statuses
-        .into_iter()
-        .flatten()
-        .map(|c| c.restart_count)
-        .sum()
 }
 
 /// Waits until the log of beta's worker (its last `since` seconds, or all of it) holds `text`.
