@@ -65,18 +65,7 @@ pub fn paused(
     now: &str,
 ) -> Result<Vec<Condition>, Error> {
     keep_or_retain(owners, owner)?;
-    let ready = Condition::new(kstretch_api::condition::READY, kstretch_api::condition::UNKNOWN)
-        .with_reason("ReconciliationPaused")
-        .with_message(format!(
-            "reconciliation is paused by the annotation {}=true; nothing is changed until it is removed",
-            kstretch_api::names::PAUSE_RECONCILIATION
-        ));
-    Ok(crate::status::conditions(
-        conditions,
-        ready,
-        crate::status::NO_WARNINGS,
-        now,
-    ))
+    Ok(crate::status::paused(conditions, now))
 }
 
 /// What [`run`] needs of an owning controller's context.

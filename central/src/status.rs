@@ -31,6 +31,31 @@ impl Refusal {
             message: message.into(),
         }
     }
+
+    /// One refusal for every problem a validation found: the first one's reason, every
+    /// message.
+    pub fn of_all<P: std::fmt::Display>(
+        problems: &[P],
+        reason: impl Fn(&P) -> &'static str,
+    ) -> Refusal {
+        let message = problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        Refusal::new(problems.first().map_or("Invalid", reason), message)
+    }
+}
+
+/// The conditions of a paused resource (see [`is_paused`]): Ready is `Unknown`, saying why.
+pub fn paused(conditions: &[Condition], now: &str) -> Vec<Condition> {
+    let ready = Condition::new(kstretch_api::condition::READY, kstretch_api::condition::UNKNOWN)
+        .with_reason("ReconciliationPaused")
+        .with_message(format!(
+            "reconciliation is paused by the annotation {}=true; nothing is changed until it is removed",
+            kstretch_api::names::PAUSE_RECONCILIATION
+        ));
+    self::conditions(conditions, ready, NO_WARNINGS, now)
 }
 
 /// Central's field manager for everything it applies.

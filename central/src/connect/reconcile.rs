@@ -122,13 +122,7 @@ async fn pass(
     let resolved = match validate::resolve(connect, &ctx.members) {
         Ok(r) => r,
         Err(invalid) => {
-            let reason = invalid.first().map_or("Invalid", |i| i.reason());
-            let message = invalid
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Ok(Err(Refusal::new(reason, message)));
+            return Ok(Err(Refusal::of_all(&invalid, validate::Invalid::reason)));
         }
     };
     let read = match read(ctx, connect, &resolved).await? {

@@ -77,7 +77,7 @@ pub fn adopt(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
@@ -99,7 +99,8 @@ mod tests {
             .pools
     }
 
-    fn podset(name: &str, cluster_id: &str, pods: &[&str]) -> PodSetStatus {
+    /// What an agent reports of podset `name` running `pods` with `cluster_id`.
+    pub(crate) fn podset(name: &str, cluster_id: &str, pods: &[&str]) -> PodSetStatus {
         PodSetStatus {
             namespace: "kafka".into(),
             name: name.into(),

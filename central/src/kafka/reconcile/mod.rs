@@ -114,35 +114,25 @@ pub async fn apply(kafka: Arc<Kafka>, ctx: Arc<Context>) -> Result<Action, Error
     let now = status::now();
     let mut kafka_status = kafka.status.clone().unwrap_or_default();
     kafka_status.observed_generation = kafka.metadata.generation;
-    let paused = crate::status::is_paused(&kafka);
     // Pools not listed yet must not read as "no pools".
-    if !paused && !kstretch_runtime::watch::ready(&ctx.pools).await {
+    if !kstretch_runtime::watch::ready(&ctx.pools).await {
         return Ok(Action::requeue(BUSY_REQUEUE));
     }
-    let (kafka_status, action) = if paused {
-        // A paused `Kafka` changes nothing anywhere: its last desired state stands (or is
-        // retained).
-        let conditions = &kafka_status.conditions;
-        kafka_status.conditions =
-            crate::owned::paused(&ctx.owners, &owner_of(&kafka), conditions, &now)?;
-        (kafka_status, Action::await_change())
-    } else {
-        let all_pools = ctx.pools.state();
-        let mut pass = Pass {
-            ctx: &ctx,
-            kafka: &kafka,
-            pools: resolve::pools_of(&kafka, &all_pools),
-            owner: owner_of(&kafka),
-            now,
-            status: kafka_status,
-            warnings: Vec::new(),
-        };
-        let action = match stages(&mut pass).await? {
-            ControlFlow::Continue(action) | ControlFlow::Break(End::Wait(action)) => action,
-            ControlFlow::Break(End::Refused(refusal)) => pass.refuse(refusal).await?,
-        };
-        (pass.status, action)
+    let all_pools = ctx.pools.state();
+    let mut pass = Pass {
+        ctx: &ctx,
+        kafka: &kafka,
+        pools: resolve::pools_of(&kafka, &all_pools),
+        owner: owner_of(&kafka),
+        now,
+        status: kafka_status,
+        warnings: Vec::new(),
     };
+    let action = match stages(&mut pass).await? {
+        ControlFlow::Continue(action) | ControlFlow::Break(End::Wait(action)) => action,
+        ControlFlow::Break(End::Refused(refusal)) => pass.refuse(refusal).await?,
+    };
+    let kafka_status = pass.status;
     // The one write of the `Kafka`'s status in a pass, whichever stage ended it.
     let namespace = kafka.namespace().unwrap_or_default();
     ctx.metrics
@@ -211,6 +201,13 @@ fn ask<'a>(pass: &'a Pass<'_>) -> Ask<'a> {
 /// Carries out why a pass ends before anything is built.
 fn end_early<T>(pass: &mut Pass<'_>, early: Early) -> Flow<T> {
     match early {
+        Early::Paused => {
+            // Nothing changes anywhere: the last desired state stands (or what runs is
+            // retained).
+            crate::owned::keep_or_retain(&pass.ctx.owners, &pass.owner)?;
+            pass.status.conditions = crate::status::paused(&pass.status.conditions, &pass.now);
+            Ok(ControlFlow::Break(End::Wait(Action::await_change())))
+        }
         Early::Refused(refusal) => refused(refusal),
         Early::AwaitAgents(aliases) => {
             crate::owned::keep_or_retain(&pass.ctx.owners, &pass.owner)?;

@@ -82,6 +82,9 @@ pub(super) struct Ask<'a> {
 /// Why a pass ends before anything is built, each carried out by one act of the caller.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Early {
+    /// The user paused the reconciliation: nothing is changed anywhere, the last desired state
+    /// stands (or what runs is retained), until the annotation goes.
+    Paused,
     /// The `Kafka` cannot be used as it is.
     Refused(Refusal),
     /// Running nodes keep their identity: the agents of these member clusters must report what
@@ -131,10 +134,13 @@ pub(super) struct Secrets {
 }
 
 /// What the `Kafka` and its pools ask for (pure), checked before anything is read from the
-/// apiserver: refused when it cannot be built, or waiting for the agents whose reports tell
-/// what runs.
+/// apiserver: nothing when paused, refused when it cannot be built, or waiting for the agents
+/// whose reports tell what runs.
 pub(super) fn asked(ask: &Ask<'_>, agents: &AgentReports) -> Result<Asked, Early> {
     let kafka = ask.kafka;
+    if crate::status::is_paused(kafka) {
+        return Err(Early::Paused);
+    }
     let mut resolved = resolve::resolve(kafka, ask.pools, ask.members)
         .and_then(|r| {
             let unreachable = resolve::moves_to_unreachable(&r, ask.pools, &agents.connected);
@@ -144,15 +150,7 @@ pub(super) fn asked(ask: &Ask<'_>, agents: &AgentReports) -> Result<Asked, Early
                 Err(unreachable)
             }
         })
-        .map_err(|invalid| {
-            let reason = invalid.first().map_or("Invalid", |i| i.reason());
-            let message = invalid
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
-            refused(reason, message)
-        })?;
+        .map_err(|invalid| Early::Refused(Refusal::of_all(&invalid, resolve::Invalid::reason)))?;
     let forgotten = forget::forgotten(kafka, ask.members)
         .map_err(|message| refused(Cause::InvalidAnnotation.as_str(), message))?;
     let adopted = adopt_what_runs(ask, agents, &mut resolved, &forgotten)?;
@@ -448,10 +446,11 @@ mod tests {
 
     use super::*;
 
-    use kstretch_proto::agent::v1::{PodSetStatus, PodStatus};
+    use kstretch_proto::agent::v1::PodSetStatus;
     use serde_json::json;
 
     use super::super::fixtures::{nothing_runs, plan_of};
+    use crate::kafka::adopt::tests::podset;
     use crate::kafka::resolve::tests::{kafka, members, pool};
 
     fn dual(replicas: i32, extra: serde_json::Value) -> KafkaNodePool {
@@ -521,6 +520,33 @@ mod tests {
     }
 
     #[test]
+    fn a_paused_kafka_decides_nothing_even_when_it_could_not_be_built() {
+        let paused = |extra: serde_json::Value| {
+            let mut k = kafka(extra);
+            k.metadata.annotations.get_or_insert_default().insert(
+                kstretch_api::names::PAUSE_RECONCILIATION.to_owned(),
+                "true".to_owned(),
+            );
+            k
+        };
+        let pools = [dual(3, json!({}))];
+        let plain = plan_of(&paused(json!({})), &pools, &recorded("A"), nothing_runs());
+        assert!(matches!(plain, Err(Early::Paused)), "{:?}", plain.err());
+        // Neither refused nor recorded as new while paused.
+        let wrong = paused(json!({"metadata": {"annotations": {
+            "kstretch.io/controller-quorum": "maybe"}}}));
+        let wrong = plan_of(&wrong, &pools, &KafkaStatus::default(), nothing_runs());
+        assert!(matches!(wrong, Err(Early::Paused)), "{:?}", wrong.err());
+        // `"false"` is not a pause.
+        let mut unpaused = paused(json!({}));
+        unpaused.metadata.annotations.as_mut().unwrap().insert(
+            kstretch_api::names::PAUSE_RECONCILIATION.to_owned(),
+            "false".to_owned(),
+        );
+        assert!(plan_of(&unpaused, &pools, &recorded("A"), nothing_runs()).is_ok());
+    }
+
+    #[test]
     fn a_new_cluster_records_its_id_and_first_voters_before_anything_is_built() {
         let new = plan_of(
             &kafka(json!({})),
@@ -567,18 +593,8 @@ mod tests {
             "my-cluster-dual-9",
         ];
         let running = PodSetStatus {
-            namespace: "kafka".into(),
-            name: "my-cluster-dual".into(),
-            cluster_id: "running-id".into(),
             controller_quorum: "dynamic".into(),
-            pods_status: pods
-                .iter()
-                .map(|p| PodStatus {
-                    name: (*p).into(),
-                    ..PodStatus::default()
-                })
-                .collect(),
-            ..PodSetStatus::default()
+            ..podset("my-cluster-dual", "running-id", &pods)
         };
         let reports = [("alpha".to_owned(), vec![running])].into();
         let plan = plan_of(&k, &pools, &KafkaStatus::default(), reports).expect("a plan");
