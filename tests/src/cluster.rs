@@ -352,6 +352,36 @@ fn keep_what_failed(ns: &str, bin: &std::path::Path, clusters: &[ClusterEnv]) {
     );
 }
 
+/// Runs `command` in the first container of pod `pod` of namespace `ns` in cluster `alias`, as
+/// `kubectl exec` does (through the apiserver to the kubelet): its output, or what it wrote
+/// when it failed.
+pub fn exec(alias: &str, ns: &str, pod: &str, command: &[&str]) -> Result<String, String> {
+    let env = TestEnv::get();
+    let kubectl = env
+        .bin_dir
+        .clone()
+        .expect("the environment has kubectl")
+        .join("kubectl");
+    let cluster = env
+        .clusters
+        .iter()
+        .find(|c| c.name == alias)
+        .unwrap_or_else(|| panic!("no cluster {alias}"));
+    let output = std::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["-n", ns, "exec", pod, "--"])
+        .args(command)
+        .output()
+        .map_err(|e| format!("kubectl: {e}"))?;
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        Ok(out)
+    } else {
+        Err(format!("{out}{}", String::from_utf8_lossy(&output.stderr)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

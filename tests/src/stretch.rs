@@ -200,27 +200,9 @@ impl Stretch {
         self.pki.agent(alias)
     }
 
-    /// Runs `command` in the first container of pod `pod` of cluster `alias`, as `kubectl exec`
-    /// does (through the apiserver to the kubelet): its output, or what it wrote when it failed.
+    /// Runs `command` in pod `pod` of cluster `alias` ([`crate::cluster::exec`]).
     pub fn exec(&self, alias: &str, pod: &str, command: &[&str]) -> Result<String, String> {
-        let kubectl = TestEnv::get()
-            .bin_dir
-            .clone()
-            .expect("the environment has kubectl")
-            .join("kubectl");
-        let output = Command::new(kubectl)
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig(alias))
-            .args(["-n", &self.ns, "exec", pod, "--"])
-            .args(command)
-            .output()
-            .map_err(|e| format!("kubectl: {e}"))?;
-        let out = String::from_utf8_lossy(&output.stdout).into_owned();
-        if output.status.success() {
-            Ok(out)
-        } else {
-            Err(format!("{out}{}", String::from_utf8_lossy(&output.stderr)))
-        }
+        crate::cluster::exec(alias, &self.ns, pod, command)
     }
 
     /// The kubeconfig of cluster `alias`.
