@@ -50,10 +50,6 @@ const CONNECT: &[(&str, &str)] = &[
     ("clientRackInitImage", "no init container runs"),
     ("jmxOptions", "JMX is not exposed"),
     (
-        "build",
-        "no image is built: plugins must be in the image the workers run (spec.image)",
-    ),
-    (
         "plugins",
         "no plugin image is mounted: plugins must be in the image the workers run (spec.image)",
     ),
@@ -231,7 +227,10 @@ pub fn pool(spec: &KafkaNodePoolSpec, template: Applied) -> Vec<String> {
 
 /// What of a `KafkaConnect`'s spec is not acted on.
 pub fn connect(spec: &KafkaConnectSpec, template: Applied) -> Vec<String> {
-    let mut out = unmodelled(".spec", &spec.unmodelled, CONNECT);
+    let mut fields = spec.unmodelled.clone();
+    // Refused, not warned about (`connect::validate`): no image is built.
+    fields.remove("build");
+    let mut out = unmodelled(".spec", &fields, CONNECT);
     out.extend(gc_logging(".spec", spec.jvm_options.as_ref()));
     out.extend(template_parts(
         ".spec.template",
@@ -489,7 +488,6 @@ mod tests {
             "rack",
             "clientRackInitImage",
             "jmxOptions",
-            "build",
             "plugins",
             "externalConfiguration",
             "template.initContainer",
@@ -499,11 +497,9 @@ mod tests {
                 "{field} not named in {w:#?}"
             );
         }
-        assert_eq!(w.len(), 8, "{w:#?}");
+        assert_eq!(w.len(), 7, "{w:#?}");
         assert!(!named(&w, ".spec.livenessProbe"), "served: {w:#?}");
-        assert!(
-            w.iter()
-                .any(|m| m.contains(".spec.build is not acted on: no image is built"))
-        );
+        // Refused instead (connect::validate).
+        assert!(!named(&w, ".spec.build"), "{w:#?}");
     }
 }

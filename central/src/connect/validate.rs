@@ -116,6 +116,10 @@ pub enum Invalid {
     Logging(String),
     #[error("{0}")]
     Probe(String),
+    #[error(
+        ".spec.build asks for an image built with the plugins {plugins}; kstretch builds no images (it has no image build or registry to rely on): build an image FROM the Kafka image with these plugins under /opt/kafka/plugins, set it as .spec.image and remove .spec.build"
+    )]
+    Build { plugins: String },
 }
 
 impl Invalid {
@@ -132,6 +136,7 @@ impl Invalid {
             Self::Metrics(_) => jmx_exporter::REASON,
             Self::Logging(_) => crate::logging::REASON,
             Self::Probe(_) => crate::probes::REASON,
+            Self::Build { .. } => "BuildNotSupported",
         }
     }
 }
@@ -141,6 +146,24 @@ pub fn is_forbidden(key: &str) -> bool {
     let lower = key.to_ascii_lowercase();
     FORBIDDEN_PREFIXES.iter().any(|p| lower.starts_with(p))
         && !FORBIDDEN_PREFIX_EXCEPTIONS.contains(&lower.as_str())
+}
+
+/// Strimzi's `build`, refused: workers without the plugins it names would run connectors that
+/// fail to load.
+fn build(spec: &KafkaConnectSpec) -> Option<Invalid> {
+    let build = spec.unmodelled.get("build")?;
+    let names: Vec<&str> = build["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    let plugins = if names.is_empty() {
+        "(none named)".to_owned()
+    } else {
+        names.join(", ")
+    };
+    Some(Invalid::Build { plugins })
 }
 
 /// Validates `connect` and computes its effective settings.
@@ -184,6 +207,7 @@ pub fn resolve(connect: &KafkaConnect, members: &Members) -> Result<Resolved, Ve
     problems.extend(crate::logging::invalid(".spec", spec.logging.as_ref()).map(Invalid::Logging));
     problems
         .extend(crate::probes::invalid(".spec", spec.liveness_probe.as_ref()).map(Invalid::Probe));
+    problems.extend(build(spec));
 
     let mut warnings = Vec::new();
     warnings.extend(default_group_warning(&defaulted));
@@ -496,6 +520,25 @@ mod tests {
             "legacy keys are not 'ignored'"
         );
         assert!(r.warnings[0].message.contains("config.storage.topic"));
+    }
+
+    #[test]
+    fn a_build_is_refused_naming_its_plugins_and_what_to_do_instead() {
+        let build = json!({"output": {"type": "docker", "image": "r.example.com/c:latest"},
+                           "plugins": [{"name": "kafka-connect-file", "artifacts": []},
+                                       {"name": "debezium-postgres", "artifacts": []}]});
+        let c = connect(
+            json!({"bootstrapServers": "k:9092", "build": build}),
+            json!({}),
+        );
+        let problems = resolve(&c, &members()).unwrap_err();
+        assert_eq!(reasons(&problems), ["BuildNotSupported"]);
+        let message = problems[0].to_string();
+        assert!(
+            message.contains("plugins kafka-connect-file, debezium-postgres")
+                && message.contains("set it as .spec.image and remove .spec.build"),
+            "{message}"
+        );
     }
 
     #[test]
