@@ -1213,16 +1213,19 @@ mod tests {
         ids: &BTreeMap<String, BTreeSet<i32>>,
         cluster_id: &str,
     ) -> Result<Built, ConfigError> {
+        build_with_files(k, r, ids, cluster_id, UserFiles::default())
+    }
+
+    /// [`build`] with the user's files (metrics rules, log4j2 configuration).
+    fn build_with_files(
+        k: &Kafka,
+        r: &Resolved,
+        ids: &BTreeMap<String, BTreeSet<i32>>,
+        cluster_id: &str,
+        files: UserFiles<'_>,
+    ) -> Result<Built, ConfigError> {
         let model = cluster_model(k, r, ids, cluster_id, kraft::QuorumMode::Static);
-        super::build(
-            k,
-            r,
-            ids,
-            model,
-            &certs(k, r, ids),
-            &BTreeMap::new(),
-            UserFiles::default(),
-        )
+        super::build(k, r, ids, model, &certs(k, r, ids), &BTreeMap::new(), files)
     }
 
     fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -1303,21 +1306,11 @@ mod tests {
         let r = resolve(&k, &[&d], &members()).unwrap();
         let ids = ids(&[("dual", &[0])]);
         let with = |log4j2: Option<&str>| {
-            let model = cluster_model(&k, &r, &ids, "abc", kraft::QuorumMode::Static);
             let files = UserFiles {
                 metrics_rules: None,
                 log4j2,
             };
-            super::build(
-                &k,
-                &r,
-                &ids,
-                model,
-                &certs(&k, &r, &ids),
-                &BTreeMap::new(),
-                files,
-            )
-            .unwrap()
+            build_with_files(&k, &r, &ids, "abc", files).unwrap()
         };
         let (info, debug, none) = (
             with(Some("rootLogger.level = INFO\n")),
@@ -1386,21 +1379,11 @@ mod tests {
         let d = pool("dual", &["controller", "broker"], 1, serde_json::json!({}));
         let r = resolve(&k, &[&d], &members()).unwrap();
         let ids = ids(&[("dual", &[0])]);
-        let model = cluster_model(&k, &r, &ids, "abc", kraft::QuorumMode::Static);
         let files = UserFiles {
             metrics_rules: Some("rules: []"),
             log4j2: None,
         };
-        let built = super::build(
-            &k,
-            &r,
-            &ids,
-            model,
-            &certs(&k, &r, &ids),
-            &BTreeMap::new(),
-            files,
-        )
-        .unwrap();
+        let built = build_with_files(&k, &r, &ids, "abc", files).unwrap();
         let container = &find(&built.objects["alpha"], "StrimziPodSet", "my-cluster-dual")["spec"]
             ["pods"][0]["spec"]["containers"][0];
         let env = container["env"].as_array().unwrap();
