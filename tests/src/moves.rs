@@ -117,20 +117,25 @@ pub async fn pool_moved(
         );
         return new;
     }
-    if interruption == Interruption::Central {
-        // Central killed mid-move, once it has started the drain: the move goes on from what
-        // the pool's status and the operation's record.
+    // The drain starts once the new nodes run (and, for a controller pool, joined the voters):
+    // on a busy machine that alone takes minutes, so the drain's own run is waited for apart.
+    if holds {
         wait_for(
             &format!("drain {drain} to exist"),
             START_TIMEOUT,
             || async {
                 match ops.get_opt(&drain).await.unwrap() {
                     Some(_) => Seen::Done(()),
-                    None => Seen::NotYet("not yet".to_owned()),
+                    None => Seen::NotYet(format!("{:?}", pool_status(&pools, name).await)),
                 }
             },
         )
         .await;
+    }
+    if interruption == Interruption::Central {
+        // Central killed mid-move, once it has started the drain: the move goes on from what
+        // the pool's status and the operation's record.
+        assert!(holds, "central is killed once the move's drain exists");
         stretch.stop_central();
         stretch.start_central();
     }
@@ -319,4 +324,12 @@ pub async fn aborted_mid_move(stretch: &Stretch, bootstrap: &str, drain: &str) {
         Some(1),
         "the throttle asked for"
     );
+}
+
+/// Pool `name`'s status, shown when a wait on its move times out.
+async fn pool_status(
+    pools: &Api<KafkaNodePool>,
+    name: &str,
+) -> Option<kstretch_api::KafkaNodePoolStatus> {
+    pools.get(name).await.ok().and_then(|p| p.status)
 }
