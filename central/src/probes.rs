@@ -1,5 +1,6 @@
 //! Containers' health checks: kstretch's own checks, timed as a user's `livenessProbe` and
-//! `readinessProbe` (Strimzi's `Probe`) say, and the start-up check of a Kafka node. Pure.
+//! `readinessProbe` (Strimzi's `Probe`) say, and the start-up checks of Kafka nodes and Connect
+//! workers. Pure.
 
 use k8s_openapi::api::core::v1::Probe;
 use kstretch_api::common;
@@ -7,12 +8,20 @@ use kstretch_api::common;
 /// Why a `Kafka` or `KafkaConnect` is not ready when a probe's timing cannot be used.
 pub const REASON: &str = "InvalidProbe";
 
-/// The start-up allowance of a Kafka node: a broker opens its listeners only once it has
-/// recovered its logs and caught up with the metadata, which may take hours after an unclean
-/// stop. Until then liveness is not checked, so a recovering node is not killed and made to
-/// start over (Strimzi's liveness check only asks whether the JVM runs, to the same end).
 const STARTUP_PERIOD_SECONDS: i32 = 10;
-const STARTUP_FAILURES: i32 = 24 * 60 * 60 / STARTUP_PERIOD_SECONDS;
+
+/// The start-up allowance of a Kafka node, in seconds: a broker opens its listeners only once
+/// it has recovered its logs and caught up with the metadata, which may take hours after an
+/// unclean stop. Until then liveness is not checked, so a recovering node is not killed and
+/// made to start over (Strimzi's liveness check only asks whether the JVM runs, to the same
+/// end).
+pub const KAFKA_NODE_START: i32 = 24 * 60 * 60;
+
+/// The start-up allowance of a Connect worker, in seconds: it answers its health check once it
+/// has joined its group and read its configuration, status and offsets topics, which takes
+/// minutes on a busy machine or with a large offsets topic; one killed by liveness meanwhile
+/// starts over from the beginning. A worker that cannot reach Kafka at all stops by itself.
+pub const CONNECT_WORKER_START: i32 = 60 * 60;
 
 /// The timing a resource asks of its containers' checks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,14 +50,14 @@ pub fn timed(mut check: Probe, user: Option<&common::Probe>) -> Probe {
     check
 }
 
-/// The start-up check of a Kafka node: `check`'s action, patient for a day.
-pub fn startup(check: &Probe) -> Probe {
+/// A start-up check: `check`'s action, patient for `seconds`.
+pub fn startup(check: &Probe, seconds: i32) -> Probe {
     Probe {
         exec: check.exec.clone(),
         http_get: check.http_get.clone(),
         tcp_socket: check.tcp_socket.clone(),
         period_seconds: Some(STARTUP_PERIOD_SECONDS),
-        failure_threshold: Some(STARTUP_FAILURES),
+        failure_threshold: Some(seconds / STARTUP_PERIOD_SECONDS),
         ..Default::default()
     }
 }
@@ -104,7 +113,7 @@ mod tests {
 
     #[test]
     fn a_node_starting_has_a_day_before_liveness_counts() {
-        let probe = startup(&ours());
+        let probe = startup(&ours(), KAFKA_NODE_START);
         assert_eq!(probe.tcp_socket, ours().tcp_socket);
         let patience = probe.period_seconds.unwrap() * probe.failure_threshold.unwrap();
         assert_eq!(patience, 24 * 60 * 60);

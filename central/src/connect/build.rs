@@ -616,6 +616,7 @@ fn pod(n: &Names<'_>, connect: &KafkaConnect, pod_name: &str, w: &Worker<'_>) ->
             probe(60),
             connect.spec.readiness_probe.as_ref(),
         )),
+        startup_probe: Some(probes::startup(&probe(0), probes::CONNECT_WORKER_START)),
         liveness_probe: Some(probes::timed(
             probe(60),
             connect.spec.liveness_probe.as_ref(),
@@ -699,6 +700,11 @@ mod tests {
         assert_eq!(container["livenessProbe"]["initialDelaySeconds"], 60);
         assert_eq!(container["readinessProbe"]["initialDelaySeconds"], 1);
         assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/health");
+        // A worker still joining its group is not killed: liveness counts once it answers.
+        let startup = &container["startupProbe"];
+        assert_eq!(startup["httpGet"]["path"], "/health");
+        assert_eq!(startup["periodSeconds"], 10);
+        assert_eq!(startup["failureThreshold"], 360);
 
         spec["livenessProbe"] = json!({"successThreshold": 3});
         let problems = resolve(&connect(spec), &members()).unwrap_err();

@@ -788,7 +788,7 @@ fn pod(
         ports: Some(ports),
         volume_mounts: Some(mounts),
         readiness_probe: Some(probes::timed(probe(5, 5), ctx.probes.readiness)),
-        startup_probe: Some(probes::startup(&probe(0, 10))),
+        startup_probe: Some(probes::startup(&probe(0, 10), probes::KAFKA_NODE_START)),
         liveness_probe: Some(probes::timed(probe(60, 10), ctx.probes.liveness)),
         resources: pool.resources.clone(),
         ..Default::default()
