@@ -176,6 +176,8 @@ pub struct Ca {
     /// A renewal of the CA certificate that is due and waits for a maintenance window: why it
     /// is due.
     pub postponed: Option<String>,
+    /// What the CA's Secrets ask that kstretch does not act on, and what to do instead.
+    pub not_acted_on: Option<String>,
 }
 
 /// Every node's certificate (by pod name) and the CA certificates nodes trust.

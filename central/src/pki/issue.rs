@@ -242,6 +242,17 @@ pub fn read(cert: &str) -> Result<Issued, PkiError> {
     })
 }
 
+/// Whether the PEM certificate `cert` is of the PEM private key `key` (their public keys are
+/// the same).
+pub fn of_key(cert: &str, key: &str) -> Result<bool, PkiError> {
+    use rcgen::PublicKeyData as _;
+    let unreadable = |e: &dyn std::fmt::Display| PkiError(format!("unreadable certificate: {e}"));
+    let (_, pem) = parse_x509_pem(cert.as_bytes()).map_err(|e| unreadable(&e))?;
+    let x509 = pem.parse_x509().map_err(|e| unreadable(&e))?;
+    let key = KeyPair::from_pem(key).map_err(failed("CA key"))?;
+    Ok(x509.public_key().subject_public_key.data.as_ref() == key.der_bytes())
+}
+
 /// Whether a certificate may stay under the CA `ca` (read once by the caller for all its
 /// nodes): readable, issued by that CA, for exactly `hosts`, and not within `renewal_days` of
 /// expiring.
@@ -266,6 +277,16 @@ mod tests {
 
     fn hosts(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_certificate_is_of_its_own_key_only() {
+        let now = OffsetDateTime::now_utc();
+        let ca = new_ca("clients-ca v0", None, 365, now).unwrap();
+        let other = new_ca("clients-ca v1", None, 365, now).unwrap();
+        assert!(of_key(&ca.cert, &ca.key).unwrap());
+        assert!(!of_key(&ca.cert, &other.key).unwrap());
+        assert!(of_key("not a certificate", &ca.key).is_err());
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub async fn ca(
         settings,
         public: material.public,
         postponed: material.postponed,
+        not_acted_on: material.not_acted_on,
     })
 }
 
@@ -157,6 +158,7 @@ pub(crate) fn test_ca(kafka: &Kafka, kind: CaKind) -> Ca {
         settings,
         public: BTreeMap::new(),
         postponed: None,
+        not_acted_on: None,
     }
 }
 

@@ -16,7 +16,7 @@ use kube::{Api, Client, ResourceExt};
 use time::OffsetDateTime;
 
 use super::ca::{CaKind, CaSettings, CertError, Refusal};
-use super::issue::{Pem, new_ca, random_password, read, truststore_pkcs12};
+use super::issue::{Pem, new_ca, of_key, random_password, read, truststore_pkcs12};
 use crate::status::FIELD_MANAGER;
 
 /// The Secret with every node's certificate and key (`<pod>.crt`, `<pod>.key`).
@@ -152,6 +152,11 @@ pub(super) async fn ca(
                 }
                 .into());
             };
+            let asked = key_step(settings, forced(&key, FORCE_REPLACE), renew_now, &key_name);
+            let (key, key_pem) = match &asked {
+                KeyStep::Replace => replaced_key(&api, kafka, settings, key, now).await?,
+                _ => (key, key_pem),
+            };
             let generation = annotation(&key, KEY_GENERATION).unwrap_or(0);
             let (cert, postponed) = if settings.generate {
                 let key = CaKey {
@@ -162,6 +167,11 @@ pub(super) async fn ca(
             } else {
                 (cert, None)
             };
+            let (key_postponed, not_acted_on) = match asked {
+                KeyStep::Postponed(why) => (Some(why), None),
+                KeyStep::NotServed(why) => (None, Some(why)),
+                KeyStep::Keep | KeyStep::Replace => (None, None),
+            };
             let data = texts(&cert);
             Ok(CaMaterial {
                 trusted: trust_bundle(&data, now),
@@ -170,7 +180,8 @@ pub(super) async fn ca(
                     key: key_pem,
                 },
                 public: bytes(&cert),
-                postponed,
+                postponed: key_postponed.or(postponed),
+                not_acted_on,
             })
         }
         (None, key) if settings.generate && key.as_ref().is_none_or(generated) => {
@@ -200,6 +211,7 @@ pub(super) async fn ca(
                 pem,
                 public,
                 postponed: None,
+                not_acted_on: None,
             })
         }
         (None, None) => Err(Refusal {
@@ -229,6 +241,92 @@ pub(super) async fn ca(
 
 /// Strimzi's annotation on a CA certificate Secret that asks for a new CA certificate.
 const FORCE_RENEW: &str = "strimzi.io/force-renew";
+/// Strimzi's annotation on a CA key Secret that asks for a new CA key.
+const FORCE_REPLACE: &str = "strimzi.io/force-replace";
+
+/// Whether `secret` carries `annotation: "true"`.
+fn forced(secret: &Secret, annotation: &str) -> bool {
+    secret
+        .annotations()
+        .get(annotation)
+        .is_some_and(|v| v == "true")
+}
+
+/// What becomes of a CA's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum KeyStep {
+    Keep,
+    /// A new key now; its certificate follows.
+    Replace,
+    /// A new key is asked for and waits for a maintenance window: what waits.
+    Postponed(String),
+    /// A new key is asked for and kstretch does not make it: why, and what to do instead.
+    NotServed(String),
+}
+
+/// What `strimzi.io/force-replace` on the key Secret `key_secret` (`forced`) asks of the CA
+/// that `settings` are for, with a maintenance window open or not (`now`). Only a generated
+/// clients CA's key is replaced: its certificates are the users', which are issued again, while
+/// the nodes roll once to trust both. The cluster CA's key signs the nodes' own certificates,
+/// which must move in three rolls (trust both, issue again, drop the old) that kstretch does
+/// not make yet. Pure.
+fn key_step(settings: CaSettings, forced: bool, now: bool, key_secret: &str) -> KeyStep {
+    let kind = settings.kind;
+    if !forced {
+        return KeyStep::Keep;
+    }
+    if !settings.generate {
+        return KeyStep::NotServed(format!(
+            "{FORCE_REPLACE} on Secret {key_secret} is not acted on: the {kind} is yours (.spec.{}.generateCertificateAuthority is false); put the new key in {key_secret} and its certificate in {key_secret}-cert yourself, and remove the annotation",
+            kind.field(),
+        ));
+    }
+    match (kind, now) {
+        (CaKind::Cluster, _) => KeyStep::NotServed(format!(
+            "{FORCE_REPLACE} on Secret {key_secret} is not acted on: kstretch does not replace the cluster CA's key yet (the nodes' certificates and trust must move in three rolls); the key is kept. To renew the CA certificate with the same key, annotate {key_secret}-cert with {FORCE_RENEW}=true"
+        )),
+        (CaKind::Clients, false) => KeyStep::Postponed(format!(
+            "the {kind} key ({FORCE_REPLACE} asks for a new one)"
+        )),
+        (CaKind::Clients, true) => KeyStep::Replace,
+    }
+}
+
+/// The CA key Secret with a new key, one generation on, and without `strimzi.io/force-replace`
+/// (replaced with the resource version read, so a concurrent change makes the next
+/// reconciliation decide again); the CA certificate follows the key in [`renewed`].
+async fn replaced_key(
+    api: &Api<Secret>,
+    kafka: &Kafka,
+    settings: CaSettings,
+    mut secret: Secret,
+    now: OffsetDateTime,
+) -> Result<(Secret, String), CertError> {
+    let kind = settings.kind;
+    let generation = annotation(&secret, KEY_GENERATION).unwrap_or(0) + 1;
+    let pem = new_ca(
+        &kind.common_name(generation),
+        None,
+        settings.validity_days,
+        now,
+    )
+    .map_err(|e| kind.refuse(format!("cannot make a new {kind} key: {e}")))?;
+    let annotations = secret
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new);
+    annotations.insert(KEY_GENERATION.to_owned(), generation.to_string());
+    annotations.remove(FORCE_REPLACE);
+    let data = secret.data.get_or_insert_with(BTreeMap::new);
+    data.insert(
+        CA_KEY_KEY.to_owned(),
+        ByteString(pem.key.clone().into_bytes()),
+    );
+    let name = secret.name_any();
+    let secret = api.replace(&name, &post_params(), &secret).await?;
+    tracing::info!(kafka = %kafka.name_any(), ca = %kind, generation, "replaced the CA key");
+    Ok((secret, pem.key))
+}
 
 /// The current CA and every CA certificate nodes and clients are to trust.
 #[derive(Debug, Clone)]
@@ -240,6 +338,8 @@ pub(super) struct CaMaterial {
     pub public: BTreeMap<String, Vec<u8>>,
     /// Why a renewal that is due waits for a maintenance window.
     pub postponed: Option<String>,
+    /// What the CA's Secrets ask that is not acted on, and what to do instead.
+    pub not_acted_on: Option<String>,
 }
 
 /// A CA's key and its generation.
@@ -361,13 +461,12 @@ async fn renewed(
 ) -> Result<(Secret, Option<String>), CertError> {
     let data = texts(&secret);
     let current = data.get(CA_CERT_KEY).cloned().unwrap_or_default();
-    let forced = secret
-        .annotations()
-        .get(FORCE_RENEW)
-        .is_some_and(|v| v == "true");
+    let forced = forced(&secret, FORCE_RENEW);
     let still_valid = kept(&data, now);
     let expired_kept = data.keys().filter(|k| is_kept_key(k)).count() != still_valid.len();
-    let due = renewal_due(&current, forced, settings.renewal_days, now);
+    // A new key (replaced in a window) gets its certificate whatever the time.
+    let follows_key = matches!(of_key(&current, key.pem), Ok(false));
+    let due = renewal_due(&current, forced, settings.renewal_days, now) && !follows_key;
     let postponed = (due && !renew_now).then(|| {
         let why = if forced {
             format!("{FORCE_RENEW} asks for it")
@@ -376,7 +475,7 @@ async fn renewed(
         };
         format!("the {} certificate ({why})", settings.kind)
     });
-    let due = due && renew_now;
+    let due = (due && renew_now) || follows_key;
     let password = data.get(CA_PASSWORD_KEY).cloned();
     let has_truststore = password.is_some()
         && secret
@@ -408,7 +507,7 @@ async fn renewed(
             .get_or_insert_with(BTreeMap::new);
         annotations.insert(CERT_GENERATION.to_owned(), generation.to_string());
         annotations.remove(FORCE_RENEW);
-        tracing::info!(kafka = %kafka.name_any(), ca = %settings.kind, generation, forced, "renewed the CA certificate");
+        tracing::info!(kafka = %kafka.name_any(), ca = %settings.kind, generation, forced, follows_key, "renewed the CA certificate");
     } else {
         new_data.insert(CA_CERT_KEY.to_owned(), current);
     }
@@ -527,6 +626,54 @@ mod tests {
             30,
             now + time::Duration::days(71)
         ));
+    }
+
+    fn settings(kind: CaKind, generate: bool) -> CaSettings {
+        CaSettings {
+            kind,
+            generate,
+            validity_days: 365,
+            renewal_days: 30,
+        }
+    }
+
+    #[test]
+    fn only_a_generated_clients_ca_has_its_key_replaced_and_in_a_window() {
+        let clients = settings(CaKind::Clients, true);
+        assert_eq!(
+            key_step(clients, false, true, "k-clients-ca"),
+            KeyStep::Keep
+        );
+        assert_eq!(
+            key_step(clients, true, true, "k-clients-ca"),
+            KeyStep::Replace
+        );
+        assert_eq!(
+            key_step(clients, true, false, "k-clients-ca"),
+            KeyStep::Postponed(
+                "the clients CA key (strimzi.io/force-replace asks for a new one)".into()
+            )
+        );
+        let KeyStep::NotServed(why) =
+            key_step(settings(CaKind::Cluster, true), true, true, "k-cluster-ca")
+        else {
+            panic!("the cluster CA's key is not replaced");
+        };
+        assert!(
+            why.starts_with("strimzi.io/force-replace on Secret k-cluster-ca is not acted on")
+                && why.contains("annotate k-cluster-ca-cert with strimzi.io/force-renew=true"),
+            "{why}"
+        );
+        let KeyStep::NotServed(why) =
+            key_step(settings(CaKind::Clients, false), true, true, "k-clients-ca")
+        else {
+            panic!("a user's CA is the user's to replace");
+        };
+        assert!(
+            why.contains(".spec.clientsCa.generateCertificateAuthority is false")
+                && why.contains("its certificate in k-clients-ca-cert"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -14,7 +14,8 @@ use kstretch_tests::kafka::{broker_ids, create_topic, kafka_tool, run_kafka_tool
 use kstretch_tests::live::{
     ONE_AT_A_TIME, START_TIMEOUT, all_brokers, kafka_persistent_shape, listener_at, listener_in,
     live_kafka_of, live_kafka_of_with_secret, persistent, pod_names, pod_ready, pod_states,
-    real_node_ip, rolled_one_at_a_time, schedulable, secret_text, spare_node, warning,
+    ready_on_real_node, real_node_ip, rolled_one_at_a_time, schedulable, secret_text, spare_node,
+    warning,
 };
 use kstretch_tests::load::Load;
 use kstretch_tests::prometheus::{
@@ -678,6 +679,28 @@ fn kafka_user(name: &str, authentication: &str, topic: &str) -> Value {
     })
 }
 
+/// Client properties `name` for alice (mutual TLS with the keystore of her Secret `secret`),
+/// trusting the PEM CA certificates in `ca_file`.
+fn alice_config(dir: &std::path::Path, name: &str, secret: &Secret, ca_file: &str) -> String {
+    let p12 = dir.join(format!("{name}.p12"));
+    std::fs::write(&p12, &secret.data.as_ref().unwrap()["user.p12"].0).unwrap();
+    client_config(
+        dir,
+        name,
+        &[
+            ("security.protocol", "SSL".to_owned()),
+            ("ssl.truststore.type", "PEM".to_owned()),
+            ("ssl.truststore.location", ca_file.to_owned()),
+            ("ssl.keystore.type", "PKCS12".to_owned()),
+            ("ssl.keystore.location", p12.display().to_string()),
+            (
+                "ssl.keystore.password",
+                secret_text(secret, "user.password"),
+            ),
+        ],
+    )
+}
+
 /// `KafkaUser`s with Kafka's own clients as the judge: a `tls` user (its Secret's `user.p12`)
 /// and a `scram-sha-512` user (its Secret's `sasl.jaas.config`) produce and consume their own
 /// topic and cannot read the other's; a wrong password and a certificate of another CA are
@@ -731,19 +754,7 @@ async fn users_are_authenticated_and_authorized(stretch: &Stretch, k: &Kafka) {
 
     // alice: mutual TLS with the keystore of her Secret.
     let alice_secret = secrets.get("alice").await.unwrap();
-    let p12 = dir.join("alice.p12");
-    std::fs::write(&p12, &alice_secret.data.as_ref().unwrap()["user.p12"].0).unwrap();
-    let mut alice_lines = vec![("security.protocol", "SSL".to_owned())];
-    alice_lines.extend(trust.clone());
-    alice_lines.extend([
-        ("ssl.keystore.type", "PKCS12".to_owned()),
-        ("ssl.keystore.location", p12.display().to_string()),
-        (
-            "ssl.keystore.password",
-            secret_text(&alice_secret, "user.password"),
-        ),
-    ]);
-    let alice = client_config(&dir, "alice", &alice_lines);
+    let alice = alice_config(&dir, "alice", &alice_secret, &trust[1].1);
     let mtls = listener_at(k, "mtls", &real_node_ip(ALPHA));
     let out = produced(&mtls, &alice, "alice-topic", 20);
     assert!(out.contains("20 records sent"), "{out}");
@@ -877,95 +888,167 @@ fn external_brokers_are_at(
     }
 }
 
-/// A `KafkaConnect` of the secured cluster whose workers trust the cluster CA and authenticate
-/// with a `KafkaUser`'s certificate: the worker configuration and the Secret central ships to
-/// the workers' cluster, booted as a real worker, join the cluster over mutual TLS under the
-/// user's ACLs (the worker creates its storage topics).
+/// `KafkaConnect`s of the secured cluster run as pods on the real nodes: one in beta whose
+/// workers trust the cluster CA and authenticate with a `KafkaUser`'s certificate (mutual TLS),
+/// one in alpha authenticating with a SCRAM `KafkaUser`'s password. Each worker joins the
+/// cluster under its user's ACLs (it creates its storage topics) and shows Ready; then both go.
 async fn connect_workers_reach_the_secured_kafka(stretch: &Stretch, k: &Kafka) {
     let all = |kind: &str| {
         json!({"resource": {"type": kind, "name": "connect-", "patternType": "prefix"},
                "operations": ["All"]})
     };
-    stretch
-        .apply(json!({
-            "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
-            "metadata": {"name": "connect", "labels": {"strimzi.io/cluster": "live"}},
-            "spec": {"authentication": {"type": "tls"},
-                     "authorization": {"type": "simple", "acls": [all("topic"), all("group"),
-                        {"resource": {"type": "cluster"},
-                         "operations": ["Describe", "DescribeConfigs"]}]}}
-        }))
-        .await;
+    for (user, authentication) in [("connect", "tls"), ("connect-scram", "scram-sha-512")] {
+        stretch
+            .apply(json!({
+                "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
+                "metadata": {"name": user, "labels": {"strimzi.io/cluster": "live"}},
+                "spec": {"authentication": {"type": authentication},
+                         "authorization": {"type": "simple", "acls": [all("topic"), all("group"),
+                            {"resource": {"type": "cluster"},
+                             "operations": ["Describe", "DescribeConfigs"]}]}}
+            }))
+            .await;
+    }
     let secrets: Api<Secret> = stretch.api(ALPHA);
-    wait_for("the connect user's Secret", START_TIMEOUT, || async {
-        match secrets.get_opt("connect").await.unwrap() {
-            Some(_) => Seen::Done(()),
-            None => Seen::NotYet(String::new()),
+    wait_for("the connect users' Secrets", START_TIMEOUT, || async {
+        let mut missing = Vec::new();
+        for user in ["connect", "connect-scram"] {
+            if secrets.get_opt(user).await.unwrap().is_none() {
+                missing.push(user);
+            }
+        }
+        if missing.is_empty() {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("{missing:?}"))
         }
     })
     .await;
-    stretch
-        .apply(json!({
+    let on_real_node = json!({"pod": {
+        "nodeSelector": {"kstretch.test/node": "real"},
+        "tolerations": [{"key": "kstretch.test/real-node", "operator": "Exists",
+                         "effect": "NoSchedule"}]}});
+    let worker = |name: &str, alias: &str, bootstrap: String, security: Value| {
+        let mut spec = json!({
+            "replicas": 1,
+            "bootstrapServers": bootstrap,
+            "groupId": format!("{name}-group"), "configStorageTopic": format!("{name}-configs"),
+            "statusStorageTopic": format!("{name}-status"),
+            "offsetStorageTopic": format!("{name}-offsets"),
+            "config": {"config.storage.replication.factor": 3,
+                       "offset.storage.replication.factor": 3,
+                       "status.storage.replication.factor": 3},
+            "jvmOptions": {"-Xms": "128m", "-Xmx": "320m", "-XX": {"TieredStopAtLevel": "1"}},
+            "template": on_real_node.clone()
+        });
+        spec.as_object_mut()
+            .unwrap()
+            .extend(security.as_object().unwrap().clone());
+        json!({
             "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaConnect",
-            "metadata": {"name": "secure"},
-            "spec": {
-                "replicas": 0,
-                "bootstrapServers": listener_at(k, "mtls", &real_node_ip(ALPHA)),
-                "groupId": "connect-group", "configStorageTopic": "connect-configs",
-                "statusStorageTopic": "connect-status", "offsetStorageTopic": "connect-offsets",
+            "metadata": {"name": name, "annotations": {"strimzi.io/stretch-cluster-alias": alias}},
+            "spec": spec
+        })
+    };
+    // Mutual TLS from beta, to the brokers' node ports in alpha.
+    stretch
+        .apply(worker(
+            "connect-tls",
+            BETA,
+            listener_at(k, "mtls", &real_node_ip(ALPHA)),
+            json!({
                 "tls": {"trustedCertificates":
                     [{"secretName": "live-cluster-ca-cert", "certificate": "ca.crt"}]},
                 "authentication": {"type": "tls", "certificateAndKey":
-                    {"secretName": "connect", "certificate": "user.crt", "key": "user.key"}},
-                "config": {"config.storage.replication.factor": 3,
-                           "offset.storage.replication.factor": 3,
-                           "status.storage.replication.factor": 3}
-            }
-        }))
+                    {"secretName": "connect", "certificate": "user.crt", "key": "user.key"}}
+            }),
+        ))
         .await;
-    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = stretch.api(ALPHA);
+    // SCRAM from alpha, to the brokers in beta.
+    stretch
+        .apply(worker(
+            "connect-scram",
+            ALPHA,
+            listener_at(k, "scram", &real_node_ip(BETA)),
+            json!({"authentication": {"type": "scram-sha-512", "username": "connect-scram",
+                "passwordSecret": {"secretName": "connect-scram", "password": "password"}}}),
+        ))
+        .await;
+    // What central ships to the workers' cluster.
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = stretch.api(BETA);
+    let shipped_secrets: Api<Secret> = stretch.api(BETA);
     let (generated, shipped) = wait_for(
-        "the workers' configuration and Secret",
+        "the workers' configuration and Secret in beta",
         START_TIMEOUT,
         || async {
-            let cm = config_maps.get_opt("secure-connect-config").await.unwrap();
-            let secret = secrets.get_opt("secure-connect-security").await.unwrap();
+            let cm = config_maps
+                .get_opt("connect-tls-connect-config")
+                .await
+                .unwrap();
+            let secret = shipped_secrets
+                .get_opt("connect-tls-connect-security")
+                .await
+                .unwrap();
             match (cm, secret) {
                 (Some(cm), Some(secret)) => Seen::Done((
                     cm.data.unwrap_or_default()["kafka-connect.properties"].clone(),
                     secret
                         .data
                         .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, v.0))
-                        .collect::<BTreeMap<String, Vec<u8>>>(),
+                        .into_keys()
+                        .collect::<Vec<_>>(),
                 )),
                 other => Seen::NotYet(format!("{:?}", (other.0.is_some(), other.1.is_some()))),
             }
         },
     )
     .await;
-    assert_eq!(
-        shipped.keys().collect::<Vec<_>>(),
-        ["ca.crt", "user.crt", "user.key"]
-    );
+    assert_eq!(shipped, ["ca.crt", "user.crt", "user.key"]);
     assert!(generated.contains("security.protocol=SSL"), "{generated}");
-    let dir = client_dir(stretch).join("connect");
-    let (mut worker, _url) = kstretch_tests::connect::boot_worker(&generated, &dir, &shipped).await;
     let bootstrap = all_brokers(k);
     wait_for("the workers' storage topics", START_TIMEOUT, || async {
         let topics = kstretch_tests::kafka::topic_names(&bootstrap).unwrap_or_default();
-        if ["connect-configs", "connect-status", "connect-offsets"]
+        let missing: Vec<String> = ["connect-tls", "connect-scram"]
             .iter()
-            .all(|t| topics.contains(*t))
-        {
+            .flat_map(|w| ["configs", "status", "offsets"].map(|t| format!("{w}-{t}")))
+            .filter(|t| !topics.contains(t))
+            .collect();
+        if missing.is_empty() {
             Seen::Done(())
         } else {
-            Seen::NotYet(worker.log_tail(20))
+            Seen::NotYet(format!("missing {missing:?}"))
         }
     })
     .await;
-    worker.stop();
+    for (name, alias) in [("connect-tls", BETA), ("connect-scram", ALPHA)] {
+        let pods: Api<Pod> = stretch.api(alias);
+        let pod = format!("{name}-connect-0");
+        wait_for(&format!("{pod} ready"), START_TIMEOUT, || async {
+            match pods.get_opt(&pod).await.unwrap() {
+                Some(p) if ready_on_real_node(std::slice::from_ref(&p), alias) == [pod.clone()] => {
+                    Seen::Done(())
+                }
+                other => Seen::NotYet(format!("{:?}", other.and_then(|p| p.status))),
+            }
+        })
+        .await;
+    }
+    // The renewal that follows rolls the brokers alone, with the CPU they need.
+    let connects: Api<kstretch_api::KafkaConnect> = stretch.api(ALPHA);
+    for name in ["connect-tls", "connect-scram"] {
+        connects.delete(name, &Default::default()).await.unwrap();
+    }
+    for (name, alias) in [("connect-tls", BETA), ("connect-scram", ALPHA)] {
+        let pods: Api<Pod> = stretch.api(alias);
+        let pod = format!("{name}-connect-0");
+        wait_for(&format!("{pod} gone"), START_TIMEOUT, || async {
+            match pods.get_opt(&pod).await.unwrap() {
+                None => Seen::Done(()),
+                Some(_) => Seen::NotYet("still there".to_owned()),
+            }
+        })
+        .await;
+    }
 }
 
 /// A secured cluster (SCRAM and certificate listeners, simple authorization) serves its
@@ -1085,6 +1168,10 @@ fn windows_soon() -> (Vec<String>, i64) {
 /// renewal waits for the window and says until when; then a new CA certificate of the same key (generation 1), the old
 /// one kept as `ca-<expiry>.crt`, every node rolled one at a time to trust both, no failed
 /// send, no lost acknowledged record; a client trusting only the new certificate connects.
+/// In the same window `strimzi.io/force-replace` gives the clients CA a new key (its old
+/// certificate kept), alice's certificate is issued again under it, and the nodes take her new
+/// and her old one after the same roll; on the cluster CA's key Secret it is not acted on and
+/// the `Kafka` says so.
 #[tokio::test]
 async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_acknowledged_record()
 {
@@ -1117,6 +1204,18 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
     let old = secrets.get("live-cluster-ca-cert").await.unwrap();
     let text = secret_text;
     let old_ca = text(&old, "ca.crt");
+    let old_clients_key = text(&secrets.get("live-clients-ca").await.unwrap(), "ca.key");
+    // alice as she is before the clients CA's key is replaced: her certificate of the old key.
+    let dir = client_dir(&stretch);
+    let ca_file = dir.join("renew-cluster-ca.crt");
+    std::fs::write(&ca_file, &old_ca).unwrap();
+    let ca_file = ca_file.display().to_string();
+    let alice_before = alice_config(
+        &dir,
+        "alice-before",
+        &secrets.get("alice").await.unwrap(),
+        &ca_file,
+    );
     let before = pod_states(&stretch).await;
     // The renewal runs in a maintenance window, which opens in under two minutes.
     let (windows, opens) = windows_soon();
@@ -1129,14 +1228,21 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
         )
         .await
         .unwrap();
-    secrets
-        .patch(
-            "live-cluster-ca-cert",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"strimzi.io/force-renew": "true"}}})),
-        )
-        .await
-        .unwrap();
+    let annotate = |name: &'static str, annotation: &'static str| {
+        let secrets = secrets.clone();
+        async move {
+            let patch = json!({"metadata": {"annotations": {annotation: "true"}}});
+            secrets
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    };
+    annotate("live-cluster-ca-cert", "strimzi.io/force-renew").await;
+    // In the same window the clients CA gets a new key; the cluster CA's key is kept, and the
+    // Kafka says so.
+    annotate("live-clients-ca", "strimzi.io/force-replace").await;
+    annotate("live-cluster-ca", "strimzi.io/force-replace").await;
     // Central looks at the CA in every reconciliation; a change of the Kafka starts one now
     // rather than at the next periodic one.
     kafkas
@@ -1154,9 +1260,22 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
         .await;
     let said = warning(&k, "CertificateRenewalPostponed").unwrap();
     assert!(
-        said.contains("renewing the cluster CA certificate (strimzi.io/force-renew asks for it) waits for a maintenance window")
+        said.contains("renewing the cluster CA certificate (strimzi.io/force-renew asks for it), the clients CA key (strimzi.io/force-replace asks for a new one) waits for a maintenance window")
             && said.contains(&format!("the next opens at {}", utc(opens))),
         "{said}"
+    );
+    let kept_key = k
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .filter(|c| c.type_ == "Warning" && c.reason.as_deref() == Some("NotActedOn"))
+        .filter_map(|c| c.message.clone())
+        .find(|m| m.contains("force-replace"))
+        .unwrap_or_default();
+    assert!(
+        kept_key.contains("strimzi.io/force-replace on Secret live-cluster-ca is not acted on")
+            && kept_key.contains("annotate live-cluster-ca-cert with strimzi.io/force-renew=true"),
+        "{kept_key}"
     );
     assert!(
         unix_now() < opens,
@@ -1194,7 +1313,39 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(text(&renewed, kept[0]), old_ca);
 
-    // Every node restarts, one at a time, to trust both certificates.
+    // The clients CA: a new key (generation 1) and its certificate, the old one kept.
+    let clients_key = secrets.get("live-clients-ca").await.unwrap();
+    assert_ne!(text(&clients_key, "ca.key"), old_clients_key);
+    assert_eq!(
+        clients_key
+            .annotations()
+            .get("strimzi.io/ca-key-generation")
+            .map(String::as_str),
+        Some("1")
+    );
+    assert!(
+        !clients_key
+            .annotations()
+            .contains_key("strimzi.io/force-replace")
+    );
+    let clients_cert = secrets.get("live-clients-ca-cert").await.unwrap();
+    let clients_kept = clients_cert
+        .data
+        .as_ref()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("ca-") && k.ends_with(".crt"))
+        .count();
+    assert_eq!(clients_kept, 1, "the old clients CA certificate is kept");
+    // The cluster CA's key stays, the annotation with it.
+    let cluster_key = secrets.get("live-cluster-ca").await.unwrap();
+    assert!(
+        cluster_key
+            .annotations()
+            .contains_key("strimzi.io/force-replace")
+    );
+
+    // Every node restarts, one at a time, to trust both certificates of each CA.
     rolled_one_at_a_time(&stretch, &before).await;
     let k: Kafka = stretch
         .wait_in_alpha("live", "Ready after the renewal", START_TIMEOUT, is_ready)
@@ -1203,7 +1354,29 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
     wait_for_acks(&load, acked + 50).await;
     no_loss(load, &bootstrap, "renewed").await;
 
-    let dir = client_dir(&stretch);
+    // alice's certificate is issued again under the new clients CA key; the nodes take it,
+    // and still take her old one.
+    let new_clients_ca = text(&clients_cert, "ca.crt");
+    let alice_after = wait_for(
+        "alice's certificate of the new key",
+        START_TIMEOUT,
+        || async {
+            let s = secrets.get("alice").await.unwrap();
+            if text(&s, "ca.crt") == new_clients_ca {
+                Seen::Done(s)
+            } else {
+                Seen::NotYet("not yet issued again".to_owned())
+            }
+        },
+    )
+    .await;
+    let alice_after = alice_config(&dir, "alice-after", &alice_after, &ca_file);
+    let mtls = listener_at(&k, "mtls", &real_node_ip(BETA));
+    for alice in [&alice_after, &alice_before] {
+        let out = produced(&mtls, alice, "alice-topic", 10);
+        assert!(out.contains("10 records sent"), "{alice}: {out}");
+    }
+
     let only_new = tls_client_config(&dir, "new", &new_ca);
     run_kafka_tool(
         "org.apache.kafka.tools.TopicCommand",

@@ -112,6 +112,12 @@ pub(super) fn decide(inputs: Inputs<'_>, around: Around<'_>) -> Result<Publishab
         )
         .collect();
     let mut warnings = maintenance::warnings(around.maintenance, &waiting);
+    warnings.extend(
+        [&ca.not_acted_on, &clients_ca.not_acted_on]
+            .into_iter()
+            .flatten()
+            .map(|why| Warning::new(Reason::NotActedOn, why.clone())),
+    );
     let mut built = decided.built;
     if let (Some(spec), Some(access)) = (&kafka.spec.kafka_exporter, &decided.exporter) {
         let access = (&access.identity, access.bootstrap.as_str());
