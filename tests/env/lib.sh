@@ -36,6 +36,30 @@ die() {
 state_marker() { printf '%s/' "$STATE"; }
 
 pidfile() { printf '%s/%s.pid' "$PID_DIR" "$1"; }
+# startfile NAME — when NAME's recorded process started: after a crash its pid may have been
+# given to another process of ours (seen: a new Kafka node took a killed node's pid, and
+# "stopping" the dead one killed the new one).
+startfile() { printf '%s/%s.start' "$PID_DIR" "$1"; }
+
+# proc_start PID — when PID started, in clock ticks since boot (/proc/PID/stat field 22).
+proc_start() {
+  local stat
+  { stat=$(<"/proc/$1/stat"); } 2>/dev/null || return 1
+  # The command name in parentheses may hold spaces: count fields after it.
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat
+  printf '%s\n' "${20}"
+}
+
+# started_as_recorded NAME PID — PID is the process NAME's pidfile was written for, not a later
+# one with the same number (true when no start was recorded).
+started_as_recorded() {
+  local f
+  f=$(startfile "$1")
+  [[ -f $f ]] || return 0
+  [[ $(proc_start "$2" 2>/dev/null) == "$(<"$f")" ]]
+}
 
 # cmdline PID — the process's command line with spaces, or nothing (gone / zombie).
 cmdline() { tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" || true; }
@@ -57,12 +81,13 @@ is_ours() {
 # live_pid NAME [MARKER...] — print the pid of NAME if its pidfile points to a live
 # process of ours (with every MARKER in its command line).
 live_pid() {
-  local f pid
-  f=$(pidfile "$1")
+  local name=$1 f pid
+  f=$(pidfile "$name")
   shift
   [[ -f $f ]] || return 1
   pid=$(<"$f")
   is_ours "$pid" "$@" || return 1
+  started_as_recorded "$name" "$pid" || return 1
   printf '%s\n' "$pid"
 }
 
@@ -82,7 +107,7 @@ stop_proc() {
   f=$(pidfile "$name")
   [[ -f $f ]] || return 0
   pid=$(<"$f")
-  if is_ours "$pid"; then
+  if is_ours "$pid" && started_as_recorded "$name" "$pid"; then
     log "stopping $name (pid $pid)"
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     for ((i = 0; i < ${KSTRETCH_STOP_TIMEOUT:-10} * 10; i++)); do
@@ -98,7 +123,7 @@ stop_proc() {
       done
     fi
   fi
-  rm -f "$f"
+  rm -f "$f" "$(startfile "$name")"
 }
 
 # port_owner PORT — the `ss` line of whoever listens on PORT, if anyone.
@@ -145,6 +170,7 @@ start_proc() {
   setsid "$@" >>"$logf" 2>&1 </dev/null 9>&- &
   pid=$!
   printf '%s\n' "$pid" >"$(pidfile "$name")"
+  proc_start "$pid" >"$(startfile "$name")" 2>/dev/null || rm -f "$(startfile "$name")"
   # Until the forked child has exec'd, its command line is still ours (bash): wait for
   # the exec so that identity checks (is_ours) see the real command.
   local i cl
@@ -180,7 +206,7 @@ wait_proc_healthy() {
   deadline=$((SECONDS + timeout))
   while ((SECONDS < deadline)); do
     "$@" >/dev/null 2>&1 && return 0
-    is_ours "$pid" || return 2
+    { is_ours "$pid" && started_as_recorded "$name" "$pid"; } || return 2
     sleep 0.5
   done
   return 1
