@@ -65,7 +65,7 @@ const LISTENER: &[(&str, &str)] = &[(
 /// The keys of a listener's `configuration` kstretch reads.
 const LISTENER_CONFIGURATION: &[&str] = &["brokerCertChainAndKey"];
 /// The keys of `clusterCa` / `clientsCa` kstretch reads; `certificateExpirationPolicy` is
-/// served when it is `renew-certificate`, what kstretch does.
+/// served when it is `renew-certificate`, and for the clients CA `replace-key` too.
 const CA: &[&str] = &[
     "generateCertificateAuthority",
     "validityDays",
@@ -302,8 +302,13 @@ fn certificate_authority(key: &str, ca: &OpaqueObject) -> Vec<String> {
                 "certificateExpirationPolicy" if value == &Value::from("renew-certificate") => {
                     return None;
                 }
+                "certificateExpirationPolicy"
+                    if key == "clientsCa" && value == &Value::from("replace-key") =>
+                {
+                    return None;
+                }
                 "certificateExpirationPolicy" => {
-                    "a generated CA's certificate is renewed with its key kept (renew-certificate)"
+                    "a generated CA's certificate is renewed with its key kept (renew-certificate); kstretch does not replace the cluster CA's key yet"
                 }
                 "generateSecretOwnerReference" => {
                     "generated CA Secrets are deleted with the Kafka when it is deleted, whatever it says"
@@ -396,7 +401,8 @@ mod tests {
                                            "service": {}}},
             "maintenanceTimeWindows": ["* * 0-1 ? * SUN *"],
             "clusterCa": {"certificateExpirationPolicy": "replace-key"},
-            "clientsCa": {"generateSecretOwnerReference": false}
+            "clientsCa": {"generateSecretOwnerReference": false,
+                          "certificateExpirationPolicy": "replace-key"}
         }));
         let w = kafka(&spec, APPLIED, EXPORTER_APPLIED);
         for path in [
@@ -442,6 +448,10 @@ mod tests {
         );
         assert!(!named(&w, ".spec.kafka.logging"), "logging is served");
         assert!(!named(&w, ".spec.kafka.livenessProbe"), "probes are served");
+        assert!(
+            !named(&w, ".spec.clientsCa.certificateExpirationPolicy"),
+            "the clients CA's replace-key is served: {w:#?}"
+        );
         assert!(
             w.iter()
                 .any(|m| m.contains("madeUp is not acted on: kstretch does not know this field"))

@@ -98,6 +98,9 @@ pub struct CaSettings {
     pub generate: bool,
     pub validity_days: u32,
     pub renewal_days: u32,
+    /// `certificateExpirationPolicy: replace-key`: near its expiry the CA gets a new key, not
+    /// only a new certificate (served for the clients CA).
+    pub replace_key: bool,
 }
 
 impl CaSettings {
@@ -134,6 +137,7 @@ impl CaSettings {
             generate,
             validity_days: days("validityDays", DEFAULT_VALIDITY_DAYS)?,
             renewal_days: days("renewalDays", DEFAULT_RENEWAL_DAYS)?,
+            replace_key: field("certificateExpirationPolicy").is_some_and(|p| p == "replace-key"),
         };
         if settings.renewal_days >= settings.validity_days {
             return Err(kind.refuse(format!(

@@ -152,7 +152,13 @@ pub(super) async fn ca(
                 }
                 .into());
             };
-            let asked = key_step(settings, forced(&key, FORCE_REPLACE), renew_now, &key_name);
+            let due = if forced(&key, FORCE_REPLACE) {
+                Some(KeyDue::Forced)
+            } else {
+                (settings.replace_key && renewal_due(&cert_pem, false, settings.renewal_days, now))
+                    .then_some(KeyDue::Expiring)
+            };
+            let asked = key_step(settings, due, renew_now, &key_name);
             let (key, key_pem) = match &asked {
                 KeyStep::Replace => replaced_key(&api, kafka, settings, key, now).await?,
                 _ => (key, key_pem),
@@ -264,30 +270,53 @@ enum KeyStep {
     NotServed(String),
 }
 
-/// What `strimzi.io/force-replace` on the key Secret `key_secret` (`forced`) asks of the CA
-/// that `settings` are for, with a maintenance window open or not (`now`). Only a generated
-/// clients CA's key is replaced: its certificates are the users', which are issued again, while
-/// the nodes roll once to trust both. The cluster CA's key signs the nodes' own certificates,
-/// which must move in three rolls (trust both, issue again, drop the old) that kstretch does
-/// not make yet. Pure.
-fn key_step(settings: CaSettings, forced: bool, now: bool, key_secret: &str) -> KeyStep {
+/// Why a CA's key is to be replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyDue {
+    /// `strimzi.io/force-replace` on the key Secret.
+    Forced,
+    /// Its certificate is within `renewalDays` of expiry and the policy is `replace-key`.
+    Expiring,
+}
+
+/// What becomes of the key of the CA that `settings` are for, in the key Secret `key_secret`,
+/// when it is `due` to be replaced, with a maintenance window open or not (`now`). Only a
+/// generated clients CA's key is replaced: its certificates are the users', which are issued
+/// again, while the nodes roll once to trust both. The cluster CA's key signs the nodes' own
+/// certificates, which must move in three rolls (trust both, issue again, drop the old) that
+/// kstretch does not make yet: asked by the annotation it says so; by the policy its
+/// certificate is renewed instead (the policy is named as not acted on). Pure.
+fn key_step(settings: CaSettings, due: Option<KeyDue>, now: bool, key_secret: &str) -> KeyStep {
     let kind = settings.kind;
-    if !forced {
+    let Some(due) = due else {
         return KeyStep::Keep;
-    }
+    };
+    let forced = due == KeyDue::Forced;
     if !settings.generate {
+        if !forced {
+            return KeyStep::Keep;
+        }
         return KeyStep::NotServed(format!(
             "{FORCE_REPLACE} on Secret {key_secret} is not acted on: the {kind} is yours (.spec.{}.generateCertificateAuthority is false); put the new key in {key_secret} and its certificate in {key_secret}-cert yourself, and remove the annotation",
             kind.field(),
         ));
     }
     match (kind, now) {
-        (CaKind::Cluster, _) => KeyStep::NotServed(format!(
+        (CaKind::Cluster, _) if forced => KeyStep::NotServed(format!(
             "{FORCE_REPLACE} on Secret {key_secret} is not acted on: kstretch does not replace the cluster CA's key yet (the nodes' certificates and trust must move in three rolls); the key is kept. To renew the CA certificate with the same key, annotate {key_secret}-cert with {FORCE_RENEW}=true"
         )),
-        (CaKind::Clients, false) => KeyStep::Postponed(format!(
-            "the {kind} key ({FORCE_REPLACE} asks for a new one)"
-        )),
+        (CaKind::Cluster, _) => KeyStep::Keep,
+        (CaKind::Clients, false) => {
+            let why = match due {
+                KeyDue::Forced => format!("{FORCE_REPLACE} asks for a new one"),
+                KeyDue::Expiring => format!(
+                    "its certificate is within {} days of expiry and .spec.{}.certificateExpirationPolicy is replace-key",
+                    settings.renewal_days,
+                    kind.field()
+                ),
+            };
+            KeyStep::Postponed(format!("the {kind} key ({why})"))
+        }
         (CaKind::Clients, true) => KeyStep::Replace,
     }
 }
@@ -634,29 +663,27 @@ mod tests {
             generate,
             validity_days: 365,
             renewal_days: 30,
+            replace_key: false,
         }
     }
 
     #[test]
     fn only_a_generated_clients_ca_has_its_key_replaced_and_in_a_window() {
         let clients = settings(CaKind::Clients, true);
+        let forced = Some(KeyDue::Forced);
+        assert_eq!(key_step(clients, None, true, "k-clients-ca"), KeyStep::Keep);
         assert_eq!(
-            key_step(clients, false, true, "k-clients-ca"),
-            KeyStep::Keep
-        );
-        assert_eq!(
-            key_step(clients, true, true, "k-clients-ca"),
+            key_step(clients, forced, true, "k-clients-ca"),
             KeyStep::Replace
         );
         assert_eq!(
-            key_step(clients, true, false, "k-clients-ca"),
+            key_step(clients, forced, false, "k-clients-ca"),
             KeyStep::Postponed(
                 "the clients CA key (strimzi.io/force-replace asks for a new one)".into()
             )
         );
-        let KeyStep::NotServed(why) =
-            key_step(settings(CaKind::Cluster, true), true, true, "k-cluster-ca")
-        else {
+        let cluster = settings(CaKind::Cluster, true);
+        let KeyStep::NotServed(why) = key_step(cluster, forced, true, "k-cluster-ca") else {
             panic!("the cluster CA's key is not replaced");
         };
         assert!(
@@ -664,15 +691,39 @@ mod tests {
                 && why.contains("annotate k-cluster-ca-cert with strimzi.io/force-renew=true"),
             "{why}"
         );
-        let KeyStep::NotServed(why) =
-            key_step(settings(CaKind::Clients, false), true, true, "k-clients-ca")
-        else {
+        let users = settings(CaKind::Clients, false);
+        let KeyStep::NotServed(why) = key_step(users, forced, true, "k-clients-ca") else {
             panic!("a user's CA is the user's to replace");
         };
         assert!(
             why.contains(".spec.clientsCa.generateCertificateAuthority is false")
                 && why.contains("its certificate in k-clients-ca-cert"),
             "{why}"
+        );
+    }
+
+    #[test]
+    fn near_expiry_replace_key_gives_the_clients_ca_a_new_key_and_renews_the_cluster_cas() {
+        let expiring = Some(KeyDue::Expiring);
+        let clients = settings(CaKind::Clients, true);
+        assert_eq!(
+            key_step(clients, expiring, true, "k-clients-ca"),
+            KeyStep::Replace
+        );
+        let KeyStep::Postponed(why) = key_step(clients, expiring, false, "k-clients-ca") else {
+            panic!("outside a window the new key waits");
+        };
+        assert!(
+            why.contains("within 30 days of expiry")
+                && why.contains(".spec.clientsCa.certificateExpirationPolicy is replace-key"),
+            "{why}"
+        );
+        // The cluster CA's certificate is renewed with its key (the policy is named as not
+        // acted on); nothing is said here.
+        let cluster = settings(CaKind::Cluster, true);
+        assert_eq!(
+            key_step(cluster, expiring, true, "k-cluster-ca"),
+            KeyStep::Keep
         );
     }
 
