@@ -39,6 +39,8 @@ set -a && . "${KSTRETCH_STATE_DIR:-$HOME/.local/state/kstretch}/env" && set +a
 step fmt cargo fmt --all -- --check
 # No module of any crate uses one that uses it back (shared things live in shared modules).
 step modules scripts/check-module-cycles.py
+# Every condition reason the code writes is in the reference, with what to do.
+step reasons scripts/check-reasons.py
 step clippy cargo clippy --workspace --all-targets --all-features -- -D warnings
 step unit cargo test --workspace
 # All targets, as `cargo test` built them: the binaries then have the features the tests'
