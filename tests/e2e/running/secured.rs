@@ -1161,6 +1161,26 @@ fn windows_soon() -> (Vec<String>, i64) {
     (windows, start)
 }
 
+/// The CA certificate Secret `name` once it holds its second certificate (generation 1).
+async fn second_ca_certificate(secrets: &Api<Secret>, name: &str) -> Secret {
+    wait_for(
+        &format!("{name} at generation 1"),
+        START_TIMEOUT,
+        || async {
+            let s = secrets.get(name).await.unwrap();
+            match s
+                .annotations()
+                .get("strimzi.io/ca-cert-generation")
+                .map(String::as_str)
+            {
+                Some("1") => Seen::Done(s),
+                other => Seen::NotYet(format!("generation {other:?}")),
+            }
+        },
+    )
+    .await
+}
+
 /// `KafkaUser`s (see [`users_are_authenticated_and_authorized`]) and Connect workers (see
 /// [`connect_workers_reach_the_secured_kafka`]); then
 /// `strimzi.io/force-renew` on `live-cluster-ca-cert` of the running cluster while an idempotent
@@ -1288,18 +1308,7 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
         "nothing renewed before the window"
     );
 
-    let renewed = wait_for("the renewed CA certificate", START_TIMEOUT, || async {
-        let s = secrets.get("live-cluster-ca-cert").await.unwrap();
-        match s
-            .annotations()
-            .get("strimzi.io/ca-cert-generation")
-            .map(String::as_str)
-        {
-            Some("1") => Seen::Done(s),
-            other => Seen::NotYet(format!("generation {other:?}")),
-        }
-    })
-    .await;
+    let renewed = second_ca_certificate(&secrets, "live-cluster-ca-cert").await;
     assert!(!renewed.annotations().contains_key("strimzi.io/force-renew"));
     let new_ca = text(&renewed, "ca.crt");
     assert_ne!(new_ca, old_ca);
@@ -1313,7 +1322,8 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(text(&renewed, kept[0]), old_ca);
 
-    // The clients CA: a new key (generation 1) and its certificate, the old one kept.
+    // The clients CA: a new key (generation 1), then its certificate, the old one kept.
+    let clients_cert = second_ca_certificate(&secrets, "live-clients-ca-cert").await;
     let clients_key = secrets.get("live-clients-ca").await.unwrap();
     assert_ne!(text(&clients_key, "ca.key"), old_clients_key);
     assert_eq!(
@@ -1328,7 +1338,6 @@ async fn users_are_served_and_a_forced_ca_renewal_rolls_the_nodes_and_loses_no_a
             .annotations()
             .contains_key("strimzi.io/force-replace")
     );
-    let clients_cert = secrets.get("live-clients-ca-cert").await.unwrap();
     let clients_kept = clients_cert
         .data
         .as_ref()
