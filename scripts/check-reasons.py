@@ -238,11 +238,10 @@ class Source:
             return value
         return None
 
-    def args(self, open_paren):
-        """The top-level arguments (start, end) of the call whose `(` is at `open_paren`."""
-        end = self.close(open_paren, "(", ")")
-        out, depth, start, i = [], 0, open_paren + 1, open_paren + 1
-        while i < end - 1:
+    def top_level(self, start, end):
+        """The positions in code[start:end] outside strings and nested brackets."""
+        depth, i = 0, start
+        while i < end:
             if i in self.strings:
                 i = self.strings[i][0]
                 continue
@@ -251,13 +250,24 @@ class Source:
                 depth += 1
             elif c in ")]}":
                 depth -= 1
-            elif c == "," and depth == 0:
-                out.append((start, i))
-                start = i + 1
+            elif depth == 0:
+                yield i
             i += 1
-        if self.code[start:end - 1].strip():
-            out.append((start, end - 1))
+
+    def split(self, start, end):
+        """The comma-separated top-level parts of code[start:end], as (start, end) pairs."""
+        out, part = [], start
+        for i in self.top_level(start, end):
+            if self.code[i] == ",":
+                out.append((part, i))
+                part = i + 1
+        if self.code[part:end].strip():
+            out.append((part, end))
         return out
+
+    def args(self, open_paren):
+        """The top-level arguments (start, end) of the call whose `(` is at `open_paren`."""
+        return self.split(open_paren + 1, self.close(open_paren, "(", ")") - 1)
 
 
 def module_path(path):
@@ -390,38 +400,10 @@ def extract():
             for a, b in src.args(m.end() - 1):
                 expression(src, a, b, "call")
         for m, a, b in src.blocks(STRUCT):
-            depth, i = 0, a + 1
-            while i < b - 1:
-                if i in src.strings:
-                    i = src.strings[i][0]
-                    continue
-                c = src.code[i]
-                if c in "([{":
-                    depth += 1
-                elif c in ")]}":
-                    depth -= 1
-                elif depth == 0 and re.match(r"\breason\s*:", src.code[i:i + 20]) \
-                        and not src.code[i - 1].isalnum() and src.code[i - 1] != "_":
-                    colon = src.code.index(":", i) + 1
-                    j, d = colon, 0
-                    while j < b - 1:
-                        if j in src.strings:
-                            j = src.strings[j][0]
-                            continue
-                        ch = src.code[j]
-                        if ch in "([{":
-                            d += 1
-                        elif ch in ")]}":
-                            if d == 0:
-                                break
-                            d -= 1
-                        elif ch == "," and d == 0:
-                            break
-                        j += 1
-                    expression(src, colon, j, "struct")
-                    i = j
-                    continue
-                i += 1
+            for start, end in src.split(a + 1, b - 1):
+                field = re.match(r"\s*reason\s*:", src.code[start:end])
+                if field:
+                    expression(src, start + field.end(), end, "struct")
     for c in constants.reason_mods:
         value = c["raw"] if c["literal"] else constants.resolve(c["raw"], c["src"])
         add(value, c["src"], c["offset"], "reason-mod")
